@@ -1,0 +1,1 @@
+"""The ``hops`` command: submit, status, fairness, cancel, nodes, db, simulate."""

@@ -1,0 +1,256 @@
+"""The plain data the core reasons about: GPU types, nodes, jobs, configurations, plans.
+
+Everything is frozen so a round's input cannot change under the planner and the
+same input always yields the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
+
+
+@dataclass(frozen=True, slots=True)
+class GpuType:
+    """A resource type (GPU generation in a server class).
+
+    ``b_link`` and ``b_net`` are the intra-node and network bandwidths in model
+    parameters per second, measured offline per type (eq. 3 of the method).
+    ``speed`` is the admin's relative speed used to normalise attained service.
+    """
+
+    name: str
+    b_link: float = 2.5e9
+    b_net: float = 1.25e9
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InvalidInputError("a GPU type needs a non-empty name")
+        if self.b_link <= 0 or self.b_net <= 0:
+            raise InvalidInputError(f"GPU type {self.name!r}: bandwidths must be > 0")
+        if self.speed <= 0:
+            raise InvalidInputError(f"GPU type {self.name!r}: speed must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One server. Its position in :attr:`Cluster.nodes` defines "consecutive" nodes."""
+
+    id: str
+    gpu_type: str
+    gpus: int
+    server_model: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise InvalidInputError("a node needs a non-empty id")
+        if self.gpus < 0:
+            raise InvalidInputError(f"node {self.id!r}: negative GPU count {self.gpus}")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """GPU types and the ordered list of nodes that carry them."""
+
+    gpu_types: Mapping[str, GpuType]
+    nodes: tuple[Node, ...]
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.id in seen:
+                raise InvalidInputError(f"node id {node.id!r} appears twice")
+            seen.add(node.id)
+            if node.gpu_type not in self.gpu_types:
+                raise UnknownGpuTypeError(
+                    f"node {node.id!r} carries unknown GPU type {node.gpu_type!r}"
+                )
+
+    @staticmethod
+    def build(types: Iterable[GpuType], nodes: Iterable[Node]) -> Cluster:
+        """Convenience constructor from plain iterables."""
+        return Cluster({t.name: t for t in types}, tuple(nodes))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    def node(self, node_id: str) -> Node:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise InvalidInputError(f"unknown node {node_id!r}")
+
+    def node_map(self) -> dict[str, Node]:
+        return {n.id: n for n in self.nodes}
+
+    def nodes_of_type(self, gpu_type: str) -> tuple[Node, ...]:
+        if gpu_type not in self.gpu_types:
+            raise UnknownGpuTypeError(f"unknown GPU type {gpu_type!r}")
+        return tuple(n for n in self.nodes if n.gpu_type == gpu_type)
+
+    def gpus_of_type(self, gpu_type: str) -> int:
+        return sum(n.gpus for n in self.nodes_of_type(gpu_type))
+
+    def type_fractions(self) -> dict[str, float]:
+        """P(type=j) of eq. 9: the share of the cluster's GPUs each type holds."""
+        total = self.total_gpus
+        if total == 0:
+            return {t: 0.0 for t in self.gpu_types}
+        return {t: self.gpus_of_type(t) / total for t in sorted(self.gpu_types)}
+
+
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """A placement ``{node_id: gpus}`` on nodes of one GPU type.
+
+    ``parts`` is kept sorted by node id order given at construction (the caller
+    passes them in cluster order) so equal placements compare equal.
+    """
+
+    gpu_type: str
+    parts: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise InvalidInputError("a configuration needs at least one node")
+        ids = [p[0] for p in self.parts]
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError(f"configuration lists a node twice: {ids}")
+        for node_id, gpus in self.parts:
+            if gpus <= 0:
+                raise InvalidInputError(f"configuration gives node {node_id!r} {gpus} GPUs")
+
+    @staticmethod
+    def of(gpu_type: str, mapping: Mapping[str, int]) -> Configuration:
+        return Configuration(gpu_type, tuple(sorted(mapping.items())))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g for _, g in self.parts)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parts)
+
+    @property
+    def distributed(self) -> bool:
+        return len(self.parts) > 1
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.parts)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.parts)
+
+    def gpus_on(self, node_id: str) -> int:
+        return dict(self.parts).get(node_id, 0)
+
+
+def _check_demands(job_id: str, demands: tuple[int, ...]) -> None:
+    if not demands:
+        raise InvalidInputError(f"job {job_id!r}: empty demand set")
+    if any(d <= 0 for d in demands):
+        raise InvalidInputError(f"job {job_id!r}: demands must be positive, got {demands}")
+    if list(demands) != sorted(set(demands)):
+        raise InvalidInputError(
+            f"job {job_id!r}: demand set must be strictly increasing, got {demands}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A hops job as the planner sees it.
+
+    ``demands`` is the acceptable GPU counts R1 < ... < Rn. ``wait_time`` is the
+    time spent queued so far (seconds), ``attained_service`` GPU-seconds
+    normalised by GPU-type speed, ``samples_done`` progress. ``current`` is the
+    placement of a running job (None when queued).
+    """
+
+    id: str
+    demands: tuple[int, ...]
+    total_samples: float
+    batch_size: int = 32
+    params: float = 25e6
+    submit_time: float = 0.0
+    user: str = ""
+    account: str = ""
+    samples_done: float = 0.0
+    attained_service: float = 0.0
+    wait_time: float = 0.0
+    current: Configuration | None = None
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise InvalidInputError("a job needs a non-empty id")
+        _check_demands(self.id, self.demands)
+        if self.total_samples <= 0:
+            raise InvalidInputError(f"job {self.id!r}: total_samples must be > 0")
+        if self.batch_size <= 0:
+            raise InvalidInputError(f"job {self.id!r}: batch_size must be > 0")
+        if self.params < 0:
+            raise InvalidInputError(f"job {self.id!r}: params must be >= 0")
+        if self.samples_done < 0 or self.attained_service < 0 or self.wait_time < 0:
+            raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
+
+    @property
+    def min_demand(self) -> int:
+        return self.demands[0]
+
+    @property
+    def avg_demand(self) -> float:
+        return sum(self.demands) / len(self.demands)
+
+    @property
+    def running(self) -> bool:
+        return self.current is not None
+
+    @property
+    def remaining_samples(self) -> float:
+        return max(self.total_samples - self.samples_done, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One job placed in one configuration."""
+
+    job_id: str
+    config: Configuration
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The diff a round produces, which an executor (Slurm or the simulator) applies.
+
+    ``start``: queued jobs to place. ``keep``: running jobs that stay where they
+    are. ``move``: running jobs to requeue and re-place at ``config``.
+    ``preempt``: running jobs to requeue-hold without a new place.
+    """
+
+    start: tuple[Assignment, ...] = ()
+    keep: tuple[Assignment, ...] = ()
+    move: tuple[Assignment, ...] = ()
+    preempt: tuple[str, ...] = ()
+    window: tuple[str, ...] = ()
+    objective: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    def placements(self) -> dict[str, Configuration]:
+        """Where every job holds GPUs after the plan is applied."""
+        out = {a.job_id: a.config for a in self.keep}
+        out.update({a.job_id: a.config for a in self.start})
+        out.update({a.job_id: a.config for a in self.move})
+        return out
+
+    def gpus_used(self) -> dict[str, int]:
+        """GPUs taken per node after the plan is applied."""
+        used: dict[str, int] = {}
+        for cfg in self.placements().values():
+            for node_id, gpus in cfg.parts:
+                used[node_id] = used.get(node_id, 0) + gpus
+        return used

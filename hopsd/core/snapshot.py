@@ -1,0 +1,66 @@
+"""The input of one scheduling round: what the cluster and the queue look like now."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.model import Cluster, Job
+from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a round needs, captured at one instant.
+
+    ``now`` is passed in (the core never reads a clock). ``capacity`` is how many
+    GPUs of each node hops may use (node size minus GPUs held by jobs hops does
+    not manage, zero for drained nodes); missing nodes default to their size.
+    ``pinned`` names running jobs that must keep their place in this plan (used
+    by the fragment plans inside a round). ``finished_lrs`` are the latency
+    ratios of recently finished jobs, for RAQLR.
+    """
+
+    now: float
+    cluster: Cluster
+    jobs: tuple[Job, ...]
+    store: ThroughputStore = field(default_factory=InMemoryThroughputStore)
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    pinned: frozenset[str] = frozenset()
+    finished_lrs: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        ids = [j.id for j in self.jobs]
+        if len(set(ids)) != len(ids):
+            raise InvalidInputError("a job id appears twice in the snapshot")
+        nodes = self.cluster.node_map()
+        for node_id, cap in self.capacity.items():
+            if node_id not in nodes:
+                raise InvalidInputError(f"capacity given for unknown node {node_id!r}")
+            if cap < 0 or cap > nodes[node_id].gpus:
+                raise InvalidInputError(
+                    f"capacity {cap} of node {node_id!r} outside 0..{nodes[node_id].gpus}"
+                )
+        for job in self.jobs:
+            if job.current is None:
+                continue
+            if job.current.gpu_type not in self.cluster.gpu_types:
+                raise InvalidInputError(f"job {job.id!r} runs on unknown type")
+            for node_id, _ in job.current.parts:
+                if node_id not in nodes:
+                    raise InvalidInputError(f"job {job.id!r} runs on unknown node {node_id!r}")
+
+    def capacity_of(self, node_id: str) -> int:
+        """GPUs of a node that hops may hand out this round."""
+        if node_id in self.capacity:
+            return self.capacity[node_id]
+        return self.cluster.node(node_id).gpus
+
+    @property
+    def queued(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.current is None)
+
+    @property
+    def running(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.current is not None)

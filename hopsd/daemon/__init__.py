@@ -1,0 +1,1 @@
+"""hopsd: the daemon that schedules hops-tagged Slurm jobs with the Hops core."""

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install what hops needs on a Debian 12 host, as root: Python venv (.venv) with
+# hops and its development tools. Slurm packages are installed by
+# docker/cluster.sh when the test cluster is brought up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+    echo "hops needs Python >= 3.11 as '$PYTHON'" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv
+        rm -rf .venv && "$PYTHON" -m venv .venv
+    fi
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+    | grep -v -e '^WARNING: Location' -e 'BuildBackendWarning' || true
+.venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }
