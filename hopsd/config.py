@@ -1,0 +1,238 @@
+"""hops.conf: the operator's configuration, read from TOML and validated key by key.
+
+Both ``hops`` and ``hopsd`` find it via ``--config FILE`` or the ``HOPS_CONF``
+environment variable; with neither, embedded defaults apply. Any invalid value
+raises :class:`ConfigError` naming the offending key, so the admin sees one
+clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hopsd.core.model import GpuType
+from hopsd.core.priorities import priority_names
+from hopsd.core.settings import Settings
+
+DEFAULT_LEDGER_URL = "sqlite:///" + str(Path("/var/lib/hops/ledger.sqlite"))
+
+
+class ConfigError(ValueError):
+    """A hops.conf that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class GpuTypeConfig:
+    """Per-type overrides: relative speed and interconnect bandwidths (params/s)."""
+
+    speed: float = 1.0
+    b_link: float = 2.5e9
+    b_net: float = 1.25e9
+
+    def to_core(self, name: str) -> GpuType:
+        return GpuType(name, b_link=self.b_link, b_net=self.b_net, speed=self.speed)
+
+
+@dataclass(frozen=True)
+class HopsConfig:
+    """Everything hops.conf can set, with embedded defaults."""
+
+    path: str | None = None
+    ledger_url: str = DEFAULT_LEDGER_URL
+    slurm_backend: str = "cli"
+    slurm_timeout_s: float = 20.0
+    partitions: tuple[str, ...] = ()
+    node_types: Mapping[str, str] = field(default_factory=dict)
+    round_length_s: float = 300.0
+    queue_refresh_s: float = 30.0
+    lam: float = 1.0
+    sigma: float = 1.4
+    priority: str = "lr"
+    restart_penalty_s: float = 30.0
+    profiling_iterations: int = 20
+    mip_gap: float = 0.01
+    solver_time_limit_s: float = 10.0
+    reference_throughput: float = 100.0
+    fairshare_weight: float = 0.0
+    fairshare_half_life_h: float = 168.0
+    shares: Mapping[str, float] = field(default_factory=dict)
+    gpu_types: Mapping[str, GpuTypeConfig] = field(default_factory=dict)
+    max_demand_gpus: int = 256
+    metrics_address: str = "127.0.0.1:9464"
+    spool_dir: str = ""
+    lease_ttl_s: float = 120.0
+
+    def settings(self) -> Settings:
+        """The core's planner settings derived from this configuration."""
+        return Settings(
+            priority=self.priority,
+            lam=self.lam,
+            sigma=self.sigma,
+            restart_penalty_s=self.restart_penalty_s,
+            round_length_s=self.round_length_s,
+            mip_gap=self.mip_gap,
+            time_limit_s=self.solver_time_limit_s,
+            reference_throughput=self.reference_throughput,
+        )
+
+    def gpu_type(self, name: str) -> GpuType:
+        """The core GpuType of ``name``, with this file's overrides or the defaults."""
+        return self.gpu_types.get(name, GpuTypeConfig()).to_core(name)
+
+
+_SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
+    "ledger": {"url": ("ledger_url", str)},
+    "slurm": {
+        "backend": ("slurm_backend", str),
+        "timeout_s": ("slurm_timeout_s", float),
+        "partitions": ("partitions", list),
+        "node_types": ("node_types", dict),
+    },
+    "scheduler": {
+        "round_length_s": ("round_length_s", float),
+        "queue_refresh_s": ("queue_refresh_s", float),
+        "lambda": ("lam", float),
+        "sigma": ("sigma", float),
+        "priority": ("priority", str),
+        "restart_penalty_s": ("restart_penalty_s", float),
+        "profiling_iterations": ("profiling_iterations", int),
+        "mip_gap": ("mip_gap", float),
+        "solver_time_limit_s": ("solver_time_limit_s", float),
+        "reference_throughput": ("reference_throughput", float),
+        "max_demand_gpus": ("max_demand_gpus", int),
+    },
+    "fairshare": {
+        "weight": ("fairshare_weight", float),
+        "half_life_h": ("fairshare_half_life_h", float),
+        "shares": ("shares", dict),
+    },
+    "metrics": {"address": ("metrics_address", str)},
+    "daemon": {"spool_dir": ("spool_dir", str), "lease_ttl_s": ("lease_ttl_s", float)},
+}
+
+
+def _typed(key: str, value: Any, kind: type) -> Any:
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind in (str, list, dict) and isinstance(value, kind):
+        return tuple(value) if kind is list else value
+    raise ConfigError(f"{key}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
+
+
+def _read_sections(raw: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for section, body in raw.items():
+        if section == "gpu_types":
+            continue
+        if section not in _SECTIONS:
+            raise ConfigError(f"[{section}]: unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(body, dict):
+            raise ConfigError(f"[{section}]: expected a table")
+        for key, value in body.items():
+            if key not in _SECTIONS[section]:
+                known = ", ".join(_SECTIONS[section])
+                raise ConfigError(f"{section}.{key}: unknown key (known: {known})")
+            attr, kind = _SECTIONS[section][key]
+            values[attr] = _typed(f"{section}.{key}", value, kind)
+    return values
+
+
+def _read_gpu_types(raw: Mapping[str, Any]) -> dict[str, GpuTypeConfig]:
+    out: dict[str, GpuTypeConfig] = {}
+    for name, body in raw.get("gpu_types", {}).items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"gpu_types.{name}: expected a table")
+        fields: dict[str, float] = {}
+        for key, value in body.items():
+            if key not in ("speed", "b_link", "b_net"):
+                raise ConfigError(
+                    f"gpu_types.{name}.{key}: unknown key (known: speed, b_link, b_net)"
+                )
+            number = _typed(f"gpu_types.{name}.{key}", value, float)
+            if number <= 0:
+                raise ConfigError(f"gpu_types.{name}.{key}: must be > 0, got {number}")
+            fields[key] = number
+        out[name] = GpuTypeConfig(**fields)
+    return out
+
+
+def _check(config: HopsConfig) -> None:
+    if config.slurm_backend not in ("cli", "pyslurm"):
+        raise ConfigError(
+            f"slurm.backend: must be 'cli' or 'pyslurm', got {config.slurm_backend!r}"
+        )
+    if config.priority not in priority_names():
+        known = ", ".join(priority_names())
+        raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")
+    positive = {
+        "scheduler.round_length_s": config.round_length_s,
+        "scheduler.queue_refresh_s": config.queue_refresh_s,
+        "scheduler.sigma": config.sigma,
+        "scheduler.solver_time_limit_s": config.solver_time_limit_s,
+        "scheduler.reference_throughput": config.reference_throughput,
+        "scheduler.profiling_iterations": config.profiling_iterations,
+        "scheduler.max_demand_gpus": config.max_demand_gpus,
+        "slurm.timeout_s": config.slurm_timeout_s,
+        "fairshare.half_life_h": config.fairshare_half_life_h,
+        "daemon.lease_ttl_s": config.lease_ttl_s,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}: must be > 0, got {value}")
+    non_negative = {
+        "scheduler.lambda": config.lam,
+        "scheduler.restart_penalty_s": config.restart_penalty_s,
+        "fairshare.weight": config.fairshare_weight,
+    }
+    for key, value in non_negative.items():
+        if value < 0:
+            raise ConfigError(f"{key}: must be >= 0, got {value}")
+    if not 0 <= config.mip_gap < 1:
+        raise ConfigError(f"scheduler.mip_gap: must be in [0, 1), got {config.mip_gap}")
+    for user, share in config.shares.items():
+        if not isinstance(share, int | float) or isinstance(share, bool) or share <= 0:
+            raise ConfigError(f"fairshare.shares.{user}: must be a number > 0, got {share!r}")
+    for node, gpu_type in config.node_types.items():
+        if not isinstance(gpu_type, str) or not gpu_type:
+            raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")
+    if ":" not in config.metrics_address and config.metrics_address != "":
+        raise ConfigError(f"metrics.address: expected HOST:PORT, got {config.metrics_address!r}")
+
+
+def parse_config(text: str, path: str | None = None) -> HopsConfig:
+    """Parse and validate hops.conf text; raise ConfigError naming the bad key."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path or 'hops.conf'}: not valid TOML: {exc}") from exc
+    values = _read_sections(raw)
+    config = HopsConfig(path=path, gpu_types=_read_gpu_types(raw), **values)
+    _check(config)
+    return config
+
+
+def find_config_path(explicit: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """``--config`` wins, then ``HOPS_CONF``; None means embedded defaults."""
+    env = os.environ if environ is None else environ
+    return explicit or env.get("HOPS_CONF") or None
+
+
+def load_config(
+    explicit: str | None = None, environ: Mapping[str, str] | None = None
+) -> HopsConfig:
+    """Load hops.conf from ``--config``/``HOPS_CONF``, or return the embedded defaults."""
+    path = find_config_path(explicit, environ)
+    if path is None:
+        return HopsConfig()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    return parse_config(text, path)

@@ -1,0 +1,285 @@
+"""Throughput estimator: the fine-grained heterogeneous sensing of the Hops method.
+
+Per node of a configuration the estimator looks the job up top-down and stops at
+the first layer that knows it:
+
+1. ``entity`` -- measured on this very node (aggregated table keyed by GPU count
+   when the configuration is one node, distributed table keyed by node count
+   otherwise);
+2. ``type`` -- measured on this GPU type (the same two tables);
+3. ``theory`` -- the profiled phase times put through eqs. 1-5
+   (``per_gpu = batch_size / E[T_iter]``);
+4. ``table`` -- the admin's reference table,
+   ``settings.reference_throughput * gpu_type.speed``.
+
+The configuration then runs at the pace of its slowest node:
+``min_i(per_gpu_i) * sum_i(gpus_i)``.
+
+An :class:`Estimator` is meant to live for one planning round: it memoises
+every answer, so data written to the store during the round is not seen until a
+new estimator is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
+from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.settings import Settings
+from hopsd.core.throughput import PhaseProfile, ThroughputStore
+
+#: Layers from most to least specific; an estimate reports the least specific one used.
+SOURCES: tuple[str, ...] = ("entity", "type", "theory", "table")
+_RANK = {name: rank for rank, name in enumerate(SOURCES)}
+
+
+def communication_time(
+    params: float, n_gpus: int, n_nodes: int, b_link: float, b_net: float
+) -> float:
+    """T_c of eq. 3: ring all-reduce inside one node, the network across nodes.
+
+    One GPU alone never communicates (``(N-1)/N = 0``).
+    """
+    if n_gpus <= 0 or n_nodes <= 0:
+        raise InvalidInputError(f"need at least one GPU and one node, got {n_gpus} / {n_nodes}")
+    if n_nodes == 1:
+        return params / b_link * (n_gpus - 1) / n_gpus
+    return params / b_net
+
+
+def _branch_time(
+    profile: PhaseProfile, t_d: float, t_w: float, t_c: float, t_c_exposed: float
+) -> float:
+    """T_iter given one (hit or miss) draw of data time and sync wait: eq. 1 or 2."""
+    compute_and_sync = max(profile.t_b + t_c_exposed, t_c) + profile.t_u
+    if profile.pattern == 1:
+        return max(t_d, compute_and_sync) + profile.t_f + t_w
+    return t_d + compute_and_sync + profile.t_f + t_w
+
+
+def _shared_hit_probability(profile: PhaseProfile) -> float:
+    """Probability of the hit event that T_d and T_w share.
+
+    The data loader drives the cache event, so the data mixture's ``p_hit`` is
+    used and T_w follows it (hit with hit). When the data time does not depend
+    on the event (equal means, e.g. a constant T_d), the sync wait's own
+    ``p_hit`` is used instead, so a mixture recorded only for T_w is not lost.
+    Either way the result is exact whenever one of the two is event-independent.
+    """
+    if profile.data.mu_hit == profile.data.mu_miss:
+        return profile.sync_wait.p_hit
+    return profile.data.p_hit
+
+
+def expected_iteration_time(
+    profile: PhaseProfile,
+    params: float,
+    n_gpus: int,
+    n_nodes: int,
+    b_link: float,
+    b_net: float,
+    tcomm_overlap: float = 0.2,
+) -> float:
+    """E[T_iter] in seconds from counts alone (see :func:`iteration_time`)."""
+    t_c = communication_time(params, n_gpus, n_nodes, b_link, b_net)
+    exposed = tcomm_overlap * t_c
+    p_hit = _shared_hit_probability(profile)
+    hit = _branch_time(profile, profile.data.mu_hit, profile.sync_wait.mu_hit, t_c, exposed)
+    miss = _branch_time(profile, profile.data.mu_miss, profile.sync_wait.mu_miss, t_c, exposed)
+    return p_hit * hit + (1.0 - p_hit) * miss
+
+
+def iteration_time(
+    profile: PhaseProfile,
+    params: float,
+    config: Configuration,
+    b_link: float,
+    b_net: float,
+    tcomm_overlap: float = 0.2,
+) -> float:
+    """E[T_iter] of eqs. 1-5 for a job in a configuration, in seconds.
+
+    The two-component mixture is taken as
+    ``p_hit * E[T_iter | hit] + (1 - p_hit) * E[T_iter | miss]``, where in each
+    branch T_d and T_w take that branch's mean (they are correlated, hit with
+    hit); see :func:`_shared_hit_probability` for which ``p_hit`` is used.
+    Within a branch the component means are used, as the method does.
+    """
+    return expected_iteration_time(
+        profile, params, config.total_gpus, config.n_nodes, b_link, b_net, tcomm_overlap
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Throughput of a job in one configuration (samples/s)."""
+
+    samples_per_s: float
+    per_gpu: float
+    source: str
+
+
+class Estimator:
+    """Answers "how fast would this job run here?" for one planning round.
+
+    Node and type maps are built once; answers are memoised per
+    ``(job.id, config)`` and ``(job.id, gpu_type)`` because the planner asks the
+    same questions many thousands of times per round.
+    """
+
+    def __init__(self, cluster: Cluster, store: ThroughputStore, settings: Settings) -> None:
+        self._cluster = cluster
+        self._store = store
+        self._settings = settings
+        self._nodes: dict[str, Node] = cluster.node_map()
+        self._types: dict[str, GpuType] = dict(cluster.gpu_types)
+        self._fractions: Mapping[str, float] = MappingProxyType(cluster.type_fractions())
+        self._table: dict[str, float] = {
+            name: settings.reference_throughput * t.speed for name, t in self._types.items()
+        }
+        self._config_memo: dict[tuple[str, Configuration], Estimate] = {}
+        self._type_memo: dict[tuple[str, str], float] = {}
+        self._seconds_per_sample_memo: dict[str, float] = {}
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def type_fractions(self) -> Mapping[str, float]:
+        """P(type=j) of eq. 9, computed once; read-only."""
+        return self._fractions
+
+    def throughput(self, job: Job, config: Configuration) -> Estimate:
+        """Total and per-GPU throughput of ``job`` in ``config``, slowest node setting the pace."""
+        key = (job.id, config)
+        found = self._config_memo.get(key)
+        if found is not None:
+            return found
+        estimate = self._estimate(job, config)
+        self._config_memo[key] = estimate
+        return estimate
+
+    def per_gpu_on_node(self, job: Job, node_id: str, config: Configuration) -> tuple[float, str]:
+        """Per-GPU throughput of ``job`` on one node of ``config``, and the layer that knew it."""
+        gpu_type = self._check_config(config)
+        if node_id not in config.node_ids:
+            raise InvalidInputError(f"node {node_id!r} is not part of configuration {config}")
+        return self._node_lookup(job, node_id, gpu_type, config)
+
+    def type_per_gpu(self, job: Job, gpu_type: str) -> float:
+        """Per-GPU throughput of ``job`` on a single GPU of ``gpu_type`` (used by eq. 9).
+
+        Lookup: type table at one GPU -> theory (one GPU, no communication) -> table.
+        """
+        key = (job.id, gpu_type)
+        found = self._type_memo.get(key)
+        if found is not None:
+            return found
+        gpu = self._types.get(gpu_type)
+        if gpu is None:
+            raise UnknownGpuTypeError(f"unknown GPU type {gpu_type!r}")
+        value = self._store.type_aggregated(job.id, gpu_type, 1)
+        if value is None:
+            value = self._theory(job, gpu, 1, 1)
+        if value is None:
+            value = self._table[gpu_type]
+        self._type_memo[key] = value
+        return value
+
+    def seconds_per_sample(self, job: Job) -> float:
+        """``sum_j P(type=j) / type_per_gpu(job, j)``: the GPU-seconds a sample costs on a
+        GPU drawn at random from the cluster (the type-dependent part of eq. 9).
+
+        Types without GPUs are skipped. Memoised per job, since every priority needs it.
+        """
+        found = self._seconds_per_sample_memo.get(job.id)
+        if found is not None:
+            return found
+        total = 0.0
+        for gpu_type, share in self._fractions.items():
+            if share > 0.0:
+                total += share / self.type_per_gpu(job, gpu_type)
+        if total <= 0.0:
+            raise InvalidInputError("the cluster has no GPUs: a job's age is undefined")
+        self._seconds_per_sample_memo[job.id] = total
+        return total
+
+    def _estimate(self, job: Job, config: Configuration) -> Estimate:
+        gpu_type = self._check_config(config)
+        slowest = float("inf")
+        worst_rank = 0
+        for node_id, _ in config.parts:
+            per_gpu, source = self._node_lookup(job, node_id, gpu_type, config)
+            slowest = min(slowest, per_gpu)
+            worst_rank = max(worst_rank, _RANK[source])
+        return Estimate(slowest * config.total_gpus, slowest, SOURCES[worst_rank])
+
+    def _check_config(self, config: Configuration) -> GpuType:
+        """Reject configurations the cluster cannot hold; returns the configuration's type."""
+        gpu = self._types.get(config.gpu_type)
+        if gpu is None:
+            raise UnknownGpuTypeError(f"configuration uses unknown GPU type {config.gpu_type!r}")
+        for node_id, gpus in config.parts:
+            node = self._nodes.get(node_id)
+            if node is None:
+                raise InvalidInputError(f"configuration uses unknown node {node_id!r}")
+            if node.gpu_type != config.gpu_type:
+                raise InvalidInputError(
+                    f"node {node_id!r} carries {node.gpu_type!r}, not {config.gpu_type!r}"
+                )
+            if gpus > node.gpus:
+                raise InvalidInputError(f"node {node_id!r} has {node.gpus} GPUs, asked {gpus}")
+        return gpu
+
+    def _node_lookup(
+        self, job: Job, node_id: str, gpu: GpuType, config: Configuration
+    ) -> tuple[float, str]:
+        store = self._store
+        if config.distributed:
+            n_nodes = config.n_nodes
+            value = store.entity_distributed(job.id, node_id, n_nodes)
+            if value is not None:
+                return value, "entity"
+            value = store.type_distributed(job.id, gpu.name, n_nodes)
+            if value is not None:
+                return value, "type"
+        else:
+            gpus = config.total_gpus
+            value = store.entity_aggregated(job.id, node_id, gpus)
+            if value is not None:
+                return value, "entity"
+            value = store.type_aggregated(job.id, gpu.name, gpus)
+            if value is not None:
+                return value, "type"
+        value = self._theory(job, gpu, config.total_gpus, config.n_nodes)
+        if value is not None:
+            return value, "theory"
+        return self._table[gpu.name], "table"
+
+    def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
+        """Per-GPU throughput from the profile, or None when the job was never profiled here."""
+        profile = self._store.profile(job.id, gpu.name)
+        if profile is None:
+            return None
+        t_iter = expected_iteration_time(
+            profile,
+            job.params,
+            n_gpus,
+            n_nodes,
+            gpu.b_link,
+            gpu.b_net,
+            self._settings.tcomm_overlap,
+        )
+        if t_iter <= 0:
+            raise InvalidInputError(
+                f"job {job.id!r}: profile on {gpu.name!r} gives a non-positive iteration time"
+            )
+        return job.batch_size / t_iter

@@ -1,0 +1,109 @@
+"""Fairness and completion metrics shared by the simulator and ``hops fairness``.
+
+Pure functions over plain numbers, so a simulated run and a live cluster are
+judged by exactly the same arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hopsd.core.errors import InvalidInputError
+
+
+def mean_or_zero(values: Iterable[float]) -> float:
+    """Arithmetic mean, 0.0 for no values (an idle window is not busy)."""
+    items = list(values)
+    if not items:
+        return 0.0
+    return math.fsum(items) / len(items)
+
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index ``(sum x)^2 / (n * sum x^2)``, in ``[1/n, 1]``; 1 is perfectly even.
+
+    All-zero values count as perfectly even (1.0). Negative values have no
+    meaning for an allocation and are refused, as is an empty sequence.
+    """
+    if not values:
+        raise InvalidInputError("Jain's index of no values is undefined")
+    if any(v < 0 for v in values):
+        raise InvalidInputError("Jain's index needs non-negative values")
+    square_sum = math.fsum(v * v for v in values)
+    if square_sum == 0.0:
+        return 1.0
+    return math.fsum(values) ** 2 / (len(values) * square_sum)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0 <= q <= 100) by linear interpolation between closest ranks.
+
+    Position ``(n - 1) * q / 100`` in the sorted values, interpolated linearly;
+    this is the common default (numpy's ``linear`` method), so the figures match
+    what analysts get from their own tools.
+    """
+    if not values:
+        raise InvalidInputError("the percentile of no values is undefined")
+    if not 0.0 <= q <= 100.0:
+        raise InvalidInputError(f"percentile q must be in [0, 100], got {q}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+def latency_ratio_of(wait_s: float, age_s: float) -> float:
+    """LR of a job given its queueing time and its age (expected unhindered run time)."""
+    if wait_s < 0:
+        raise InvalidInputError(f"wait time must be >= 0, got {wait_s}")
+    if age_s <= 0:
+        raise InvalidInputError(f"age must be > 0, got {age_s}")
+    return wait_s / age_s
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """What the fairness metrics need of a finished job (times in seconds)."""
+
+    end_time: float
+    latency_ratio: float
+
+
+def raqlr_over_window(finished: Iterable[FinishedJob], now: float, window_s: float) -> float:
+    """RAQLR: mean LR of jobs that finished in ``[now - window_s, now]``; 0.0 if none did."""
+    if window_s < 0:
+        raise InvalidInputError(f"window must be >= 0, got {window_s}")
+    start = now - window_s
+    return mean_or_zero(f.latency_ratio for f in finished if start <= f.end_time <= now)
+
+
+def finish_time_fairness_of(jct_s: float, independent_s: float) -> float:
+    """Themis rho of a finished job: its completion time over its time on an equal share."""
+    if jct_s < 0:
+        raise InvalidInputError(f"JCT must be >= 0, got {jct_s}")
+    if independent_s <= 0:
+        raise InvalidInputError(f"independent time must be > 0, got {independent_s}")
+    return jct_s / independent_s
+
+
+@dataclass(frozen=True, slots=True)
+class JctSummary:
+    """Job completion times of a run: count, mean, median and 99th percentile (seconds)."""
+
+    count: int
+    avg: float
+    median: float
+    p99: float
+
+
+def summarise_jcts(jcts: Sequence[float]) -> JctSummary:
+    """Summary of completion times; an empty run has count 0 and zero figures."""
+    if not jcts:
+        return JctSummary(0, 0.0, 0.0, 0.0)
+    if any(j < 0 for j in jcts):
+        raise InvalidInputError("a job completion time cannot be negative")
+    return JctSummary(len(jcts), mean_or_zero(jcts), percentile(jcts, 50.0), percentile(jcts, 99.0))

@@ -1,0 +1,73 @@
+"""hops.conf parsing: defaults, the shipped example, and one clear error per bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopsd.config import ConfigError, HopsConfig, load_config, parse_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "hops.conf.example"
+
+
+def test_example_parses_to_the_embedded_defaults() -> None:
+    parsed = parse_config(EXAMPLE.read_text())
+    defaults = HopsConfig()
+    assert parsed.ledger_url == defaults.ledger_url
+    assert parsed.settings() == defaults.settings()
+    assert parsed.fairshare_weight == defaults.fairshare_weight
+
+
+def test_values_reach_the_planner_settings() -> None:
+    cfg = parse_config('[scheduler]\nlambda = 2\npriority = "ftf"\nsigma = 1.2\n')
+    settings = cfg.settings()
+    assert (settings.lam, settings.priority, settings.sigma) == (2.0, "ftf", 1.2)
+
+
+def test_gpu_type_overrides() -> None:
+    cfg = parse_config("[gpu_types.a100]\nspeed = 3\nb_net = 2e9\n")
+    a100 = cfg.gpu_type("a100")
+    assert a100.speed == 3.0 and a100.b_net == 2e9
+    assert cfg.gpu_type("k80").speed == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[scheduler]\npriority = "fastest"\n', "scheduler.priority"),
+        ("[scheduler]\nlambda = -1\n", "scheduler.lambda"),
+        ('[scheduler]\nround_length_s = "5m"\n', "scheduler.round_length_s"),
+        ("[scheduler]\nmip_gap = 1.5\n", "scheduler.mip_gap"),
+        ('[slurm]\nbackend = "rest"\n', "slurm.backend"),
+        ("[slurm]\ncolour = 1\n", "slurm.colour"),
+        ("[bogus]\nx = 1\n", "[bogus]"),
+        ("[gpu_types.v100]\nspeed = 0\n", "gpu_types.v100.speed"),
+        ("[fairshare.shares]\nalice = -2\n", "fairshare.shares.alice"),
+        ('[metrics]\naddress = "9464"\n', "metrics.address"),
+    ],
+)
+def test_bad_values_name_their_key(text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    assert key in str(err.value)
+
+
+def test_invalid_toml_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse_config("[scheduler\n")
+
+
+def test_hops_conf_env_and_explicit_path(tmp_path: Path) -> None:
+    conf = tmp_path / "hops.conf"
+    conf.write_text('[ledger]\nurl = "sqlite:///x.db"\n')
+    assert load_config(None, {"HOPS_CONF": str(conf)}).ledger_url == "sqlite:///x.db"
+    other = tmp_path / "other.conf"
+    other.write_text('[ledger]\nurl = "sqlite:///y.db"\n')
+    assert load_config(str(other), {"HOPS_CONF": str(conf)}).ledger_url == "sqlite:///y.db"
+    assert load_config(None, {}).ledger_url == HopsConfig().ledger_url
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(str(tmp_path / "absent.conf"), {})

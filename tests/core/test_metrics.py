@@ -1,0 +1,124 @@
+"""Fairness and completion metrics, checked on hand-worked values and against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.metrics import (
+    FinishedJob,
+    JctSummary,
+    finish_time_fairness_of,
+    jain_index,
+    latency_ratio_of,
+    mean_or_zero,
+    percentile,
+    raqlr_over_window,
+    summarise_jcts,
+)
+
+
+def test_jain_even_and_single_winner() -> None:
+    assert jain_index([3.0, 3.0, 3.0, 3.0]) == pytest.approx(1.0)
+    # (1)^2 / (4 * 1) = 0.25, the minimum 1/n
+    assert jain_index([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+
+
+def test_jain_worked_example() -> None:
+    # (1 + 2 + 3)^2 / (3 * (1 + 4 + 9)) = 36 / 42
+    assert jain_index([1.0, 2.0, 3.0]) == pytest.approx(36 / 42)
+
+
+def test_jain_all_zero_is_even() -> None:
+    assert jain_index([0.0, 0.0]) == 1.0
+
+
+@pytest.mark.parametrize("values", [[], [1.0, -1.0]])
+def test_jain_refuses_empty_and_negative(values: list[float]) -> None:
+    with pytest.raises(InvalidInputError):
+        jain_index(values)
+
+
+@given(st.lists(st.floats(0.0, 1e6), min_size=1, max_size=50))
+def test_jain_bounds(values: list[float]) -> None:
+    index = jain_index(values)
+    assert 1 / len(values) - 1e-9 <= index <= 1.0 + 1e-9
+
+
+def test_percentile_linear_interpolation() -> None:
+    # position (4 - 1) * 0.5 = 1.5 -> between 2 and 3
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
+    # 1..100, q 99: position 98.01 -> 99 + 0.01
+    assert percentile([float(i) for i in range(1, 101)], 99) == pytest.approx(99.01)
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([1.0, 5.0], 0) == 1.0
+    assert percentile([1.0, 5.0], 100) == 5.0
+
+
+@pytest.mark.parametrize(("values", "q"), [([], 50.0), ([1.0], -1.0), ([1.0], 100.5)])
+def test_percentile_refuses_bad_input(values: list[float], q: float) -> None:
+    with pytest.raises(InvalidInputError):
+        percentile(values, q)
+
+
+@given(
+    st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=40),
+    st.floats(0.0, 100.0),
+)
+def test_percentile_matches_numpy_linear(values: list[float], q: float) -> None:
+    expected = float(np.percentile(np.array(values), q, method="linear"))
+    assert percentile(values, q) == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
+def test_latency_ratio_of() -> None:
+    assert latency_ratio_of(1800.0, 3600.0) == 0.5
+    with pytest.raises(InvalidInputError):
+        latency_ratio_of(10.0, 0.0)
+    with pytest.raises(InvalidInputError):
+        latency_ratio_of(-1.0, 10.0)
+
+
+def test_mean_or_zero() -> None:
+    assert mean_or_zero([]) == 0.0
+    assert mean_or_zero(iter([1.0, 2.0, 6.0])) == pytest.approx(3.0)
+
+
+def test_raqlr_over_window_counts_only_recent_finishes() -> None:
+    finished = [
+        FinishedJob(end_time=100.0, latency_ratio=9.0),  # before the window
+        FinishedJob(end_time=3700.0, latency_ratio=1.0),
+        FinishedJob(end_time=5000.0, latency_ratio=2.0),
+        FinishedJob(end_time=7200.0, latency_ratio=3.0),  # on the boundary: counted
+        FinishedJob(end_time=7300.0, latency_ratio=50.0),  # after now: not yet known
+    ]
+    # window [3600, 7200]: mean(1, 2, 3) = 2
+    assert raqlr_over_window(finished, now=7200.0, window_s=3600.0) == pytest.approx(2.0)
+    assert raqlr_over_window(finished, now=50.0, window_s=10.0) == 0.0
+    with pytest.raises(InvalidInputError):
+        raqlr_over_window(finished, now=0.0, window_s=-1.0)
+
+
+def test_finish_time_fairness_of() -> None:
+    assert finish_time_fairness_of(3000.0, 1000.0) == 3.0
+    with pytest.raises(InvalidInputError):
+        finish_time_fairness_of(3000.0, 0.0)
+    with pytest.raises(InvalidInputError):
+        finish_time_fairness_of(-1.0, 1.0)
+
+
+def test_summarise_jcts() -> None:
+    # 10, 20, 30, 100: mean 40; median position 1.5 -> 25; p99 position 2.97 -> 30 + 0.97 * 70
+    summary = summarise_jcts([30.0, 10.0, 100.0, 20.0])
+    assert summary.count == 4
+    assert summary.avg == pytest.approx(40.0)
+    assert summary.median == pytest.approx(25.0)
+    assert summary.p99 == pytest.approx(97.9)
+
+
+def test_summarise_empty_and_negative() -> None:
+    assert summarise_jcts([]) == JctSummary(0, 0.0, 0.0, 0.0)
+    with pytest.raises(InvalidInputError):
+        summarise_jcts([1.0, -2.0])
