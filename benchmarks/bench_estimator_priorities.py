@@ -117,12 +117,9 @@ def main() -> None:
     print(f"baseline sort by attribute : {baseline * 1e3:8.2f} ms")
     print(f"LR order, fresh estimator  : {cold * 1e3:8.2f} ms  ({cold / baseline:5.1f}x baseline)")
     print(f"LR order, warm estimator   : {warm * 1e3:8.2f} ms  ({warm / baseline:5.1f}x baseline)")
-    print(
-        f"throughput x{calls}, fresh   : {t_cold * 1e3:8.2f} ms  ({t_cold / calls * 1e6:.2f} us/call)"
-    )
-    print(
-        f"throughput x{calls}, memoised: {t_warm * 1e3:8.2f} ms  ({t_warm / calls * 1e6:.2f} us/call)"
-    )
+    for label, seconds in (("fresh   ", t_cold), ("memoised", t_warm)):
+        per_call_us = seconds / calls * 1e6
+        print(f"throughput x{calls}, {label}: {seconds * 1e3:8.2f} ms  ({per_call_us:.2f} us/call)")
 
 
 if __name__ == "__main__":
