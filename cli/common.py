@@ -1,0 +1,87 @@
+"""What every ``hops`` command shares: configuration, errors, output.
+
+Errors are one line on stderr prefixed ``hops:`` and a non-zero exit, never a
+traceback. ``--json`` output goes to stdout with a stable schema; tables are
+rendered with rich, which drops colour by itself when stdout is not a TTY.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from hopsd.config import ConfigError, HopsConfig, load_config
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+@dataclass
+class CliState:
+    """Global options given before the command (``hops --config F status``)."""
+
+    config_path: str | None = None
+
+
+def state(ctx: typer.Context) -> CliState:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, CliState) else CliState()
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    """Print one clear line and exit non-zero."""
+    typer.echo(f"hops: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def config_of(ctx: typer.Context) -> HopsConfig:
+    """The hops.conf in force (``--config``, then ``HOPS_CONF``, then defaults)."""
+    try:
+        return load_config(state(ctx).config_path)
+    except ConfigError as exc:
+        fail(f"invalid configuration: {exc}", EXIT_USAGE)
+
+
+def console() -> Console:
+    """Rich console; when piped, wide enough that tables are never truncated with an ellipsis."""
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    return Console(highlight=False, width=200)
+
+
+def print_json(payload: Any) -> None:
+    """The machine-readable output of every read command."""
+    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def friendly_errors(action: str) -> Iterator[None]:
+    """Turn hops's typed errors into one line and a non-zero exit."""
+    from hopsd.core.errors import HopsError
+
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except HopsError as exc:
+        fail(f"{action}: {exc}")
+    except OSError as exc:
+        fail(f"{action}: {exc.strerror or exc}")
+
+
+def hours(seconds: float | None) -> str:
+    """Human duration: ``42s``, ``13m``, ``2.5h``."""
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

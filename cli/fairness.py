@@ -1,0 +1,160 @@
+"""``hops fairness``: latency ratios per job, usage vs fair share per user, RAQLR."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.ledger_access import reading
+from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
+from hopsd.config import HopsConfig
+from hopsd.core.metrics import finish_time_fairness_of
+from hopsd.ledger.jobs import finished_latency_ratios
+from hopsd.ledger.models import JobRow
+from hopsd.ledger.usage import decayed_usage
+
+
+def _ftf(job: JobRow, now: float) -> float | None:
+    """Finish-time fairness rho so far: time in the system over time actually served.
+
+    A job that has only run (no wait) has rho 1; waiting and restarts raise it.
+    """
+    if job.first_start_time is None:
+        return None
+    in_system = (job.end_time or now) - job.submit_time
+    served = max(in_system - job.wait_time, 1e-9)
+    return finish_time_fairness_of(in_system, served)
+
+
+def fairness_payload(session: Session, config: HopsConfig, window_h: float) -> dict[str, Any]:
+    """The ``--json`` document of ``hops fairness`` (stable schema, see README)."""
+    now = time.time()
+    rows = list(session.scalars(select(JobRow).where(JobRow.state.in_([s.value for s in ACTIVE]))))
+    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
+    half_life = config.fairshare_half_life_h * 3600
+    users, jain = user_fairness(
+        decayed_usage(session, now, half_life, by="user"), config.shares, (r.user for r in rows)
+    )
+    accounts, account_jain = user_fairness(
+        decayed_usage(session, now, half_life, by="account"),
+        {},
+        (r.account for r in rows),
+        key="account",
+    )
+    lrs = finished_latency_ratios(session, now - window_h * 3600)
+    jobs = []
+    for row in rows:
+        ftf = _ftf(row, now)
+        jobs.append(
+            {
+                "job_id": row.slurm_job_id,
+                "user": row.user,
+                "state": str(row.state),
+                "latency_ratio": None if row.latency_ratio is None else round(row.latency_ratio, 3),
+                "ftf_rho": None if ftf is None else round(ftf, 3),
+                "starving": starving(row),
+            }
+        )
+    return {
+        "jobs": jobs,
+        "users": users,
+        "accounts": accounts,
+        "jain_users": round(jain, 4),
+        "jain_accounts": round(account_jain, 4),
+        "raqlr": round(raqlr_of(lrs), 3),
+        "raqlr_window_h": window_h,
+        "finished_in_window": len(lrs),
+        "starving_threshold_lr": STARVING_LR,
+    }
+
+
+def _render(payload: dict[str, Any]) -> None:
+    out = console()
+    jobs = Table(title="jobs", title_justify="left")
+    for header in ("JOBID", "USER", "STATE", "LR", "FTF", ""):
+        jobs.add_column(header)
+    for job in payload["jobs"]:
+        jobs.add_row(
+            str(job["job_id"]),
+            job["user"],
+            job["state"],
+            "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}",
+            "-" if job["ftf_rho"] is None else f"{job['ftf_rho']:.2f}",
+            "STARVING" if job["starving"] else "",
+        )
+    out.print(jobs if payload["jobs"] else "No active hops jobs.")
+    users = Table(title="users (decayed, speed-normalised GPU time)", title_justify="left")
+    for header in ("USER", "GPU-S", "SHARE", "FAIR SHARE", "RATIO"):
+        users.add_column(header)
+    for row in payload["users"]:
+        users.add_row(
+            row["user"],
+            f"{row['usage_norm_gpu_s']:.0f}",
+            f"{row['usage_share']:.1%}",
+            f"{row['fair_share']:.1%}",
+            f"{row['ratio']:.2f}",
+        )
+    if payload["users"]:
+        out.print(users)
+    out.print(
+        f"Jain's index (users): {payload['jain_users']:.3f}   "
+        f"RAQLR ({payload['raqlr_window_h']:g} h, {payload['finished_in_window']} jobs): "
+        f"{payload['raqlr']:.2f}"
+    )
+
+
+def _plot(payload: dict[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs = [j for j in payload["jobs"] if j["latency_ratio"] is not None]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(jobs) + 2), 3.5))
+    ax.bar([str(j["job_id"]) for j in jobs], [j["latency_ratio"] for j in jobs])
+    ax.axhline(STARVING_LR, color="red", linestyle="--", linewidth=1, label="starving")
+    ax.set_xlabel("job")
+    ax.set_ylabel("latency ratio (wait / age)")
+    ax.set_title(f"hops fairness — Jain (users) {payload['jain_users']:.3f}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def fairness(
+    ctx: typer.Context,
+    window_h: Annotated[
+        float, typer.Option("--window", help="Hours of finished jobs that RAQLR averages.")
+    ] = 24.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    plot: Annotated[
+        str | None, typer.Option("--plot", help="Also write a PNG bar chart of latency ratios.")
+    ] = None,
+) -> None:
+    """How fair the cluster is right now: per job and per user.
+
+    Latency ratio (LR) = wait / age; finish-time fairness rho = time in system /
+    time served. Users are compared on decayed GPU time normalised by GPU-type
+    speed against their configured shares (equal by default).
+    """
+    if window_h <= 0:
+        fail("--window must be > 0 hours", 2)
+    config = config_of(ctx)
+    with reading(config) as session:
+        payload = fairness_payload(session, config, window_h)
+    if plot:
+        try:
+            _plot(payload, plot)
+        except OSError as exc:
+            fail(f"cannot write plot {plot}: {exc.strerror or exc}")
+    if as_json:
+        print_json(payload)
+    else:
+        _render(payload)

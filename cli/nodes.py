@@ -1,0 +1,110 @@
+"""``hops nodes``: nodes by GPU type, with per-server speed factors learned from history."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import median
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.ledger_access import reading
+from hopsd.ledger.models import ThroughputLayer, ThroughputRow
+from hopsd.slurm.errors import SlurmError
+from hopsd.slurm.port import SlurmNode
+
+
+def speed_factors(session: Session, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
+    """Per node: median over jobs of (this node's per-GPU throughput / the type's), and how many.
+
+    Both sides come from the throughput store at the same GPU count, so a
+    factor below 1 means this server runs the same jobs slower than its
+    siblings of the same GPU type (older CPU, slower disk...).
+    """
+    rows = session.scalars(
+        select(ThroughputRow).where(
+            ThroughputRow.layer.in_(
+                [ThroughputLayer.ENTITY_AGGREGATED.value, ThroughputLayer.TYPE_AGGREGATED.value]
+            )
+        )
+    )
+    entity: dict[tuple[str, str, int], float] = {}
+    by_type: dict[tuple[str, str, int], float] = {}
+    for row in rows:
+        key = (row.job_id, row.place, row.size)
+        if row.layer == ThroughputLayer.ENTITY_AGGREGATED:
+            entity[key] = row.per_gpu
+        else:
+            by_type[key] = row.per_gpu
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for (job_id, node, size), per_gpu in entity.items():
+        reference = by_type.get((job_id, node_type.get(node, ""), size))
+        if reference:
+            ratios[node].append(per_gpu / reference)
+    return {node: (median(values), len(values)) for node, values in ratios.items()}
+
+
+def nodes_payload(
+    nodes: list[SlurmNode], factors: dict[str, tuple[float, int]], overrides: dict[str, str]
+) -> dict[str, Any]:
+    """The ``--json`` document of ``hops nodes`` (stable schema, see README)."""
+    out = []
+    for node in sorted(nodes, key=lambda n: (overrides.get(n.name) or n.gpu_type or "", n.name)):
+        factor = factors.get(node.name)
+        out.append(
+            {
+                "node": node.name,
+                "gpu_type": overrides.get(node.name) or node.gpu_type,
+                "partitions": list(node.partitions),
+                "state": node.state,
+                "gpus_total": node.gpus_total,
+                "gpus_alloc": node.gpus_alloc,
+                "speed_factor": None if factor is None else round(factor[0], 3),
+                "speed_samples": 0 if factor is None else factor[1],
+            }
+        )
+    return {"nodes": out}
+
+
+def nodes(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List nodes by GPU type with their learned speed factor.
+
+    The factor compares each server with the other servers of its GPU type on the
+    same jobs (1.00 = typical; '-' = not enough history yet).
+    """
+    from hopsd.slurm.factory import make_port
+
+    config = config_of(ctx)
+    try:
+        listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
+    except (SlurmError, ValueError) as exc:
+        fail(f"cannot list nodes: {exc}")
+    overrides = dict(config.node_types)
+    types = {n.name: overrides.get(n.name) or n.gpu_type or "" for n in listed}
+    with reading(config) as session:
+        factors = speed_factors(session, types)
+    payload = nodes_payload(listed, factors, overrides)
+    if as_json:
+        print_json(payload)
+        return
+    table = Table(title="nodes", title_justify="left")
+    for header in ("NODE", "TYPE", "STATE", "GPUS", "ALLOC", "SPEED", "FROM JOBS"):
+        table.add_column(header)
+    for row in payload["nodes"]:
+        table.add_row(
+            row["node"],
+            row["gpu_type"] or "-",
+            row["state"],
+            str(row["gpus_total"]),
+            str(row["gpus_alloc"]),
+            "-" if row["speed_factor"] is None else f"{row['speed_factor']:.2f}",
+            str(row["speed_samples"]),
+        )
+    console().print(table)

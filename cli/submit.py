@@ -1,0 +1,116 @@
+"""``hops submit``: validate locally, then sbatch the script held and tagged, as the caller."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors
+from hops_cli.submit_args import (
+    SubmitError,
+    check_options,
+    parse_gpus,
+    read_script,
+    total_samples,
+)
+
+
+def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
+    """GPUs per managed GPU type, so a demand no partition can hold is refused up front."""
+    from hopsd.slurm.factory import make_port
+
+    config = config_of(ctx)
+    port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+    per_type: dict[str, int] = {}
+    for node in port.list_nodes():
+        if not node.gpu_type or node.gpus_total <= 0:
+            continue
+        if config.partitions and not set(node.partitions) & set(config.partitions):
+            continue
+        gpu_type = config.node_types.get(node.name, node.gpu_type)
+        per_type[gpu_type] = per_type.get(gpu_type, 0) + node.gpus_total
+    return per_type
+
+
+def submit(
+    ctx: typer.Context,
+    script: Annotated[str, typer.Argument(help="Batch script; its #SBATCH lines keep working.")],
+    gpus: Annotated[
+        str, typer.Option("--gpus", help="Acceptable GPU counts: '1,2,4' or a range '2-8'.")
+    ] = "1",
+    samples: Annotated[
+        int | None, typer.Option("--samples", help="Total training samples (epochs x dataset).")
+    ] = None,
+    epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs to train.")] = None,
+    dataset_size: Annotated[
+        int | None, typer.Option("--dataset-size", help="Samples per epoch.")
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", help="Per-GPU batch size (fixed across GPU counts).")
+    ] = 32,
+    lr: Annotated[
+        float | None, typer.Option("--lr", help="Learning rate at the smallest GPU count.")
+    ] = None,
+    lr_scale: Annotated[
+        str, typer.Option("--lr-scale", help="How hops scales --lr with GPUs: none|linear|sqrt.")
+    ] = "none",
+    model: Annotated[str, typer.Option("--model", help="Model name, a hint for estimates.")] = (
+        "unknown"
+    ),
+    params: Annotated[
+        float, typer.Option("--params", help="Model parameters, for the communication model.")
+    ] = 25e6,
+    parsable: Annotated[bool, typer.Option("--parsable", help="Print only the job id.")] = False,
+) -> None:
+    """Submit a training job that hops places on the best GPUs for it.
+
+    Options after `--` go to sbatch unchanged. The job is submitted held,
+    requeueable and tagged; hopsd picks the GPU type, nodes and count from
+    --gpus and releases it.
+
+    Example: hops submit train.sh --gpus 1,2,4 --epochs 90 --dataset-size 1281167
+    """
+    from hopsd.slurm.errors import TagError
+    from hopsd.slurm.tag import HopsTag
+
+    extra = tuple(ctx.args)
+    try:
+        demands = parse_gpus(gpus)
+        size = total_samples(samples, epochs, dataset_size)
+        info = read_script(script)
+        check_options(info.directives, f"{script} (#SBATCH)")
+        check_options(extra, "sbatch options")
+        if batch_size <= 0:
+            raise SubmitError(f"--batch-size must be > 0, got {batch_size}")
+        tag = HopsTag(
+            demands=demands,
+            total_samples=float(size),
+            batch_size=batch_size,
+            model=model,
+            params=params,
+            lr=() if lr is None else (lr,),
+            lr_scale=lr_scale,
+        )
+    except (SubmitError, TagError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    with friendly_errors("cannot submit"):
+        capacity = _largest_partition_gpus(ctx)
+        if capacity and demands[-1] > max(capacity.values()):
+            fail(
+                f"--gpus: {demands[-1]} GPUs is more than any managed GPU type has "
+                f"({', '.join(f'{t}: {n}' for t, n in sorted(capacity.items()))})",
+                EXIT_USAGE,
+            )
+        from hopsd.slurm.factory import make_port
+
+        config = config_of(ctx)
+        port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+        job_id = port.submit(str(info.path), sbatch_args=extra, tag=tag)
+    if parsable:
+        typer.echo(str(job_id))
+    else:
+        typer.echo(
+            f"Submitted hops job {job_id} (GPUs {','.join(map(str, demands))}, "
+            f"{size} samples); hopsd will place it"
+        )

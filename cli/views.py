@@ -1,0 +1,132 @@
+"""Plain data behind ``hops status``/``fairness``/``nodes``: built from ledger rows and nodes.
+
+Kept apart from rendering so the JSON schema is one function's output and the
+tables are a view of the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsd.core.metrics import jain_index, mean_or_zero
+from hopsd.ledger.models import JobRow, JobState
+from hopsd.slurm.port import SlurmNode
+
+ACTIVE = (
+    JobState.SUBMITTED,
+    JobState.PROFILING,
+    JobState.QUEUED,
+    JobState.RUNNING,
+    JobState.PREEMPTED,
+    JobState.REQUEUED,
+)
+WAITING = (JobState.QUEUED, JobState.PREEMPTED, JobState.REQUEUED, JobState.SUBMITTED)
+STARVING_LR = 3.0
+"""A waiting job above this latency ratio is flagged starving (the method keeps max LR near 3)."""
+
+
+def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
+    """One job in the stable ``--json`` schema of ``hops status``."""
+    nodes = {str(n): int(g) for n, g in (job.current_parts or [])}
+    waited = job.wait_time
+    return {
+        "job_id": job.slurm_job_id,
+        "user": job.user,
+        "account": job.account,
+        "state": str(job.state),
+        "gpu_type": job.current_gpu_type if nodes else None,
+        "nodes": nodes,
+        "gpus": sum(nodes.values()),
+        "demands": [int(d) for d in job.demands],
+        "wait_s": round(waited, 1),
+        "latency_ratio": None if job.latency_ratio is None else round(job.latency_ratio, 3),
+        "eta_s": None if eta_s is None else round(eta_s, 1),
+        "estimate_source": job.estimate_source,
+        "samples_done": job.samples_done,
+        "total_samples": job.total_samples,
+        "restarts": job.restarts,
+        "age_s": round(now - job.submit_time, 1),
+    }
+
+
+@dataclass(frozen=True)
+class TypeSummary:
+    gpu_type: str
+    nodes: int
+    gpus_total: int
+    gpus_busy: int
+    gpus_idle: int
+    queued: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "gpu_type": self.gpu_type,
+            "nodes": self.nodes,
+            "gpus_total": self.gpus_total,
+            "gpus_busy": self.gpus_busy,
+            "gpus_idle": self.gpus_idle,
+            "queued": self.queued,
+        }
+
+
+def type_summaries(
+    nodes: Sequence[SlurmNode], node_types: Mapping[str, str], queued: int
+) -> list[TypeSummary]:
+    """GPUs total/busy/idle per GPU type from Slurm's node list; queue length is cluster-wide."""
+    totals: dict[str, list[int]] = {}
+    for node in nodes:
+        gpu_type = node_types.get(node.name) or node.gpu_type
+        if not gpu_type or node.gpus_total <= 0:
+            continue
+        entry = totals.setdefault(gpu_type, [0, 0, 0, 0])
+        entry[0] += 1
+        entry[1] += node.gpus_total
+        entry[2] += min(node.gpus_alloc, node.gpus_total)
+        entry[3] += node.gpus_free
+    return [TypeSummary(t, v[0], v[1], v[2], v[3], queued) for t, v in sorted(totals.items())]
+
+
+def user_fairness(
+    usage: Mapping[str, float],
+    shares: Mapping[str, float],
+    users: Iterable[str],
+    key: str = "user",
+) -> tuple[list[dict[str, Any]], float]:
+    """Each user's share of decayed normalised GPU time vs their fair share, and Jain's index.
+
+    Jain's index is taken over usage/fair-share ratios, so 1.0 means every user got
+    exactly their configured share.
+    """
+    names = sorted(set(usage) | set(users))
+    weights = {u: float(shares.get(u, 1.0)) for u in names}
+    total_weight = sum(weights.values()) or 1.0
+    total_usage = sum(usage.get(u, 0.0) for u in names)
+    rows: list[dict[str, Any]] = []
+    ratios: list[float] = []
+    for user in names:
+        fair = weights[user] / total_weight
+        used = usage.get(user, 0.0) / total_usage if total_usage > 0 else 0.0
+        ratio = used / fair if fair > 0 else 0.0
+        ratios.append(ratio)
+        rows.append(
+            {
+                key: user,
+                "usage_norm_gpu_s": round(usage.get(user, 0.0), 1),
+                "usage_share": round(used, 4),
+                "fair_share": round(fair, 4),
+                "ratio": round(ratio, 3),
+            }
+        )
+    jain = jain_index(ratios) if ratios and any(r > 0 for r in ratios) else 1.0
+    return rows, jain
+
+
+def raqlr_of(latency_ratios: Sequence[float]) -> float:
+    """RAQLR: mean latency ratio of the jobs that finished in the window."""
+    return mean_or_zero(list(latency_ratios))
+
+
+def starving(job: JobRow) -> bool:
+    return job.state in WAITING and (job.latency_ratio or 0.0) > STARVING_LR

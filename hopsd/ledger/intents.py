@@ -1,0 +1,207 @@
+"""Intent log: every Slurm action is written before it is taken.
+
+Protocol the daemon follows for each action:
+
+1. ``record_intent`` and **commit** (the intent is now durable, state ``pending``);
+2. take the action in Slurm;
+3. ``mark_done`` (or ``mark_failed`` with the error) and commit.
+
+A daemon killed between 1 and 3 finds the intent in :func:`pending_intents` on
+restart and finishes it (the Slurm actions hops uses are idempotent when
+re-applied to the observed state) or abandons it with a reason. The idempotency
+key makes step 1 itself safe to repeat: recording the same intent twice yields
+the same row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from hopsd.ledger.errors import IntentStateError
+from hopsd.ledger.models import IntentAction, IntentRow, IntentState
+
+Intent = IntentRow
+
+
+def intent_key(
+    job_id: str | None, action: IntentAction | str, payload: Mapping[str, Any], round_id: int | None
+) -> str:
+    """A deterministic key for (round, job, action, payload).
+
+    Equal decisions of the same round map to the same key, so re-recording after
+    a crash cannot create a duplicate; the key is also short enough to pass to
+    Slurm (e.g. in a job comment) to recognise an action that already happened.
+    """
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    round_part = "-" if round_id is None else str(round_id)
+    return f"r{round_part}:{job_id or '-'}:{IntentAction(action).value}:{digest}"
+
+
+def record_intent(
+    session: Session,
+    job_id: str | None,
+    action: IntentAction | str,
+    payload: Mapping[str, Any],
+    round_id: int | None,
+    *,
+    now: float = 0.0,
+    key: str | None = None,
+) -> Intent:
+    """Write a pending intent (or return the existing one with the same key).
+
+    The row is flushed so its id is known; the caller must commit before acting.
+    """
+    action = IntentAction(action)
+    key = key or intent_key(job_id, action, payload, round_id)
+    existing = intent_by_key(session, key)
+    if existing is not None:
+        return existing
+    row = IntentRow(
+        idempotency_key=key,
+        round_id=round_id,
+        job_id=job_id,
+        action=action,
+        payload=dict(payload),
+        state=IntentState.PENDING,
+        error="",
+        created_at=now,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+@dataclass(frozen=True)
+class IntentRequest:
+    """One action to record with :func:`record_intents`."""
+
+    job_id: str | None
+    action: IntentAction
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+
+
+def record_intents(
+    session: Session, requests: Sequence[IntentRequest], round_id: int | None, now: float
+) -> list[Intent]:
+    """Record a round's actions together: one key lookup and one batched INSERT.
+
+    Returns the intents in request order; requests whose key already exists
+    yield the existing row, exactly like :func:`record_intent`.
+    """
+    keys = [r.key or intent_key(r.job_id, r.action, r.payload, round_id) for r in requests]
+    known = _intents_by_keys(session, keys)
+    out: list[Intent] = []
+    for request, key in zip(requests, keys, strict=True):
+        row = known.get(key)
+        if row is None:
+            row = IntentRow(
+                idempotency_key=key,
+                round_id=round_id,
+                job_id=request.job_id,
+                action=IntentAction(request.action),
+                payload=dict(request.payload),
+                state=IntentState.PENDING,
+                error="",
+                created_at=now,
+            )
+            session.add(row)
+            known[key] = row
+        out.append(row)
+    session.flush()
+    return out
+
+
+def _intents_by_keys(session: Session, keys: Sequence[str], chunk: int = 900) -> dict[str, Intent]:
+    found: dict[str, Intent] = {}
+    for start in range(0, len(keys), chunk):
+        stmt = select(IntentRow).where(IntentRow.idempotency_key.in_(keys[start : start + chunk]))
+        found.update({row.idempotency_key: row for row in session.scalars(stmt)})
+    return found
+
+
+def intent_by_key(session: Session, key: str) -> Intent | None:
+    return session.scalars(select(IntentRow).where(IntentRow.idempotency_key == key)).first()
+
+
+def mark_done(session: Session, intent: Intent | int, now: float = 0.0) -> Intent:
+    """Pending -> done. Marking a done intent again is a no-op (resume is idempotent)."""
+    return _finish(session, intent, IntentState.DONE, now, "")
+
+
+def mark_done_many(session: Session, intent_ids: Sequence[int], now: float = 0.0) -> int:
+    """Mark many pending intents done in one UPDATE; returns how many were pending.
+
+    For a daemon that enacts a batch of actions and then records the outcome in
+    one short transaction. Intents already finished are left untouched.
+    """
+    done = 0
+    ids = list(dict.fromkeys(intent_ids))
+    for start in range(0, len(ids), 900):
+        stmt = (
+            update(IntentRow)
+            .where(IntentRow.id.in_(ids[start : start + 900]))
+            .where(IntentRow.state == IntentState.PENDING)
+            .values(state=IntentState.DONE, finished_at=now, error="")
+            .execution_options(synchronize_session="fetch")
+        )
+        done += session.execute(stmt).rowcount  # type: ignore[attr-defined]
+    return done
+
+
+def mark_failed(session: Session, intent: Intent | int, error: str, now: float = 0.0) -> Intent:
+    """Pending -> failed, keeping the error text (the command and its output)."""
+    return _finish(session, intent, IntentState.FAILED, now, error)
+
+
+def mark_abandoned(session: Session, intent: Intent | int, reason: str, now: float = 0.0) -> Intent:
+    """Pending -> abandoned: on resume the action was judged obsolete and not taken."""
+    return _finish(session, intent, IntentState.ABANDONED, now, reason)
+
+
+def pending_intents(session: Session, job_id: str | None = None) -> list[Intent]:
+    """Intents written but never marked, oldest first: what a restarted daemon resumes."""
+    stmt = select(IntentRow).where(IntentRow.state == IntentState.PENDING)
+    if job_id is not None:
+        stmt = stmt.where(IntentRow.job_id == job_id)
+    return list(session.scalars(stmt.order_by(IntentRow.id)))
+
+
+def intents_of_round(session: Session, round_id: int) -> list[Intent]:
+    stmt = select(IntentRow).where(IntentRow.round_id == round_id).order_by(IntentRow.id)
+    return list(session.scalars(stmt))
+
+
+def _finish(
+    session: Session, intent: Intent | int, target: IntentState, now: float, error: str
+) -> Intent:
+    row = _resolve(session, intent)
+    state = IntentState(row.state)
+    if state == target:
+        return row
+    if state != IntentState.PENDING:
+        raise IntentStateError(
+            f"intent {row.id} ({row.action} of job {row.job_id!r}) is already {state}; "
+            f"refusing to mark it {target}"
+        )
+    row.state = target
+    row.error = error
+    row.finished_at = now
+    return row
+
+
+def _resolve(session: Session, intent: Intent | int) -> Intent:
+    if isinstance(intent, IntentRow):
+        return intent
+    row = session.get(IntentRow, intent)
+    if row is None:
+        raise IntentStateError(f"no intent with id {intent}")
+    return row

@@ -1,0 +1,290 @@
+"""Jobs in the ledger: adoption, the state machine, per-tick progress, core views.
+
+Every function takes the caller's :class:`Session` and never commits: the daemon
+wraps one tick in one ``with Session.begin():`` unit of work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
+
+from hopsd.core.model import Configuration, Job
+from hopsd.ledger.errors import DuplicateJobError, IllegalTransitionError, UnknownJobError
+from hopsd.ledger.models import JobRow, JobState, LrRule, TagStatus
+
+S = JobState
+
+# Who may follow whom. Profiling runs a few iterations per GPU type, after which
+# the job waits in the queue; preempted (yielded by hops) and requeued (sent back
+# by Slurm, or moved) jobs wait again and may be placed directly.
+LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
+    S.SUBMITTED: frozenset({S.PROFILING, S.QUEUED, S.FAILED, S.CANCELLED}),
+    S.PROFILING: frozenset({S.QUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.PROFILING, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.PREEMPTED, S.REQUEUED, S.DONE, S.FAILED, S.CANCELLED}),
+    S.PREEMPTED: frozenset({S.QUEUED, S.REQUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.REQUEUED: frozenset({S.QUEUED, S.PREEMPTED, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.DONE: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+TERMINAL_STATES = frozenset({S.DONE, S.FAILED, S.CANCELLED})
+ACTIVE_STATES = frozenset(JobState) - TERMINAL_STATES
+WAITING_STATES = frozenset({S.QUEUED, S.PREEMPTED, S.REQUEUED})
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What hops learns about a job when it adopts it from Slurm (the tag + Slurm fields)."""
+
+    id: str
+    user: str
+    demands: tuple[int, ...]
+    total_samples: float
+    submit_time: float
+    batch_size: int = 32
+    account: str = ""
+    slurm_job_id: int | None = None
+    script_path: str = ""
+    model_name: str = ""
+    params: float = 0.0
+    lr: float | None = None
+    lr_rule: LrRule = LrRule.NONE
+    lr_by_demand: Mapping[int, float] | None = None
+    tag_status: TagStatus = TagStatus.UNCHECKED
+    tag_reason: str = ""
+    state: JobState = JobState.SUBMITTED
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """Absolute values of one job's counters after a tick; None leaves a field as is."""
+
+    job_id: str
+    wait_time: float | None = None
+    service_gpu_s: float | None = None
+    service_norm: float | None = None
+    samples_done: float | None = None
+    estimate_source: str | None = None
+    latency_ratio: float | None = None
+
+
+def is_legal(current: JobState, requested: JobState) -> bool:
+    """Whether the state machine allows ``current -> requested`` (same state is a no-op)."""
+    return requested == current or requested in LEGAL_TRANSITIONS[current]
+
+
+def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
+    """Adopt a job. The spec is validated by the core's own :class:`Job` rules."""
+    _validate(spec)
+    if session.get(JobRow, spec.id) is not None:
+        raise DuplicateJobError(f"job {spec.id!r} is already in the ledger")
+    row = JobRow(
+        id=spec.id,
+        slurm_job_id=spec.slurm_job_id,
+        user=spec.user,
+        account=spec.account,
+        script_path=spec.script_path,
+        demands=list(spec.demands),
+        total_samples=spec.total_samples,
+        batch_size=spec.batch_size,
+        model_name=spec.model_name,
+        params=spec.params,
+        lr=spec.lr,
+        lr_rule=spec.lr_rule,
+        lr_by_demand=_lr_map(spec.lr_by_demand),
+        state=spec.state,
+        state_reason="",
+        state_changed_at=now,
+        submit_time=spec.submit_time,
+        wait_time=0.0,
+        service_gpu_s=0.0,
+        service_norm=0.0,
+        restarts=0,
+        samples_done=0.0,
+        tag_status=spec.tag_status,
+        tag_reason=spec.tag_reason,
+        updated_at=now,
+    )
+    session.add(row)
+    return row
+
+
+def get_job(session: Session, job_id: str) -> JobRow | None:
+    return session.get(JobRow, job_id)
+
+
+def require_job(session: Session, job_id: str) -> JobRow:
+    row = session.get(JobRow, job_id)
+    if row is None:
+        raise UnknownJobError(f"no job {job_id!r} in the ledger")
+    return row
+
+
+def job_by_slurm_id(session: Session, slurm_job_id: int) -> JobRow | None:
+    return session.scalars(select(JobRow).where(JobRow.slurm_job_id == slurm_job_id)).first()
+
+
+def jobs_in_states(session: Session, states: Iterable[JobState]) -> list[JobRow]:
+    """Jobs in any of ``states``, oldest submission first (stable order for rendering)."""
+    wanted = [JobState(s) for s in states]
+    stmt = select(JobRow).where(JobRow.state.in_(wanted)).order_by(JobRow.submit_time, JobRow.id)
+    return list(session.scalars(stmt))
+
+
+def active_jobs(session: Session) -> list[JobRow]:
+    """Every job not yet done, failed or cancelled: what a tick reasons about."""
+    return jobs_in_states(session, ACTIVE_STATES)
+
+
+def transition(job: JobRow, requested: JobState, now: float, reason: str = "") -> bool:
+    """Move a job along the state machine; returns False when it already was there.
+
+    Re-observing the current state is a no-op (a restarted daemon reconciles the
+    same Slurm state twice). Entering ``running`` records the first start or
+    counts a restart; entering a terminal state records the end time.
+    """
+    current = JobState(job.state)
+    requested = JobState(requested)
+    if requested == current:
+        return False
+    if requested not in LEGAL_TRANSITIONS[current]:
+        raise IllegalTransitionError(job.id, current.value, requested.value)
+    if requested == S.RUNNING:
+        if job.first_start_time is None:
+            job.first_start_time = now
+        elif current in (S.PREEMPTED, S.REQUEUED):
+            job.restarts = (job.restarts or 0) + 1
+    if requested in TERMINAL_STATES:
+        job.end_time = now
+        job.current_gpu_type = None
+        job.current_parts = None
+    job.state = requested
+    job.state_reason = reason
+    job.state_changed_at = now
+    job.updated_at = now
+    return True
+
+
+_PROGRESS_FIELDS = (
+    "wait_time",
+    "service_gpu_s",
+    "service_norm",
+    "samples_done",
+    "estimate_source",
+    "latency_ratio",
+)
+
+
+def apply_progress(session: Session, updates: Sequence[JobProgress], now: float) -> int:
+    """Write one tick's counters of many jobs; returns how many jobs were updated.
+
+    One SELECT loads the rows (reusing those already in the session), then the
+    unit of work batches the UPDATEs, so a 2000-job tick is a handful of round
+    trips rather than 2000.
+    """
+    rows = load_jobs(session, [u.job_id for u in updates])
+    for update in updates:
+        row = rows.get(update.job_id)
+        if row is None:
+            raise UnknownJobError(f"no job {update.job_id!r} in the ledger")
+        for name in _PROGRESS_FIELDS:
+            value = getattr(update, name)
+            if value is not None:
+                setattr(row, name, value)
+        row.updated_at = now
+    return len(updates)
+
+
+def load_jobs(session: Session, job_ids: Sequence[str], chunk: int = 900) -> dict[str, JobRow]:
+    """Rows of many jobs by id: those already in the session as they are, the rest
+    in a few ``IN`` queries (chunked for driver parameter limits).
+
+    A tick loads the active jobs once and then updates them; re-reading 2000
+    rows (and re-decoding their JSON) only to find the same objects would double
+    the tick's read cost.
+    """
+    out: dict[str, JobRow] = {}
+    missing: list[str] = []
+    for job_id in dict.fromkeys(job_ids):
+        cached = session.identity_map.get(identity_key(JobRow, job_id))
+        if isinstance(cached, JobRow):
+            out[job_id] = cached
+        else:
+            missing.append(job_id)
+    for start in range(0, len(missing), chunk):
+        part = missing[start : start + chunk]
+        for row in session.scalars(select(JobRow).where(JobRow.id.in_(part))):
+            out[row.id] = row
+    return out
+
+
+def set_current_config(job: JobRow, config: Configuration | None) -> None:
+    """Record where a running job holds GPUs now (None when it holds none)."""
+    if config is None:
+        job.current_gpu_type = None
+        job.current_parts = None
+        return
+    job.current_gpu_type = config.gpu_type
+    job.current_parts = [[node, gpus] for node, gpus in config.parts]
+
+
+def current_config(job: JobRow) -> Configuration | None:
+    return config_from_json(job.current_gpu_type, job.current_parts)
+
+
+def config_from_json(gpu_type: str | None, parts: list[list[Any]] | None) -> Configuration | None:
+    """Rebuild a :class:`Configuration` from its stored ``[[node, gpus], ...]`` form."""
+    if gpu_type is None or not parts:
+        return None
+    return Configuration(gpu_type, tuple((str(node), int(gpus)) for node, gpus in parts))
+
+
+def to_core_job(job: JobRow) -> Job:
+    """The planner's view of a ledger job (the core never sees ORM rows)."""
+    return Job(
+        id=job.id,
+        demands=tuple(int(d) for d in job.demands),
+        total_samples=job.total_samples,
+        batch_size=job.batch_size,
+        params=job.params,
+        submit_time=job.submit_time,
+        user=job.user,
+        account=job.account,
+        samples_done=job.samples_done,
+        attained_service=job.service_norm,
+        wait_time=job.wait_time,
+        current=current_config(job) if job.state == S.RUNNING else None,
+    )
+
+
+def finished_latency_ratios(session: Session, since: float) -> list[float]:
+    """Latency ratios of jobs that ended at or after ``since`` (input of RAQLR)."""
+    stmt = (
+        select(JobRow.latency_ratio)
+        .where(JobRow.end_time >= since, JobRow.latency_ratio.is_not(None))
+        .order_by(JobRow.end_time)
+    )
+    return [float(v) for v in session.scalars(stmt) if v is not None]
+
+
+def _validate(spec: JobSpec) -> None:
+    Job(
+        id=spec.id,
+        demands=tuple(spec.demands),
+        total_samples=spec.total_samples,
+        batch_size=spec.batch_size,
+        params=spec.params,
+    )
+
+
+def _lr_map(lrs: Mapping[int, float] | None) -> dict[str, float] | None:
+    # JSON object keys are strings on both backends; store them so explicitly.
+    return None if lrs is None else {str(k): float(v) for k, v in lrs.items()}

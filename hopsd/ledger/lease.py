@@ -1,0 +1,157 @@
+"""The daemon lease: two hopsd against one ledger must never both act on Slurm.
+
+The lease is one row per name with a holder and an expiry. Taking it is a single
+conditional UPDATE ("set me as holder where nobody unexpired holds it"), which
+both backends apply atomically, so of two daemons racing exactly one wins. The
+holder renews it every tick (heartbeat); a daemon that stops renewing loses it
+after ``ttl_s`` and another may take over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import case, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.ledger.errors import LeaseHeldError, LeaseLostError
+from hopsd.ledger.models import LeaseRow
+
+DEFAULT_LEASE = "hopsd"
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    name: str
+    holder: str | None
+    acquired_at: float | None
+    heartbeat_at: float | None
+    expires_at: float
+
+    def held_at(self, now: float) -> bool:
+        return self.holder is not None and self.expires_at > now
+
+
+def acquire_lease(
+    session: Session, holder: str, ttl_s: float, now: float, name: str = DEFAULT_LEASE
+) -> bool:
+    """Take (or renew) the lease for ``holder``; False if someone else holds it unexpired."""
+    _check(holder, ttl_s)
+    if _take(session, holder, ttl_s, now, name):
+        return True
+    if lease_info(session, name) is not None:
+        return False
+    return _create(session, holder, ttl_s, now, name)
+
+
+def ensure_lease(
+    session: Session, holder: str, ttl_s: float, now: float, name: str = DEFAULT_LEASE
+) -> LeaseInfo:
+    """Like :func:`acquire_lease`, but raise :class:`LeaseHeldError` naming the holder."""
+    if acquire_lease(session, holder, ttl_s, now, name):
+        info = lease_info(session, name)
+        assert info is not None
+        return info
+    info = lease_info(session, name)
+    if info is None or info.holder is None:  # released between the two statements
+        raise LeaseHeldError(name, "<unknown>", now)
+    raise LeaseHeldError(name, info.holder, info.expires_at)
+
+
+def renew_lease(
+    session: Session, holder: str, ttl_s: float, now: float, name: str = DEFAULT_LEASE
+) -> LeaseInfo:
+    """Heartbeat: extend our unexpired lease, or raise :class:`LeaseLostError`.
+
+    An expired lease is not silently re-taken here: another daemon may have
+    acted in the meantime, so the caller must know and re-acquire deliberately.
+    """
+    _check(holder, ttl_s)
+    stmt = (
+        update(LeaseRow)
+        .where(LeaseRow.name == name, LeaseRow.holder == holder, LeaseRow.expires_at > now)
+        .values(heartbeat_at=now, expires_at=now + ttl_s)
+        .execution_options(synchronize_session=False)
+    )
+    if session.execute(stmt).rowcount == 1:  # type: ignore[attr-defined]
+        info = lease_info(session, name)
+        assert info is not None
+        return info
+    info = lease_info(session, name)
+    other = "<nobody>" if info is None or info.holder is None else info.holder
+    expires = 0.0 if info is None else info.expires_at
+    raise LeaseLostError(name, other, expires)
+
+
+def release_lease(session: Session, holder: str, name: str = DEFAULT_LEASE) -> bool:
+    """Give the lease up (clean shutdown) so a successor need not wait for expiry."""
+    stmt = (
+        update(LeaseRow)
+        .where(LeaseRow.name == name, LeaseRow.holder == holder)
+        .values(holder=None, expires_at=0.0)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(session.execute(stmt).rowcount == 1)  # type: ignore[attr-defined]
+
+
+def lease_info(session: Session, name: str = DEFAULT_LEASE) -> LeaseInfo | None:
+    """Who holds the lease and until when (for ``hops status`` and error messages)."""
+    row = session.execute(
+        select(
+            LeaseRow.name,
+            LeaseRow.holder,
+            LeaseRow.acquired_at,
+            LeaseRow.heartbeat_at,
+            LeaseRow.expires_at,
+        ).where(LeaseRow.name == name)
+    ).first()
+    if row is None:
+        return None
+    return LeaseInfo(row[0], row[1], row[2], row[3], float(row[4]))
+
+
+def _take(session: Session, holder: str, ttl_s: float, now: float, name: str) -> bool:
+    stmt = (
+        update(LeaseRow)
+        .where(
+            LeaseRow.name == name,
+            or_(LeaseRow.holder.is_(None), LeaseRow.holder == holder, LeaseRow.expires_at <= now),
+        )
+        .values(
+            holder=holder,
+            # acquired_at marks when the current holder took over, not each renewal;
+            # SET expressions see the row's old values on both backends.
+            acquired_at=case((LeaseRow.holder == holder, LeaseRow.acquired_at), else_=now),
+            heartbeat_at=now,
+            expires_at=now + ttl_s,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return bool(session.execute(stmt).rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _create(session: Session, holder: str, ttl_s: float, now: float, name: str) -> bool:
+    """Insert the lease row in a savepoint: a concurrent insert makes us lose, not fail."""
+    try:
+        with session.begin_nested():
+            session.add(
+                LeaseRow(
+                    name=name,
+                    holder=holder,
+                    acquired_at=now,
+                    heartbeat_at=now,
+                    expires_at=now + ttl_s,
+                )
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def _check(holder: str, ttl_s: float) -> None:
+    if not holder:
+        raise InvalidInputError("a lease holder needs a non-empty name")
+    if ttl_s <= 0:
+        raise InvalidInputError(f"lease ttl must be > 0, got {ttl_s}")

@@ -1,0 +1,79 @@
+"""Rounds: one row per scheduling decision, for reports and for resuming numbering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from hopsd.ledger.models import RoundRow
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    """What a round saw and decided: plan inputs, objective, decision time, idle GPUs.
+
+    ``idle_gpus_waiting`` counts GPUs left idle while jobs waited (the paper's
+    "idle GPUs per round" figure); ``shadow`` marks rounds planned without
+    enacting (dry runs beside another scheduler).
+    """
+
+    number: int
+    started_at: float
+    queued: int = 0
+    running: int = 0
+    window_size: int = 0
+    objective: float = 0.0
+    decision_s: float = 0.0
+    idle_gpus_waiting: int = 0
+    plans: int = 1
+    policy: str = "hops"
+    shadow: bool = False
+    note: str = ""
+
+
+def record_round(session: Session, summary: RoundSummary) -> RoundRow:
+    """Insert a round and flush, so its id can key the round's allocations and intents."""
+    row = RoundRow(
+        number=summary.number,
+        started_at=summary.started_at,
+        queued=summary.queued,
+        running=summary.running,
+        window_size=summary.window_size,
+        objective=summary.objective,
+        decision_s=summary.decision_s,
+        idle_gpus_waiting=summary.idle_gpus_waiting,
+        plans=summary.plans,
+        policy=summary.policy,
+        shadow=summary.shadow,
+        note=summary.note,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def next_round_number(session: Session, shadow: bool = False) -> int:
+    """One more than the highest number recorded, so numbering survives restarts."""
+    stmt = select(func.max(RoundRow.number)).where(RoundRow.shadow == shadow)
+    highest = session.scalar(stmt)
+    return 1 if highest is None else int(highest) + 1
+
+
+def last_round(session: Session, shadow: bool = False) -> RoundRow | None:
+    stmt = (
+        select(RoundRow).where(RoundRow.shadow == shadow).order_by(RoundRow.number.desc()).limit(1)
+    )
+    return session.scalars(stmt).first()
+
+
+def recent_rounds(session: Session, limit: int = 20, shadow: bool = False) -> list[RoundRow]:
+    """The latest rounds, newest first."""
+    stmt = (
+        select(RoundRow)
+        .where(RoundRow.shadow == shadow)
+        .order_by(RoundRow.number.desc())
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))

@@ -1,0 +1,189 @@
+"""The Slurm port over Slurm's own commands (sbatch, squeue, sinfo, scontrol, scancel, sacct).
+
+One injected ``run(argv, timeout)`` seam carries every call. Reads are one
+command each and may be retried once when the controller did not answer;
+``sbatch`` is never retried, since a lost reply may still have queued a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from hopsd.slurm.classify import error_for
+from hopsd.slurm.errors import (
+    SlurmCommandError,
+    SlurmTimeoutError,
+    SlurmUnavailableError,
+    SubmitArgumentError,
+)
+from hopsd.slurm.parse_sacct import SACCT_FIELDS, parse_accounting
+from hopsd.slurm.parse_sinfo import parse_nodes
+from hopsd.slurm.parse_squeue import parse_jobs
+from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode
+from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Options hops sets on every submission; a user's copy would silently undo them.
+RESERVED_SBATCH_OPTIONS = (
+    "--comment",
+    "--hold",
+    "-H",
+    "--no-requeue",
+    "--requeue",
+    "--gres",
+    "--gpus",
+    "-G",
+    "--gpus-per-node",
+    "--gpus-per-task",
+    "--gpus-per-socket",
+    "--parsable",
+)
+
+
+@dataclass
+class CliSlurm:
+    """:class:`~hopsd.slurm.port.SlurmPort` through the Slurm command-line tools."""
+
+    run: Runner = field(default_factory=SubprocessRunner)
+    timeout_s: float = 30.0
+    name: str = "cli"
+
+    # ------------------------------------------------------------------ writes
+    def submit(
+        self,
+        script_path: str,
+        *,
+        sbatch_args: Sequence[str] = (),
+        tag: HopsTag,
+        as_user: str | None = None,
+    ) -> int:
+        """``sbatch`` held, requeueable, untyped ``--gres=gpu:<smallest demand>``, tagged.
+
+        hops's own options come after ``sbatch_args`` and the command line
+        beats ``#SBATCH`` lines, so the job is always held and tagged.
+        """
+        check_sbatch_args(sbatch_args)
+        argv = [
+            *_as_user(as_user),
+            "sbatch",
+            *sbatch_args,
+            "--parsable",
+            "--hold",
+            "--requeue",
+            f"--gres=gpu:{tag.demands[0]}",
+            f"--comment={tag.encode()}",
+            script_path,
+        ]
+        result = self._call(argv)
+        return parse_job_id(result)
+
+    def update_pending(self, job_id: int, placement: Placement) -> None:
+        """Pin a pending job: partition, node list, node count and GPUs.
+
+        Uniform placements set ``Gres=gpu:M`` per node (clearing any job
+        total); uneven ones clear the per-node request and set the job total
+        ``TresPerJob=gres:gpu:T`` — Slurm 22.05 rejects a job total while a
+        per-node request is still set. Slurm spreads a total itself, so check
+        the running job with :meth:`Placement.mismatches`.
+        """
+        argv = update_argv(job_id, placement)
+        self._call(argv)
+
+    def release(self, job_id: int) -> None:
+        self._call(["scontrol", "release", str(job_id)])
+
+    def hold(self, job_id: int) -> None:
+        self._call(["scontrol", "hold", str(job_id)])
+
+    def requeue_hold(self, job_id: int) -> None:
+        self._call(["scontrol", "requeuehold", str(job_id)])
+
+    def make_eligible(self, job_id: int) -> None:
+        self._call(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+
+    def cancel(self, job_id: int, as_user: str | None = None) -> None:
+        self._call([*_as_user(as_user), "scancel", str(job_id)])
+
+    # ------------------------------------------------------------------- reads
+    def list_jobs(self) -> list[SlurmJob]:
+        """Every job in one ``squeue --json`` (it carries per-node GPUs in 22.05 too)."""
+        return self._read(["squeue", "--json"], lambda r: parse_jobs(r.stdout))
+
+    def list_nodes(self) -> list[SlurmNode]:
+        return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))
+
+    def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
+        if not job_ids:
+            return []
+        ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
+        argv = ["sacct", "-X", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(SACCT_FIELDS)]
+        return self._read(argv, lambda r: parse_accounting(r.stdout))
+
+    # ----------------------------------------------------------------- helpers
+    def _call(self, argv: Sequence[str]) -> CompletedRun:
+        result = self.run(argv, self.timeout_s)
+        if not result.ok:
+            raise error_for(result)
+        return result
+
+    def _read(self, argv: Sequence[str], parse: Callable[[CompletedRun], T]) -> T:
+        """Run an idempotent read, retrying once if the controller did not answer."""
+        try:
+            return parse(self._call(argv))
+        except SlurmTimeoutError:
+            raise
+        except SlurmUnavailableError as exc:
+            log.warning("%s: %s; retrying once", argv[0], exc)
+            return parse(self._call(argv))
+
+
+def update_argv(job_id: int, placement: Placement) -> list[str]:
+    """The ``scontrol update`` command that pins a pending job to ``placement``."""
+    argv = [
+        "scontrol",
+        "update",
+        f"JobId={int(job_id)}",
+        f"Partition={placement.partition}",
+        f"NodeList={placement.nodelist}",
+        f"NumNodes={placement.num_nodes}",
+    ]
+    if placement.uniform:
+        argv += ["TresPerJob=", f"Gres=gpu:{placement.gpus_by_node[0][1]}"]
+    else:
+        argv += ["TresPerNode=", f"TresPerJob=gres:gpu:{placement.total_gpus}"]
+    return argv
+
+
+def parse_job_id(result: CompletedRun) -> int:
+    """The id ``sbatch --parsable`` printed (``123`` or ``123;cluster``)."""
+    first = result.stdout.strip().splitlines()[-1:] or [""]
+    text = first[0].split(";", 1)[0].strip()
+    if not text.isdigit():
+        raise SlurmCommandError(result.argv, result.returncode, result.stderr, result.stdout)
+    return int(text)
+
+
+def check_sbatch_args(args: Sequence[str]) -> None:
+    """Refuse extra sbatch arguments that would undo hold, tag, requeue or the GPU request."""
+    for arg in args:
+        option = arg.split("=", 1)[0]
+        short = option if option.startswith("--") else option[:2]
+        if option in RESERVED_SBATCH_OPTIONS or short in RESERVED_SBATCH_OPTIONS:
+            raise SubmitArgumentError(
+                f"sbatch option {option!r} is set by hops itself; remove it from the arguments"
+            )
+
+
+def _as_user(user: str | None) -> list[str]:
+    """Run as another account (``runuser``), for daemon-side tests and admin actions."""
+    if user is None:
+        return []
+    if not user or user.startswith("-") or any(c.isspace() for c in user):
+        raise SubmitArgumentError(f"bad user name {user!r}")
+    return ["runuser", "-u", user, "--"]

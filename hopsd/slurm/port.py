@@ -1,0 +1,285 @@
+"""The Slurm port: what hops needs from Slurm, independent of how it is reached.
+
+Two backends implement :class:`SlurmPort` (the CLI and pyslurm). Reads are
+batched — one call for all jobs, one for all nodes — so a daemon tick costs the
+same with ten jobs or ten thousand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import hostlist
+
+from hopsd.slurm.errors import PlacementError
+from hopsd.slurm.tag import HopsTag
+
+HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
+UNUSABLE_NODE_STATES = frozenset(
+    {
+        "DOWN",
+        "DRAIN",
+        "DRAINED",
+        "DRAINING",
+        "FAIL",
+        "FAILING",
+        "NOT_RESPONDING",
+        "FUTURE",
+        "POWERED_DOWN",
+        "POWER_DOWN",
+        "UNKNOWN",
+        "MAINTENANCE",
+        "RESERVED",
+        "INVALID_REG",
+        "INVALID",
+    }
+)
+FINISHED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmJob:
+    """One job as Slurm reports it.
+
+    ``state`` is the base state (``PENDING``, ``RUNNING``, ``COMPLETED``...).
+    ``gpus_by_node`` are the GPUs the job holds on each node (empty unless
+    allocated). ``gres_request`` is what the job asks for (``gres:gpu:2`` per
+    node or the per-job total). Times are epoch seconds or ``None``; for a
+    running job ``end_time`` is its time-limit end. ``tag`` is the decoded
+    hops tag, ``tag_error`` why a comment that claims to be one was refused.
+    """
+
+    job_id: int
+    name: str
+    user: str
+    account: str
+    state: str
+    reason: str
+    held: bool
+    partition: str
+    nodes: tuple[str, ...]
+    gpus_by_node: tuple[tuple[str, int], ...]
+    gpu_type: str | None
+    gres_request: str
+    submit_time: float | None
+    start_time: float | None
+    end_time: float | None
+    comment: str
+    tag: HopsTag | None
+    tag_error: str | None
+    restarts: int
+    work_dir: str
+    stdout_path: str
+    priority: int | None = None
+    flags: tuple[str, ...] = ()
+    requested_nodes: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.gpus_by_node)
+
+    @property
+    def placement(self) -> dict[str, int]:
+        return dict(self.gpus_by_node)
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmNode:
+    """One node: its partitions, GPU type and GPU counts, and whether jobs may use it."""
+
+    name: str
+    partitions: tuple[str, ...]
+    gpu_type: str | None
+    gpus_total: int
+    gpus_alloc: int
+    state: str
+    flags: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        words = {self.state, *self.flags}
+        return not (words & UNUSABLE_NODE_STATES)
+
+    @property
+    def gpus_free(self) -> int:
+        return max(self.gpus_total - self.gpus_alloc, 0) if self.usable else 0
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingRecord:
+    """The accounting database's view of a job (its latest run)."""
+
+    job_id: int
+    state: str
+    exit_code: int
+    signal: int
+    start_time: float | None
+    end_time: float | None
+    elapsed_s: int
+    nodes: tuple[str, ...]
+    alloc_tres: Mapping[str, str]
+    partition: str = ""
+    user: str = ""
+
+    @property
+    def gpus(self) -> int:
+        value = self.alloc_tres.get("gres/gpu", "0")
+        return int(value) if value.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a held job should run: one partition and ``{node: gpus}``.
+
+    Every node of a partition carries one GPU type, so the node list pins the
+    type. Construction validates; ``uniform`` placements are enacted with a
+    per-node ``Gres=gpu:M``, uneven ones with the job total ``TresPerJob``.
+    """
+
+    partition: str
+    gpus_by_node: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        if not self.partition or any(c.isspace() or c in ",=" for c in self.partition):
+            raise PlacementError(f"bad partition name {self.partition!r}")
+        if not self.gpus_by_node:
+            raise PlacementError("a placement needs at least one node")
+        names = [n for n, _ in self.gpus_by_node]
+        if len(set(names)) != len(names):
+            raise PlacementError(f"placement lists a node twice: {names}")
+        for node, gpus in self.gpus_by_node:
+            if not node or any(c.isspace() or c in ",=[]" for c in node):
+                raise PlacementError(f"bad node name {node!r}")
+            if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+                raise PlacementError(f"node {node!r} given {gpus!r} GPUs; need a positive int")
+
+    @staticmethod
+    def of(partition: str, gpus_by_node: Mapping[str, int]) -> Placement:
+        return Placement(partition, tuple(sorted(gpus_by_node.items())))
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.gpus_by_node)
+
+    @property
+    def nodelist(self) -> str:
+        """The node list in Slurm's compressed form (``v100n[1-2]``)."""
+        return str(hostlist.collect_hostlist(list(self.nodes)))
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.gpus_by_node)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(g for _, g in self.gpus_by_node)
+
+    @property
+    def uniform(self) -> bool:
+        return len({g for _, g in self.gpus_by_node}) == 1
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.gpus_by_node)
+
+    @property
+    def gres_request(self) -> str:
+        """The GPU request Slurm reports back after ``update_pending`` (``gres:gpu:M``)."""
+        if self.uniform:
+            return f"gres:gpu:{self.gpus_by_node[0][1]}"
+        return f"gres:gpu:{self.total_gpus}"
+
+    def mismatches(self, job: SlurmJob) -> list[str]:
+        """How a running job differs from this placement (empty when it matches)."""
+        problems = []
+        if job.partition != self.partition:
+            problems.append(f"partition {job.partition!r} != {self.partition!r}")
+        if job.placement != self.as_dict():
+            problems.append(f"GPUs per node {job.placement} != {self.as_dict()}")
+        return problems
+
+    def pending_mismatches(self, job: SlurmJob) -> list[str]:
+        """How a pending job's request differs from this placement after an update."""
+        problems = []
+        if job.partition != self.partition:
+            problems.append(f"partition {job.partition!r} != {self.partition!r}")
+        if set(job.requested_nodes) != set(self.nodes):
+            problems.append(f"requested nodes {job.requested_nodes} != {self.nodes}")
+        if job.gres_request.replace("gres/", "gres:") != self.gres_request:
+            problems.append(f"GPU request {job.gres_request!r} != {self.gres_request!r}")
+        return problems
+
+
+@runtime_checkable
+class SlurmPort(Protocol):
+    """Operations hops performs on Slurm. Every failure is a ``SlurmError`` subclass."""
+
+    name: str
+
+    def submit(
+        self,
+        script_path: str,
+        *,
+        sbatch_args: Sequence[str] = (),
+        tag: HopsTag,
+        as_user: str | None = None,
+    ) -> int:
+        """Submit held (``--hold --requeue``, tagged); never retried. Returns the job id."""
+        ...
+
+    def list_jobs(self) -> list[SlurmJob]:
+        """All jobs Slurm knows, in one call."""
+        ...
+
+    def list_nodes(self) -> list[SlurmNode]:
+        """All nodes, in one call."""
+        ...
+
+    def update_pending(self, job_id: int, placement: Placement) -> None:
+        """Pin a pending (held) job to a partition, nodes and GPU counts."""
+        ...
+
+    def release(self, job_id: int) -> None: ...
+
+    def hold(self, job_id: int) -> None: ...
+
+    def requeue_hold(self, job_id: int) -> None:
+        """Stop a running job and put it back in the queue, held."""
+        ...
+
+    def make_eligible(self, job_id: int) -> None:
+        """Clear a requeued job's begin-time wait (``StartTime=now``)."""
+        ...
+
+    def cancel(self, job_id: int, as_user: str | None = None) -> None: ...
+
+    def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
+        """Final states from the accounting database, one call for all ids."""
+        ...

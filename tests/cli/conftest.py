@@ -1,0 +1,111 @@
+"""Fixtures for CLI tests: a real SQLite ledger and a recording stand-in for Slurm."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopsd.core.model import Configuration
+from hopsd.ledger.engine import make_engine, make_sessionmaker
+from hopsd.ledger.jobs import JobProgress, JobSpec, add_job, apply_progress, set_current_config
+from hopsd.ledger.jobs import transition as job_transition
+from hopsd.ledger.migrate import upgrade
+from hopsd.ledger.models import JobState
+from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.ledger.usage import add_usage
+from hopsd.slurm.port import SlurmNode
+
+
+@dataclass
+class RecordingPort:
+    """Answers node listings from a fixed list and records submissions and cancels."""
+
+    nodes: list[SlurmNode]
+    submitted: list[dict[str, Any]] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)
+    name: str = "recording"
+
+    def list_nodes(self) -> list[SlurmNode]:
+        return list(self.nodes)
+
+    def submit(
+        self, script_path: str, *, sbatch_args: Any = (), tag: Any, as_user: Any = None
+    ) -> int:
+        self.submitted.append({"script": script_path, "args": tuple(sbatch_args), "tag": tag})
+        return 1000 + len(self.submitted)
+
+    def cancel(self, job_id: int, as_user: str | None = None) -> None:
+        self.cancelled.append(job_id)
+
+
+NODES = [
+    SlurmNode("k80n1", ("k80", "all"), "k80", 2, 0, "IDLE"),
+    SlurmNode("v100n1", ("v100", "all"), "v100", 4, 2, "MIXED"),
+    SlurmNode("v100n2", ("v100", "all"), "v100", 4, 0, "IDLE"),
+    SlurmNode("a100n1", ("a100", "all"), "a100", 4, 4, "ALLOCATED"),
+]
+
+
+@pytest.fixture
+def port(monkeypatch: pytest.MonkeyPatch) -> RecordingPort:
+    fake = RecordingPort(list(NODES))
+    monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: fake)
+    return fake
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A migrated SQLite ledger with a small history, and HOPS_CONF pointing at it."""
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    upgrade(url)
+    engine = make_engine(url)
+    sessions = make_sessionmaker(engine)
+    now = time.time()
+    with sessions.begin() as session:
+        running = add_job(
+            session,
+            JobSpec("j101", "alice", (1, 2), 1e6, now - 3600, slurm_job_id=101, account="ml"),
+            now - 3600,
+        )
+        job_transition(running, JobState.QUEUED, now - 3600)
+        job_transition(running, JobState.RUNNING, now - 3000)
+        running.first_start_time = now - 3000
+        set_current_config(running, Configuration.of("v100", {"v100n1": 2}))
+        waiting = add_job(
+            session,
+            JobSpec("j102", "bob", (2, 4), 5e5, now - 1800, slurm_job_id=102, account="ml"),
+            now - 1800,
+        )
+        job_transition(waiting, JobState.QUEUED, now - 1800)
+        session.flush()
+        apply_progress(
+            session,
+            [
+                JobProgress(
+                    "j101",
+                    wait_time=600,
+                    service_gpu_s=6000,
+                    service_norm=6000,
+                    samples_done=4e5,
+                    latency_ratio=0.2,
+                    estimate_source="type",
+                ),
+                JobProgress("j102", wait_time=1800, latency_ratio=4.5, estimate_source="table"),
+            ],
+            now,
+        )
+        add_usage(session, "alice", "ml", now - 100, 6000, 6000)
+        store = SqlThroughputStore(session, now)
+        store.set_type_aggregated("j101", "v100", 1, 100.0)
+        store.set_entity_aggregated("j101", "v100n1", 1, 100.0)
+        store.set_entity_aggregated("j101", "v100n2", 1, 60.0)
+    engine.dispose()
+    conf = tmp_path / "hops.conf"
+    conf.write_text(f'[ledger]\nurl = "{url}"\n')
+    monkeypatch.setenv("HOPS_CONF", str(conf))
+    yield url

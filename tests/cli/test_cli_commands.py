@@ -1,0 +1,238 @@
+"""CliRunner tests of every hops command: parsing, validation, rendering, --json schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from hops_cli.main import app
+
+GOLDEN = Path(__file__).parent / "golden"
+runner = CliRunner()
+
+
+def script(tmp_path: Path, header: str = "", executable: bool = True) -> Path:
+    path = tmp_path / "train.sh"
+    path.write_text(f"#!/bin/bash\n{header}\npython train.py\n")
+    path.chmod(0o755 if executable else 0o644)
+    return path
+
+
+def shape(value: Any) -> Any:
+    """The schema of a JSON value: keys and types, with lists reduced to their first item."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def check_golden(name: str, payload: Any) -> None:
+    """Compare with the recorded schema; HOPS_WRITE_GOLDEN=1 re-records it (review the diff)."""
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("HOPS_WRITE_GOLDEN") == "1":
+        path.write_text(json.dumps(shape(payload), indent=2, sort_keys=True) + "\n")
+    assert shape(payload) == json.loads(path.read_text())
+
+
+# ---- submit ---------------------------------------------------------------------------------
+
+
+def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
+    path = script(tmp_path, "#SBATCH --time=01:00:00\n#SBATCH -J resnet")
+    result = runner.invoke(
+        app,
+        [
+            "submit",
+            str(path),
+            "--gpus",
+            "1,2,4",
+            "--epochs",
+            "2",
+            "--dataset-size",
+            "500",
+            "--model",
+            "resnet50",
+            "--lr",
+            "0.1",
+            "--lr-scale",
+            "linear",
+            "--parsable",
+            "--",
+            "--mem=4G",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "1001"
+    (sub,) = port.submitted
+    assert sub["args"] == ("--mem=4G",)
+    tag = sub["tag"]
+    assert tag.demands == (1, 2, 4) and tag.total_samples == 1000
+    assert tag.model == "resnet50" and tag.lr == (0.1,) and tag.lr_scale == "linear"
+
+
+def test_submit_range_is_expanded(tmp_path: Path, port: Any) -> None:
+    result = runner.invoke(
+        app, ["submit", str(script(tmp_path)), "--gpus", "1-4", "--samples", "9"]
+    )
+    assert result.exit_code == 0, result.output
+    assert port.submitted[0]["tag"].demands == (1, 2, 3, 4)
+    assert "Submitted hops job 1001" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "header", "executable", "message"),
+    [
+        (["--gpus", "", "--samples", "10"], "", True, "empty demand set"),
+        (["--gpus", "two", "--samples", "10"], "", True, "not a GPU count"),
+        (["--gpus", "0,1", "--samples", "10"], "", True, "positive"),
+        (["--gpus", "1"], "", True, "size is needed"),
+        (["--gpus", "1", "--samples", "10", "--epochs", "2"], "", True, "not both"),
+        (["--gpus", "1", "--samples", "10"], "", False, "not executable"),
+        (["--gpus", "1", "--samples", "10"], "#SBATCH --gres=gpu:v100:2", True, "conflicts"),
+        (["--gpus", "1", "--samples", "10"], "#SBATCH -G 2", True, "conflicts"),
+        (["--gpus", "1", "--samples", "10", "--", "--comment=x"], "", True, "set by hops"),
+        (["--gpus", "1,2,16", "--samples", "10"], "", True, "more than any managed GPU type"),
+        (["--gpus", "1", "--samples", "10", "--lr-scale", "cubic"], "", True, "lr scale"),
+        (["--gpus", "1", "--samples", "10", "--batch-size", "0"], "", True, "batch-size"),
+    ],
+)
+def test_submit_refuses_bad_input_without_submitting(
+    tmp_path: Path,
+    port: Any,
+    args: list[str],
+    header: str,
+    executable: bool,
+    message: str,
+) -> None:
+    path = script(tmp_path, header, executable)
+    result = runner.invoke(app, ["submit", str(path), *args])
+    assert result.exit_code != 0
+    assert message in result.stderr
+    assert result.stderr.startswith("hops: ") and "Traceback" not in result.output
+    assert port.submitted == []
+
+
+def test_submit_missing_script(tmp_path: Path, port: Any) -> None:
+    result = runner.invoke(app, ["submit", str(tmp_path / "nope.sh"), "--samples", "5"])
+    assert result.exit_code == 2 and "no such script" in result.stderr
+    assert port.submitted == []
+
+
+def test_submit_unknown_option_is_a_usage_error(tmp_path: Path, port: Any) -> None:
+    result = runner.invoke(app, ["submit", str(script(tmp_path)), "--gpu", "2", "--samples", "5"])
+    assert result.exit_code == 2 and "No such option" in result.output
+    assert port.submitted == []
+
+
+# ---- status / fairness / nodes ------------------------------------------------------------
+
+
+def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
+    result = runner.invoke(app, ["status", "--all", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    check_golden("status", payload)
+    jobs = {j["job_id"]: j for j in payload["jobs"]}
+    assert jobs[101]["nodes"] == {"v100n1": 2} and jobs[101]["gpu_type"] == "v100"
+    assert jobs[101]["eta_s"] is not None and jobs[101]["eta_s"] > 0
+    assert jobs[102]["state"] == "queued" and jobs[102]["latency_ratio"] == 4.5
+    v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
+    assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
+
+
+def test_status_filters_by_user(ledger: str, port: Any) -> None:
+    result = runner.invoke(app, ["status", "--user", "bob", "--json"])
+    assert [j["user"] for j in json.loads(result.stdout)["jobs"]] == ["bob"]
+
+
+def test_status_table_renders_without_colour(ledger: str, port: Any) -> None:
+    result = runner.invoke(app, ["status", "--all"])
+    assert result.exit_code == 0, result.output
+    assert "v100n1:2" in result.stdout and "\x1b[" not in result.stdout
+    assert "RAQLR" in result.stdout
+
+
+def test_status_without_ledger_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: Any
+) -> None:
+    conf = tmp_path / "hops.conf"
+    conf.write_text(f'[ledger]\nurl = "sqlite:///{tmp_path / "none.sqlite"}"\n')
+    monkeypatch.setenv("HOPS_CONF", str(conf))
+    result = runner.invoke(app, ["status"])
+    assert result.exit_code == 1 and "no ledger at" in result.stderr
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_invalid_config_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "hops.conf"
+    conf.write_text("[scheduler]\nsigma = -1\n")
+    result = runner.invoke(app, ["--config", str(conf), "status"])
+    assert result.exit_code == 2 and "scheduler.sigma" in result.stderr
+
+
+def test_fairness_json_schema_and_flags(ledger: str, port: Any, tmp_path: Path) -> None:
+    plot = tmp_path / "lr.png"
+    result = runner.invoke(app, ["fairness", "--json", "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    check_golden("fairness", payload)
+    jobs = {j["job_id"]: j for j in payload["jobs"]}
+    assert jobs[102]["starving"] and not jobs[101]["starving"]
+    users = {u["user"]: u for u in payload["users"]}
+    assert users["alice"]["usage_share"] == 1.0 and users["bob"]["usage_share"] == 0.0
+    assert users["alice"]["fair_share"] == 0.5
+    # Jain over ratios (2, 0): (2)^2 / (2 * 4) = 0.5
+    assert payload["jain_users"] == 0.5
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_nodes_shows_learned_speed(ledger: str, port: Any) -> None:
+    result = runner.invoke(app, ["nodes", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    check_golden("nodes", payload)
+    speed = {n["node"]: n["speed_factor"] for n in payload["nodes"]}
+    assert speed["v100n1"] == 1.0 and speed["v100n2"] == 0.6 and speed["k80n1"] is None
+    table = runner.invoke(app, ["nodes"])
+    assert "0.60" in table.stdout
+
+
+# ---- cancel / db / version ------------------------------------------------------------------
+
+
+def test_cancel_goes_through_slurm(port: Any) -> None:
+    result = runner.invoke(app, ["cancel", "5", "6"])
+    assert result.exit_code == 0 and port.cancelled == [5, 6]
+
+
+def test_cancel_rejects_non_ids(port: Any) -> None:
+    result = runner.invoke(app, ["cancel", "5;rm"])
+    assert result.exit_code == 2 and "not a Slurm job id" in result.stderr
+    assert port.cancelled == []
+
+
+def test_db_upgrade_creates_then_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "hops.conf"
+    conf.write_text(f'[ledger]\nurl = "sqlite:///{tmp_path / "l.sqlite"}"\n')
+    monkeypatch.setenv("HOPS_CONF", str(conf))
+    first = runner.invoke(app, ["db", "upgrade"])
+    assert first.exit_code == 0 and "empty ->" in first.stdout
+    current = runner.invoke(app, ["db", "current"])
+    assert current.exit_code == 0 and "empty" not in current.stdout
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0 and result.stdout.startswith("hops ")

@@ -1,0 +1,175 @@
+"""Jobs: adoption, the state machine, per-tick progress and the planner's view."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.model import Configuration
+from hopsd.ledger.errors import DuplicateJobError, IllegalTransitionError, UnknownJobError
+from hopsd.ledger.jobs import (
+    ACTIVE_STATES,
+    LEGAL_TRANSITIONS,
+    TERMINAL_STATES,
+    JobProgress,
+    JobSpec,
+    active_jobs,
+    add_job,
+    apply_progress,
+    finished_latency_ratios,
+    is_legal,
+    job_by_slurm_id,
+    jobs_in_states,
+    require_job,
+    set_current_config,
+    to_core_job,
+    transition,
+)
+from hopsd.ledger.models import JobRow, JobState
+
+S = JobState
+
+# The spec's lifecycle, written out independently of the module's table.
+EXPECTED_LEGAL = {
+    (S.SUBMITTED, S.PROFILING), (S.SUBMITTED, S.QUEUED), (S.PROFILING, S.QUEUED),
+    (S.PROFILING, S.RUNNING), (S.QUEUED, S.PROFILING), (S.QUEUED, S.RUNNING),
+    (S.RUNNING, S.PREEMPTED), (S.RUNNING, S.REQUEUED), (S.RUNNING, S.DONE),
+    (S.PREEMPTED, S.QUEUED), (S.PREEMPTED, S.REQUEUED), (S.PREEMPTED, S.RUNNING),
+    (S.REQUEUED, S.QUEUED), (S.REQUEUED, S.PREEMPTED), (S.REQUEUED, S.RUNNING),
+} | {(a, b) for a in ACTIVE_STATES for b in (S.FAILED, S.CANCELLED)}  # fmt: skip
+
+
+def _row(state: JobState) -> JobRow:
+    return JobRow(id="x", state=state, first_start_time=None, restarts=0, end_time=None)
+
+
+@pytest.mark.parametrize(("current", "requested"), list(itertools.product(S, S)))
+def test_transition_table(current: JobState, requested: JobState) -> None:
+    row = _row(current)
+    if current == requested:
+        assert transition(row, requested, now=5.0) is False
+    elif (current, requested) in EXPECTED_LEGAL:
+        assert is_legal(current, requested)
+        assert transition(row, requested, now=5.0) is True
+        assert row.state is requested and row.state_changed_at == 5.0
+    else:
+        assert not is_legal(current, requested)
+        with pytest.raises(IllegalTransitionError) as err:
+            transition(row, requested, now=5.0)
+        assert f"{current.value} -> {requested.value}" in str(err.value)
+        assert row.state is current  # unchanged
+
+
+def test_terminal_states_have_no_exit() -> None:
+    assert all(not LEGAL_TRANSITIONS[t] for t in TERMINAL_STATES)
+
+
+def test_transition_side_effects_record_start_restarts_and_end() -> None:
+    row = _row(S.QUEUED)
+    transition(row, S.RUNNING, now=100.0)
+    assert row.first_start_time == 100.0 and row.restarts == 0
+    transition(row, S.PREEMPTED, now=200.0, reason="yield to higher LR")
+    assert row.state_reason == "yield to higher LR"
+    transition(row, S.RUNNING, now=300.0)
+    assert row.first_start_time == 100.0 and row.restarts == 1
+    row.current_gpu_type, row.current_parts = "a100", [["n1", 1]]
+    transition(row, S.DONE, now=400.0)
+    assert row.end_time == 400.0
+    assert row.current_parts is None
+
+
+def test_add_job_round_trips_and_rejects_duplicates(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    with Sessions.begin() as s:
+        add_job(s, make_spec("j1", slurm_job_id=77, lr_by_demand={1: 0.1, 2: 0.14}), now=9.0)
+    with Sessions() as s:
+        row = require_job(s, "j1")
+        assert row.demands == [1, 2, 4] and row.state is S.SUBMITTED
+        assert row.lr_by_demand == {"1": 0.1, "2": 0.14}
+        assert row.submit_time == 1000.0 and row.updated_at == 9.0
+        found = job_by_slurm_id(s, 77)
+        assert found is not None and found.id == "j1"
+    with pytest.raises(DuplicateJobError), Sessions.begin() as s:
+        add_job(s, make_spec("j1"), now=10.0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"demands": ()}, {"demands": (4, 2)}, {"total_samples": 0.0}, {"batch_size": 0}],
+)
+def test_add_job_validates_with_core_rules(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec], bad: dict[str, object]
+) -> None:
+    with pytest.raises(InvalidInputError), Sessions.begin() as s:
+        add_job(s, make_spec("bad", **bad), now=1.0)
+    with Sessions() as s:
+        assert active_jobs(s) == []
+
+
+def test_apply_progress_updates_many_jobs_and_rejects_unknown(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    with Sessions.begin() as s:
+        for i in range(5):
+            add_job(s, make_spec(f"j{i}"), now=1.0)
+    with Sessions.begin() as s:
+        updates = [
+            JobProgress(f"j{i}", wait_time=10.0 * i, samples_done=100.0 * i, estimate_source="type")
+            for i in range(5)
+        ]
+        assert apply_progress(s, updates, now=50.0) == 5
+        apply_progress(s, [JobProgress("j0", service_gpu_s=7.0)], now=51.0)
+    with Sessions() as s:
+        rows = {r.id: r for r in active_jobs(s)}
+        assert [rows[f"j{i}"].wait_time for i in range(5)] == [0.0, 10.0, 20.0, 30.0, 40.0]
+        assert rows["j3"].samples_done == 300.0 and rows["j3"].estimate_source == "type"
+        assert rows["j0"].service_gpu_s == 7.0 and rows["j0"].wait_time == 0.0
+        assert rows["j0"].updated_at == 51.0
+    with pytest.raises(UnknownJobError), Sessions.begin() as s:
+        apply_progress(s, [JobProgress("nope", wait_time=1.0)], now=60.0)
+
+
+def test_state_queries_and_core_view(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    config = Configuration.of("rtx3090", {"n1": 2, "n2": 2})
+    with Sessions.begin() as s:
+        running = add_job(s, make_spec("run", submit_time=1.0), now=1.0)
+        add_job(s, make_spec("wait", submit_time=2.0), now=1.0)
+        finished = add_job(s, make_spec("old", submit_time=0.5), now=1.0)
+        transition(running, S.QUEUED, now=2.0)
+        transition(running, S.RUNNING, now=3.0)
+        set_current_config(running, config)
+        running.service_norm, running.wait_time = 12.0, 2.0
+        for state in (S.QUEUED, S.RUNNING, S.DONE):
+            transition(finished, state, now=4.0)
+        finished.latency_ratio = 0.75
+    with Sessions() as s:
+        assert [r.id for r in active_jobs(s)] == ["run", "wait"]
+        assert [r.id for r in jobs_in_states(s, [S.DONE])] == ["old"]
+        core = to_core_job(require_job(s, "run"))
+        assert core.current == config
+        assert core.demands == (1, 2, 4) and core.attained_service == 12.0
+        assert core.wait_time == 2.0 and core.params == 25.6e6
+        assert to_core_job(require_job(s, "wait")).current is None
+        assert finished_latency_ratios(s, since=4.0) == [0.75]
+        assert finished_latency_ratios(s, since=4.5) == []
+
+
+def test_apply_progress_reuses_rows_already_loaded_in_the_session(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    with Sessions.begin() as s:
+        add_job(s, make_spec("a"), now=1.0)
+        add_job(s, make_spec("b"), now=1.0)
+    with Sessions.begin() as s:
+        loaded = {r.id: r for r in active_jobs(s) if r.id == "a"}  # "a" cached, "b" not
+        apply_progress(s, [JobProgress("a", wait_time=5.0), JobProgress("b", wait_time=6.0)], 2.0)
+        assert loaded["a"].wait_time == 5.0  # the very object the caller holds
+    with Sessions() as s:
+        assert [(r.id, r.wait_time) for r in active_jobs(s)] == [("a", 5.0), ("b", 6.0)]

@@ -1,0 +1,114 @@
+"""Migrations: empty -> head, down one step and up again, and the schema check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from hopsd.ledger.engine import make_engine, make_sessionmaker
+from hopsd.ledger.errors import SchemaNewerError, SchemaOutdatedError
+from hopsd.ledger.jobs import JobSpec, add_job, require_job
+from hopsd.ledger.migrate import (
+    SQL_DIR,
+    check_schema,
+    current_revision,
+    downgrade,
+    head_revision,
+    upgrade,
+)
+from hopsd.ledger.models import Base
+
+LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
+
+
+def test_migrations_live_in_top_level_sql_dir() -> None:
+    assert SQL_DIR.name == "sql"
+    assert (SQL_DIR / "env.py").is_file()
+    assert head_revision() == "0002"
+
+
+def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
+    assert current_revision(empty_url) is None
+    upgrade(empty_url)
+    assert current_revision(empty_url) == head_revision()
+    engine = make_engine(empty_url)
+    try:
+        assert set(inspect(engine).get_table_names()) >= LEDGER_TABLES
+        check_schema(engine)  # does not raise at head
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            diffs = compare_metadata(ctx, Base.metadata)
+        assert diffs == [], f"models and migrations disagree: {diffs}"
+    finally:
+        engine.dispose()
+
+
+def test_down_one_step_and_up_again_keeps_rows(
+    empty_url: str, make_spec: Callable[..., JobSpec]
+) -> None:
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    Sessions = make_sessionmaker(engine)
+    with Sessions.begin() as s:
+        add_job(s, make_spec("kept"), now=5.0)
+        require_job(s, "kept").latency_ratio = 0.5
+    engine.dispose()
+
+    downgrade(empty_url, "-1")
+    assert current_revision(empty_url) == "0001"
+    engine = make_engine(empty_url)
+    columns = {c["name"] for c in inspect(engine).get_columns("jobs")}
+    assert "latency_ratio" not in columns
+    with pytest.raises(SchemaOutdatedError, match="hopsd db upgrade"):
+        check_schema(engine)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT id FROM jobs")).scalars().all() == ["kept"]
+    engine.dispose()
+
+    upgrade(empty_url)
+    assert current_revision(empty_url) == head_revision()
+    engine = make_engine(empty_url)
+    check_schema(engine)
+    with make_sessionmaker(engine).begin() as s:
+        job = require_job(s, "kept")
+        assert job.latency_ratio is None  # the column came back empty
+        assert job.user == "alice"
+    engine.dispose()
+
+
+def test_downgrade_to_base_removes_every_table(empty_url: str) -> None:
+    upgrade(empty_url)
+    downgrade(empty_url, "base")
+    assert current_revision(empty_url) is None
+    engine = make_engine(empty_url)
+    try:
+        assert not LEDGER_TABLES & set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_check_schema_on_empty_database_names_the_command(empty_url: str) -> None:
+    engine = make_engine(empty_url)
+    try:
+        with pytest.raises(SchemaOutdatedError) as err:
+            check_schema(engine)
+        assert "empty" in str(err.value)
+        assert "hopsd db upgrade" in str(err.value)
+    finally:
+        engine.dispose()
+
+
+def test_check_schema_on_newer_database_says_upgrade_hops(empty_url: str) -> None:
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+        with pytest.raises(SchemaNewerError, match="9999"):
+            check_schema(engine)
+    finally:
+        engine.dispose()

@@ -1,0 +1,73 @@
+"""Rounds and the allocation history a plan leaves behind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.ledger.allocations import (
+    allocation_config,
+    allocation_history,
+    allocations_in_round,
+    changes_from_plan,
+    record_allocation,
+    record_allocations,
+)
+from hopsd.ledger.jobs import JobSpec, add_job
+from hopsd.ledger.models import AllocationReason
+from hopsd.ledger.rounds import (
+    RoundSummary,
+    last_round,
+    next_round_number,
+    recent_rounds,
+    record_round,
+)
+
+R = AllocationReason
+
+
+def test_round_numbering_survives_and_ignores_shadow_rounds(
+    Sessions: sessionmaker[Session],
+) -> None:
+    with Sessions.begin() as s:
+        assert next_round_number(s) == 1
+        record_round(s, RoundSummary(number=1, started_at=0.0))
+        record_round(s, RoundSummary(number=2, started_at=300.0, objective=4.5, window_size=3))
+        record_round(s, RoundSummary(number=9, started_at=310.0, shadow=True))
+    with Sessions() as s:
+        assert next_round_number(s) == 3
+        assert next_round_number(s, shadow=True) == 10
+        latest = last_round(s)
+        assert latest is not None and latest.number == 2 and latest.objective == 4.5
+        assert [r.number for r in recent_rounds(s, limit=5)] == [2, 1]
+
+
+def test_plan_allocations_are_recorded_with_reasons(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    a100 = Configuration.of("a100", {"n1": 2})
+    moved = Configuration.of("v100", {"n3": 4, "n4": 4})
+    plan = Plan(
+        start=(Assignment("s", a100),),
+        keep=(Assignment("k", Configuration.of("a100", {"n2": 1})),),
+        move=(Assignment("m", moved),),
+        preempt=("p",),
+    )
+    with Sessions.begin() as s:
+        for job_id in ("s", "k", "m", "p"):
+            add_job(s, make_spec(job_id), now=0.0)
+        round_id = record_round(s, RoundSummary(number=1, started_at=10.0)).id
+        assert record_allocations(s, round_id, changes_from_plan(plan), now=10.0) == 4
+        record_allocation(s, None, "s", R.END, None, now=99.0)
+    with Sessions() as s:
+        rows = allocations_in_round(s, round_id)
+        assert [(r.job_id, r.reason) for r in rows] == [
+            ("s", R.START), ("k", R.KEEP), ("m", R.MOVE), ("p", R.PREEMPT),
+        ]  # fmt: skip
+        assert allocation_config(rows[2]) == moved and rows[2].total_gpus == 8
+        assert allocation_config(rows[3]) is None and rows[3].total_gpus == 0
+        history = allocation_history(s, "s")
+        assert [(h.reason, h.at) for h in history] == [(R.START, 10.0), (R.END, 99.0)]
+        assert allocation_config(history[0]) == a100

@@ -1,0 +1,70 @@
+"""Usage buckets and decayed usage, with hand-worked numbers."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.ledger.usage import (
+    add_usage,
+    bucket_start,
+    decay_weight,
+    decayed_usage,
+    usage_between,
+)
+
+H = 3600.0
+
+
+def test_bucket_start_aligns_to_the_bucket() -> None:
+    assert bucket_start(0.0) == 0.0
+    assert bucket_start(3599.9) == 0.0
+    assert bucket_start(3600.0) == 3600.0
+    assert bucket_start(7300.0, bucket_s=600.0) == 7200.0
+
+
+def test_usage_accumulates_per_bucket(Sessions: sessionmaker[Session]) -> None:
+    with Sessions.begin() as s:
+        add_usage(s, "alice", "vision", at=100.0, gpu_s=300.0, gpu_s_norm=150.0)
+        add_usage(s, "alice", "vision", at=3500.0, gpu_s=200.0, gpu_s_norm=100.0)
+        add_usage(s, "alice", "vision", at=3700.0, gpu_s=50.0, gpu_s_norm=50.0)
+        add_usage(s, "bob", "nlp", at=200.0, gpu_s=10.0, gpu_s_norm=20.0)
+    with Sessions() as s:
+        first_hour = usage_between(s, 0.0, H)
+        assert first_hour["alice"].gpu_s == 500.0 and first_hour["alice"].gpu_s_norm == 250.0
+        assert first_hour["bob"].gpu_s == 10.0
+        assert usage_between(s, 0.0, 2 * H, by="account")["vision"].gpu_s == 550.0
+        assert usage_between(s, H, 2 * H) == {"alice": usage_between(s, H, 2 * H)["alice"]}
+
+
+def test_decayed_usage_hand_checked(Sessions: sessionmaker[Session]) -> None:
+    # Buckets end at 1 h and 2 h; at now = 3 h with a 1 h half-life their ages are
+    # 2 h and 1 h, so weights 1/4 and 1/2:  1000/4 + 400/2 = 450 (raw).
+    # Normalised amounts 800 and 200: 800/4 + 200/2 = 300.
+    with Sessions.begin() as s:
+        add_usage(s, "alice", "vision", at=10.0, gpu_s=1000.0, gpu_s_norm=800.0)
+        add_usage(s, "alice", "vision", at=H + 10.0, gpu_s=400.0, gpu_s_norm=200.0)
+        add_usage(s, "bob", "vision", at=H + 20.0, gpu_s=100.0, gpu_s_norm=100.0)
+    with Sessions() as s:
+        raw = decayed_usage(s, now=3 * H, half_life_s=H, normalised=False)
+        assert raw["alice"] == pytest.approx(450.0)
+        assert raw["bob"] == pytest.approx(50.0)
+        norm = decayed_usage(s, now=3 * H, half_life_s=H)
+        assert norm["alice"] == pytest.approx(300.0)
+        by_account = decayed_usage(s, now=3 * H, half_life_s=H, by="account", normalised=False)
+        assert by_account == {"vision": pytest.approx(500.0)}
+        # A bucket that has not ended yet counts fully.
+        assert decayed_usage(s, now=H, half_life_s=H, normalised=False)["alice"] == 1400.0
+
+
+def test_decay_weight_and_validation(Sessions: sessionmaker[Session]) -> None:
+    assert decay_weight(7200.0, 3600.0) == 0.25
+    assert decay_weight(-5.0, 3600.0) == 1.0
+    with Sessions() as s:
+        with pytest.raises(InvalidInputError):
+            decayed_usage(s, now=0.0, half_life_s=0.0)
+        with pytest.raises(InvalidInputError):
+            add_usage(s, "a", "b", at=0.0, gpu_s=-1.0, gpu_s_norm=0.0)
+        with pytest.raises(InvalidInputError):
+            usage_between(s, 0.0, 1.0, by="team")  # type: ignore[arg-type]

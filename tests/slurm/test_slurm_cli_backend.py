@@ -1,0 +1,231 @@
+"""CLI backend: command building, error classification on recorded stderr, retry policy.
+
+The runner here replays recorded Slurm output through the backend's own seam;
+the live behaviour is covered by ``test_contract_live.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hopsd.slurm.classify import error_for
+from hopsd.slurm.cli_backend import CliSlurm, check_sbatch_args, parse_job_id, update_argv
+from hopsd.slurm.errors import (
+    PlacementError,
+    SlurmCommandError,
+    SlurmJobNotFoundError,
+    SlurmTimeoutError,
+    SlurmUnavailableError,
+    SubmitArgumentError,
+)
+from hopsd.slurm.factory import make_port, pyslurm_unavailable_reason
+from hopsd.slurm.port import Placement
+from hopsd.slurm.runner import CompletedRun, CountingRunner, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+TAG = HopsTag((2, 4), 1e6, model="resnet50")
+
+
+def recorded_error(name: str) -> tuple[str, int]:
+    """A recorded stderr file whose last line is `rc=N`."""
+    lines = (FIXTURES / name).read_text().splitlines()
+    return "\n".join(lines[:-1]), int(lines[-1].removeprefix("rc="))
+
+
+class Replay:
+    """Answers each call with the next scripted result (or raises it)."""
+
+    def __init__(self, *answers: CompletedRun | Exception) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        self.calls.append(tuple(argv))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return CompletedRun(tuple(argv), answer.returncode, answer.stdout, answer.stderr)
+
+
+def ok(stdout: str = "") -> CompletedRun:
+    return CompletedRun((), 0, stdout, "")
+
+
+def failed(name: str) -> CompletedRun:
+    stderr, code = recorded_error(name)
+    return CompletedRun((), code, "", stderr)
+
+
+# ------------------------------------------------------------------ commands
+def test_submit_puts_hops_options_last_and_parses_the_id() -> None:
+    run = Replay(ok((FIXTURES / "sbatch_parsable.22.05.txt").read_text()))
+    job_id = CliSlurm(run=run).submit("/tmp/t.sh", sbatch_args=["-p", "all"], tag=TAG)
+    assert job_id == 1
+    assert run.calls == [
+        (
+            "sbatch",
+            "-p",
+            "all",
+            "--parsable",
+            "--hold",
+            "--requeue",
+            "--gres=gpu:2",
+            "--comment=" + TAG.encode(),
+            "/tmp/t.sh",
+        )
+    ]
+
+
+def test_submit_as_another_user_goes_through_runuser() -> None:
+    run = Replay(ok("17;hops\n"))
+    assert CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG, as_user="ana") == 17
+    assert run.calls[0][:4] == ("runuser", "-u", "ana", "--")
+    with pytest.raises(SubmitArgumentError):
+        CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG, as_user="-x")
+
+
+@pytest.mark.parametrize(
+    "arg", ["--comment=x", "--hold", "-H", "--gres=gpu:a100:2", "--gpus=2", "-G2", "--no-requeue"]
+)
+def test_submit_refuses_arguments_that_would_undo_hops(arg: str) -> None:
+    with pytest.raises(SubmitArgumentError, match="set by hops"):
+        check_sbatch_args(["-p", "all", arg])
+
+
+def test_update_uniform_and_uneven_placements() -> None:
+    uniform = Placement.of("a100", {"a100n2": 2})
+    assert update_argv(5, uniform) == [
+        "scontrol",
+        "update",
+        "JobId=5",
+        "Partition=a100",
+        "NodeList=a100n2",
+        "NumNodes=1",
+        "TresPerJob=",
+        "Gres=gpu:2",
+    ]
+    uneven = Placement.of("v100", {"v100n2": 1, "v100n1": 3})
+    assert update_argv(6, uneven) == [
+        "scontrol",
+        "update",
+        "JobId=6",
+        "Partition=v100",
+        "NodeList=v100n[1-2]",
+        "NumNodes=2",
+        "TresPerNode=",
+        "TresPerJob=gres:gpu:4",
+    ]
+    assert uneven.gres_request == "gres:gpu:4" and uniform.gres_request == "gres:gpu:2"
+
+
+@pytest.mark.parametrize(
+    ("partition", "mapping"),
+    [
+        ("a100", {}),
+        ("a100", {"a100n1": 0}),
+        ("a 100", {"a100n1": 1}),
+        ("a100", {"a100n1,a100n2": 1}),
+        ("a100", {"a100n1": True}),
+    ],
+)
+def test_bad_placements_are_refused(partition: str, mapping: dict[str, int]) -> None:
+    with pytest.raises(PlacementError):
+        Placement.of(partition, mapping)
+
+
+def test_parse_job_id_refuses_noise() -> None:
+    assert parse_job_id(ok("42\n")) == 42
+    with pytest.raises(SlurmCommandError):
+        parse_job_id(ok("Submitted batch job 42\n"))
+
+
+# ------------------------------------------------------------------ errors
+def test_recorded_errors_are_classified() -> None:
+    unavailable = error_for(failed("err_scontrol_no_controller.22.05.txt"))
+    assert isinstance(unavailable, SlurmUnavailableError)
+    assert "Unable to contact slurm controller" in str(unavailable)
+    assert isinstance(error_for(failed("err_sacct_no_dbd.22.05.txt")), SlurmUnavailableError)
+    missing = error_for(failed("err_update_unknown.22.05.txt"))
+    assert isinstance(missing, SlurmJobNotFoundError)
+    refused = error_for(failed("err_sbatch_badpart.22.05.txt"))
+    assert type(refused) is SlurmCommandError
+    assert "Invalid partition name specified" in str(refused) and refused.returncode == 1
+
+
+def test_sbatch_is_never_retried() -> None:
+    run = Replay(failed("err_scontrol_no_controller.22.05.txt"), ok("9\n"))
+    with pytest.raises(SlurmUnavailableError):
+        CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG)
+    assert len(run.calls) == 1
+
+
+def test_reads_retry_once_when_the_controller_did_not_answer() -> None:
+    squeue = (FIXTURES / "squeue.22.05.json").read_text()
+    run = Replay(failed("err_scontrol_no_controller.22.05.txt"), ok(squeue))
+    assert len(CliSlurm(run=run).list_jobs()) == 5
+    assert run.calls == [("squeue", "--json"), ("squeue", "--json")]
+    twice = Replay(
+        failed("err_scontrol_no_controller.22.05.txt"),
+        failed("err_scontrol_no_controller.22.05.txt"),
+    )
+    with pytest.raises(SlurmUnavailableError):
+        CliSlurm(run=twice).list_nodes()
+
+
+def test_a_timeout_is_not_retried() -> None:
+    run = Replay(SlurmTimeoutError("squeue gave no answer"), ok("{}"))
+    with pytest.raises(SlurmTimeoutError):
+        CliSlurm(run=run).list_jobs()
+    assert len(run.calls) == 1
+
+
+def test_accounting_is_one_call_and_skips_empty_requests() -> None:
+    text = (FIXTURES / "sacct_parsable2.22.05.txt").read_text()
+    run = CountingRunner(Replay(ok(text)))
+    backend = CliSlurm(run=run)
+    assert backend.accounting([]) == []
+    assert [r.job_id for r in backend.accounting([5, 4, 4])] == [1, 2, 3, 4, 5]
+    assert len(run.calls) == 1 and "4,5" in run.calls[0]
+
+
+# ------------------------------------------------------------------ runner
+def test_subprocess_runner_times_out_and_kills() -> None:
+    started = time.monotonic()
+    with pytest.raises(SlurmTimeoutError, match=r"no answer within 0\.5 s"):
+        SubprocessRunner()([sys.executable, "-c", "import time; time.sleep(30)"], 0.5)
+    assert time.monotonic() - started < 5
+
+
+def test_subprocess_runner_passes_environment_and_reports_missing_commands() -> None:
+    runner = SubprocessRunner(env={"SLURM_CONF": "/nowhere/slurm.conf"})
+    code = "import os; print(os.environ['SLURM_CONF'], os.environ.get('PATH') is not None)"
+    result = runner([sys.executable, "-c", code], 10)
+    assert result.ok and result.stdout.split() == ["/nowhere/slurm.conf", "True"]
+    with pytest.raises(SlurmUnavailableError, match="not installed"):
+        runner(["hops-no-such-command"], 5)
+    assert "SLURM_CONF" not in os.environ or os.environ["SLURM_CONF"] != "/nowhere/slurm.conf"
+
+
+# ------------------------------------------------------------------ factory
+def test_factory_defaults_to_cli_and_rejects_unknown() -> None:
+    assert make_port().name == "cli"
+    with pytest.raises(ValueError, match="unknown Slurm backend"):
+        make_port("rest")
+
+
+def test_factory_falls_back_to_cli_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    reason = pyslurm_unavailable_reason()
+    if reason is None:
+        pytest.skip("pyslurm imports here, so there is no fallback to observe")
+    with caplog.at_level(logging.WARNING, logger="hopsd.slurm.factory"):
+        port = make_port("pyslurm")
+    assert port.name == "cli"
+    assert "falling back to the CLI backend" in caplog.text
