@@ -1,0 +1,667 @@
+#!/usr/bin/env bash
+# Start, stop and inspect the hops Slurm test cluster on this host.
+#
+# Several `slurmd -N NAME` processes on one host act as the nodes of a small
+# heterogeneous GPU cluster (fake GPUs are character devices), with
+# slurmctld, munged and slurmdbd (accounting in the local MariaDB). Runs
+# natively as root on Debian 12; the Dockerfile next to this script runs the
+# very same script inside a container.
+#
+#   docker/cluster.sh up            start a fresh cluster (idempotent), print exports
+#   docker/cluster.sh down          cancel all jobs, stop what `up` started
+#   docker/cluster.sh status        sinfo summary and liveness of recorded daemons
+#   docker/cluster.sh stop-ctld     stop slurmctld only (jobs keep running)
+#   docker/cluster.sh start-ctld    start slurmctld again, keeping its state
+#   docker/cluster.sh restart-ctld  stop-ctld + start-ctld
+#
+# Use: eval "$(docker/cluster.sh up | grep ^export)"
+#
+# Environment: HOPS_CLUSTER_DIR (state directory, default /var/tmp/hops-cluster),
+# HOPS_ACCOUNTING=0 to run without slurmdbd, HOPS_UP_TIMEOUT (seconds, default 60),
+# HOPS_CLUSTER_PORT (slurmctld port, default 6817) to run a second cluster
+# beside the first one (give it its own HOPS_CLUSTER_DIR too).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT_DIR
+readonly CONF_SRC="${SCRIPT_DIR}/conf"
+readonly CLUSTER_DIR="${HOPS_CLUSTER_DIR:-/var/tmp/hops-cluster}"
+readonly SLURM_CONF_PATH="${CLUSTER_DIR}/slurm.conf"
+readonly PIDS_FILE="${CLUSTER_DIR}/pids"
+readonly CLUSTER_NAME="hops"
+# One cluster per port base: slurmctld on it, slurmdbd on +2, nodes from +10.
+readonly CTLD_PORT="${HOPS_CLUSTER_PORT:-6817}"
+readonly DBD_PORT=$((CTLD_PORT + 2))
+readonly NODE_PORT_BASE=$((CTLD_PORT + 10))
+if [[ "${CTLD_PORT}" == 6817 ]]; then
+    readonly DB_NAME="hops_slurm_acct_db"
+else
+    readonly DB_NAME="hops_slurm_acct_db_${CTLD_PORT}"
+fi
+readonly DB_USER="hops_slurm"
+readonly DB_PASS="hops_slurm_pw"
+readonly UP_TIMEOUT="${HOPS_UP_TIMEOUT:-60}"
+readonly STOP_GRACE=10
+readonly PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd)
+export SLURM_CONF="${SLURM_CONF_PATH}"
+
+log() { echo "cluster: [$(date +%T.%N | cut -c1-12)] $*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+# ---------------------------------------------------------------- packages
+
+is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+
+ensure_packages() {
+    local missing=() pkg
+    for pkg in "${PACKAGES[@]}"; do
+        is_installed "${pkg}" || missing+=("${pkg}")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    log "installing ${missing[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >&2
+}
+
+# ---------------------------------------------------------------- layout
+
+# Node names in the order they appear in slurm.conf.in (the single source).
+node_names() { sed -n 's/^NodeName=\([^ ]*\) .*/\1/p' "${CONF_SRC}/slurm.conf.in"; }
+
+node_port() {
+    local wanted="$1" i=0 name
+    while read -r name; do
+        [[ "${name}" == "${wanted}" ]] && {
+            echo $((NODE_PORT_BASE + i))
+            return 0
+        }
+        i=$((i + 1))
+    done < <(node_names)
+    return 1
+}
+
+# Fill @NAME@ markers of a template; extra "KEY=VALUE" pairs add markers.
+render() {
+    local template="$1" text pair
+    shift
+    text="$(<"${template}")"
+    text="${text//@CLUSTER_DIR@/${CLUSTER_DIR}}"
+    text="${text//@CLUSTER_NAME@/${CLUSTER_NAME}}"
+    text="${text//@CTLD_PORT@/${CTLD_PORT}}"
+    text="${text//@DBD_PORT@/${DBD_PORT}}"
+    text="${text//@DB_NAME@/${DB_NAME}}"
+    text="${text//@DB_USER@/${DB_USER}}"
+    text="${text//@DB_PASS@/${DB_PASS}}"
+    text="${text//@SLURM_CONF@/${SLURM_CONF_PATH}}"
+    for pair in "$@"; do
+        text="${text//@${pair%%=*}@/${pair#*=}}"
+    done
+    printf '%s\n' "${text}"
+}
+
+accounting_block() {
+    if [[ "$1" == 1 ]]; then
+        local tres="gres/gpu" type
+        while read -r type; do
+            tres+=",gres/gpu:${type}"
+        done < <(sed -n 's/.*Gres=gpu:\([^: ]*\):.*/\1/p' "${CONF_SRC}/slurm.conf.in" | sort -u)
+        printf '%s\n' "# Accounting through slurmdbd (sacct)." \
+            "AccountingStorageType=accounting_storage/slurmdbd" \
+            "AccountingStorageHost=localhost" \
+            "AccountingStoragePort=${DBD_PORT}" \
+            "AccountingStorageTRES=${tres}" \
+            "JobCompType=jobcomp/none"
+    else
+        printf '%s\n' "# Accounting off (HOPS_ACCOUNTING=0, or slurmdbd could not start): no sacct." \
+            "AccountingStorageType=accounting_storage/none"
+    fi
+}
+
+# Expand "prefix[a-b]" into one path per index.
+expand_range() {
+    local spec="$1"
+    if [[ "${spec}" =~ ^(.*)\[([0-9]+)-([0-9]+)\]$ ]]; then
+        local i
+        for ((i = BASH_REMATCH[2]; i <= BASH_REMATCH[3]; i++)); do
+            echo "${BASH_REMATCH[1]}${i}"
+        done
+    else
+        echo "${spec}"
+    fi
+}
+
+make_fake_gpus() {
+    local spec dev
+    while read -r spec; do
+        while read -r dev; do
+            mkdir -p "$(dirname "${dev}")"
+            [[ -c "${dev}" ]] || mknod -m 666 "${dev}" c 1 3
+        done < <(expand_range "${spec}")
+    done < <(sed -n '/^[^#]/s/.*File=\([^ ]\+\).*/\1/p' "${CLUSTER_DIR}/gres.conf")
+}
+
+write_configs() {
+    local accounting="$1" ports=() name
+    while read -r name; do
+        ports+=("PORT_${name}=$(node_port "${name}")")
+    done < <(node_names)
+    render "${CONF_SRC}/slurm.conf.in" "${ports[@]}" \
+        "ACCOUNTING=$(accounting_block "${accounting}")" >"${SLURM_CONF_PATH}"
+    render "${CONF_SRC}/gres.conf.in" >"${CLUSTER_DIR}/gres.conf"
+    (
+        umask 077
+        render "${CONF_SRC}/slurmdbd.conf.in" >"${CLUSTER_DIR}/slurmdbd.conf"
+    )
+    chmod 600 "${CLUSTER_DIR}/slurmdbd.conf"
+    cp "${CONF_SRC}/node-speed.json" "${CLUSTER_DIR}/node-speed.json"
+    render "${CONF_SRC}/task-prolog.sh.in" >"${CLUSTER_DIR}/task-prolog.sh"
+    chmod 755 "${CLUSTER_DIR}/task-prolog.sh"
+    chmod 644 "${SLURM_CONF_PATH}" "${CLUSTER_DIR}/gres.conf" "${CLUSTER_DIR}/node-speed.json"
+    # hops.conf for this cluster: written only once a template exists.
+    if [[ -f "${CONF_SRC}/hops.conf.in" ]]; then
+        render "${CONF_SRC}/hops.conf.in" >"${CLUSTER_DIR}/hops.conf"
+        chmod 644 "${CLUSTER_DIR}/hops.conf"
+    fi
+}
+
+# Fresh state every `up`: slurmctld -c restarts job ids at 1 anyway.
+prepare_dir() {
+    mkdir -p "${CLUSTER_DIR}"
+    chmod 755 "${CLUSTER_DIR}"
+    rm -rf "${CLUSTER_DIR:?}/state" "${CLUSTER_DIR:?}/spool" "${CLUSTER_DIR:?}/run" \
+        "${CLUSTER_DIR:?}/log" "${CLUSTER_DIR:?}/dev"
+    rm -f "${PIDS_FILE}" "${CLUSTER_DIR}/hops.conf"
+    mkdir -p "${CLUSTER_DIR}"/{state,spool,run,log,dev}
+    chmod 755 "${CLUSTER_DIR}"/{spool,run,log,dev}
+    chmod 700 "${CLUSTER_DIR}/state"
+}
+
+# ---------------------------------------------------------------- pid records
+
+record_pid() {
+    local name="$1" pid="$2"
+    forget_pid "${name}"
+    echo "${name} ${pid}" >>"${PIDS_FILE}"
+}
+
+forget_pid() {
+    [[ -f "${PIDS_FILE}" ]] || return 0
+    local tmp="${PIDS_FILE}.tmp"
+    grep -v "^$1 " "${PIDS_FILE}" >"${tmp}" || true
+    mv "${tmp}" "${PIDS_FILE}"
+}
+
+recorded_pid() {
+    [[ -f "${PIDS_FILE}" ]] || return 1
+    awk -v n="$1" '$1 == n { print $2; found = 1 } END { exit !found }' "${PIDS_FILE}"
+}
+
+recorded_names() {
+    if [[ -f "${PIDS_FILE}" ]]; then awk '{ print $1 }' "${PIDS_FILE}"; fi
+}
+
+is_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+
+name_alive() {
+    local pid
+    pid="$(recorded_pid "$1")" || return 1
+    is_alive "${pid}"
+}
+
+# Start a daemon detached from our stdout (so `$(cluster.sh up)` returns) and
+# in its own session (so the caller's terminal signals do not reach it).
+spawn() {
+    local name="$1" logfile="$2"
+    shift 2
+    # Run from the state directory so no daemon (nor slurmstepd) pins the caller's cwd.
+    (cd "${CLUSTER_DIR}" && exec setsid "$@" </dev/null >>"${logfile}" 2>&1) &
+    record_pid "${name}" "$!"
+}
+
+# Stop the named daemons together: SIGTERM, wait up to STOP_GRACE seconds,
+# then SIGKILL (a slurmd that lost its controller may ignore SIGTERM).
+stop_names() {
+    local name pid pids=() i
+    for name in "$@"; do
+        pid="$(recorded_pid "${name}")" || continue
+        is_alive "${pid}" && kill -TERM "${pid}" 2>/dev/null && pids+=("${pid}")
+    done
+    for ((i = 0; i < STOP_GRACE * 10; i++)); do
+        any_alive "${pids[@]}" || break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+        if is_alive "${pid}"; then
+            log "pid ${pid} ignored SIGTERM, sending SIGKILL"
+            kill -KILL "${pid}" 2>/dev/null || true
+        fi
+    done
+    for ((i = 0; i < 50; i++)); do
+        any_alive "${pids[@]}" || break
+        sleep 0.1
+    done
+    for name in "$@"; do
+        pid="$(recorded_pid "${name}")" || continue
+        is_alive "${pid}" || forget_pid "${name}"
+    done
+    STOPPED_PIDS+=("${pids[@]}")
+}
+STOPPED_PIDS=()
+
+any_alive() {
+    local pid
+    for pid in "$@"; do
+        is_alive "${pid}" && return 0
+    done
+    return 1
+}
+
+# A stopped daemon is re-parented to init, which reaps it a moment later;
+# wait briefly so `pgrep` right after `down` shows no <defunct> entries.
+await_reaped() {
+    local pid i waiting
+    for ((i = 0; i < 30; i++)); do
+        waiting=0
+        for pid in "$@"; do
+            [[ -e "/proc/${pid}" ]] && waiting=1
+        done
+        ((waiting)) || return 0
+        sleep 0.1
+    done
+}
+
+# ---------------------------------------------------------------- munge
+
+munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+
+ensure_munge() {
+    munge_works && return 0
+    mkdir -p /run/munge /var/log/munge /var/lib/munge
+    chown munge:munge /run/munge /var/log/munge /var/lib/munge
+    chmod 755 /run/munge
+    [[ -f /etc/munge/munge.key ]] || die "/etc/munge/munge.key is missing (reinstall munge)"
+    spawn munged "${CLUSTER_DIR}/log/munged.out" \
+        setpriv --reuid=munge --regid=munge --init-groups munged -F
+    wait_for 10 munge_works || die "munged did not come up; see ${CLUSTER_DIR}/log/munged.out"
+}
+
+# wait_for SECONDS COMMAND...: poll COMMAND every 0.2 s until it succeeds;
+# status 2 from COMMAND means "will never succeed" and ends the wait at once.
+wait_for() {
+    local seconds="$1" deadline status
+    shift
+    deadline=$((SECONDS + seconds))
+    while true; do
+        status=0
+        "$@" || status=$?
+        ((status == 0)) && return 0
+        ((status == 2 || SECONDS >= deadline)) && return 1
+        sleep 0.2
+    done
+}
+
+# ---------------------------------------------------------------- accounting
+
+mysql_root() { mysql --protocol=socket -u root "$@"; }
+
+mariadb_works() { mysql_root -e 'SELECT 1' >/dev/null 2>&1; }
+
+ensure_mariadb() {
+    mariadb_works && return 0
+    [[ -x /usr/sbin/mariadbd ]] || return 1
+    mkdir -p /run/mysqld
+    chown mysql:mysql /run/mysqld 2>/dev/null || true
+    log "starting MariaDB"
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    wait_for 30 mariadb_works
+}
+
+reset_accounting_db() {
+    mysql_root <<SQL
+DROP DATABASE IF EXISTS ${DB_NAME};
+CREATE DATABASE ${DB_NAME};
+CREATE USER IF NOT EXISTS '${DB_USER}'@'localhost' IDENTIFIED BY '${DB_PASS}';
+ALTER USER '${DB_USER}'@'localhost' IDENTIFIED BY '${DB_PASS}';
+GRANT ALL PRIVILEGES ON ${DB_NAME}.* TO '${DB_USER}'@'localhost';
+FLUSH PRIVILEGES;
+SQL
+}
+
+dbd_listening() {
+    name_alive slurmdbd || return 2
+    port_in_use "${DBD_PORT}"
+}
+
+cluster_registered() {
+    timeout 10 sacctmgr -i add cluster "${CLUSTER_NAME}" >/dev/null 2>&1 ||
+        timeout 10 sacctmgr -n -P list cluster format=cluster 2>/dev/null | grep -qx "${CLUSTER_NAME}"
+}
+
+# Returns non-zero (leaving no slurmdbd running) when accounting is impossible.
+start_accounting() {
+    if ! ensure_mariadb; then
+        log "accounting disabled: MariaDB is not reachable as root on its local socket"
+        return 1
+    fi
+    if ! reset_accounting_db; then
+        log "accounting disabled: could not create database ${DB_NAME}"
+        return 1
+    fi
+    spawn slurmdbd "${CLUSTER_DIR}/log/slurmdbd.out" slurmdbd -D
+    # sacctmgr stalls for seconds when slurmdbd is not listening yet: wait first.
+    if ! wait_for 30 dbd_listening || ! wait_for 30 cluster_registered; then
+        log "accounting disabled: slurmdbd did not answer; last log lines:"
+        tail -n 20 "${CLUSTER_DIR}/log/slurmdbd.log" "${CLUSTER_DIR}/log/slurmdbd.out" >&2 || true
+        stop_names slurmdbd
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------- slurm daemons
+
+ctld_answers() { timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP'; }
+
+start_slurmctld() {
+    # "-c" (clear state) only on a fresh `up`; a restart keeps jobs and ids.
+    local clear=("$@")
+    spawn slurmctld "${CLUSTER_DIR}/log/slurmctld.out" slurmctld -D -i "${clear[@]}" -f "${SLURM_CONF_PATH}"
+}
+
+start_slurmds() {
+    local name
+    while read -r name; do
+        mkdir -p "${CLUSTER_DIR}/spool/${name}"
+        spawn "slurmd-${name}" "${CLUSTER_DIR}/log/slurmd-${name}.out" \
+            slurmd -D -f "${SLURM_CONF_PATH}" -N "${name}"
+    done < <(node_names)
+}
+
+# "NAME STATE" per node; fails if slurmctld does not answer in time.
+node_states() { timeout 8 sinfo -h -N -o '%N %T' 2>/dev/null | sort -u; }
+
+all_nodes_idle() {
+    local states expected
+    states="$(node_states)" || return 1
+    expected="$(node_names | wc -l)"
+    [[ "$(awk '$2 == "idle"' <<<"${states}" | wc -l)" -eq "${expected}" ]]
+}
+
+# Every node's slurmd responds: not down, unknown or "*" (not responding).
+# Drained nodes count as responding: draining is an admin decision, and a
+# fresh `up` must not wipe the jobs of a cluster whose daemons are fine.
+all_nodes_usable() {
+    local states expected
+    states="$(node_states)" || return 1
+    expected="$(node_names | wc -l)"
+    [[ "$(awk '$2 !~ /[*~#!%$@^-]$/ && $2 !~ /^(down|unknown|fail|future|not_responding)/' \
+        <<<"${states}" | wc -l)" -eq "${expected}" ]]
+}
+
+show_failure_logs() {
+    local f
+    for f in "${CLUSTER_DIR}"/log/*; do
+        [[ -s "${f}" ]] || continue
+        echo "----- ${f} (last lines)" >&2
+        grep -iE 'error|fatal|fail' "${f}" | tail -n 8 >&2 || true
+        tail -n 4 "${f}" >&2
+    done
+    echo "----- sinfo" >&2
+    timeout 5 sinfo -N -l >&2 || true
+}
+
+wait_until_idle() {
+    local deadline=$((SECONDS + UP_TIMEOUT))
+    while ((SECONDS < deadline)); do
+        name_alive slurmctld || {
+            log "slurmctld exited during start-up"
+            return 1
+        }
+        all_nodes_idle && return 0
+        sleep 0.3
+    done
+    log "nodes not idle after ${UP_TIMEOUT} s"
+    return 1
+}
+
+expected_daemons() {
+    echo slurmctld
+    node_names | sed 's/^/slurmd-/'
+    if grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "${SLURM_CONF_PATH}" 2>/dev/null; then
+        echo slurmdbd
+    fi
+}
+
+is_healthy() {
+    [[ -f "${PIDS_FILE}" && -f "${SLURM_CONF_PATH}" ]] || return 1
+    local name
+    for name in $(expected_daemons); do
+        name_alive "${name}" || return 1
+    done
+    munge_works && all_nodes_usable
+}
+
+print_exports() {
+    echo "export SLURM_CONF=${SLURM_CONF_PATH}"
+    echo "export HOPS_CLUSTER_DIR=${CLUSTER_DIR}"
+    # hops.conf for this cluster (present once docker/conf/hops.conf.in exists).
+    if [[ -f "${CLUSTER_DIR}/hops.conf" ]]; then
+        echo "export HOPS_CONF=${CLUSTER_DIR}/hops.conf"
+    fi
+}
+
+port_in_use() {
+    if command -v ss >/dev/null; then
+        ss -Hltn "sport = :$1" | grep -q .
+    else
+        (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null
+    fi
+}
+
+ports_in_use() {
+    local port busy=()
+    for port in "${CTLD_PORT}" "${DBD_PORT}" $(seq "${NODE_PORT_BASE}" $((NODE_PORT_BASE + $(node_names | wc -l) - 1))); do
+        port_in_use "${port}" && busy+=("${port}")
+    done
+    [[ ${#busy[@]} -gt 0 ]] && echo "${busy[*]}"
+    return 0
+}
+
+# ---------------------------------------------------------------- commands
+
+on_failed_up() {
+    local status=$?
+    trap - EXIT
+    log "start-up failed; stopping what was started (logs kept in ${CLUSTER_DIR}/log)"
+    cmd_down || true
+    exit "${status}"
+}
+
+cmd_up() {
+    [[ ${EUID} -eq 0 ]] || die "run as root"
+    ensure_packages
+    if is_healthy; then
+        log "already up"
+        print_exports
+        return 0
+    fi
+    [[ -f "${PIDS_FILE}" ]] && {
+        log "cluster only partly up; stopping it first"
+        cmd_down
+    }
+    local busy
+    busy="$(ports_in_use)"
+    [[ -z "${busy}" ]] || die "ports ${busy} are already in use (another Slurm running?)"
+
+    local start=${SECONDS} accounting=1
+    # A failed start stops whatever it already launched; the logs stay.
+    trap 'on_failed_up' EXIT
+    prepare_dir
+    [[ "${HOPS_ACCOUNTING:-1}" == 0 ]] && accounting=0
+    write_configs "${accounting}"
+    make_fake_gpus
+    ensure_munge
+    log "munge ok"
+    if [[ ${accounting} == 1 ]] && ! start_accounting; then
+        accounting=0
+        write_configs 0
+    fi
+    log "accounting $([[ ${accounting} == 1 ]] && echo on || echo off)"
+    start_slurmctld -c
+    start_slurmds
+    if ! wait_until_idle; then
+        show_failure_logs
+        die "cluster did not come up (state in ${CLUSTER_DIR})"
+    fi
+    trap - EXIT
+    log "up in $((SECONDS - start)) s: $(node_names | tr '\n' ' ')(accounting: $([[ ${accounting} == 1 ]] && echo on || echo off))"
+    print_exports
+}
+
+cancel_all_jobs() {
+    ctld_answers || return 0
+    local ids
+    ids="$(timeout 10 squeue -h -o '%i' 2>/dev/null || true)"
+    [[ -n "${ids}" ]] || return 0
+    # shellcheck disable=SC2086
+    timeout 10 scancel ${ids} 2>/dev/null || true
+    local deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        [[ -z "$(timeout 5 squeue -h -t all -o '%i %T' 2>/dev/null |
+            awk '$2 != "CANCELLED" && $2 != "COMPLETED" && $2 != "FAILED"')" ]] && return 0
+        ctld_answers || return 0
+        sleep 0.3
+    done
+    log "jobs still listed after 30 s; stopping anyway"
+}
+
+# slurmstepd processes of this cluster: they inherit the working directory
+# of their slurmd, which spawn() sets to CLUSTER_DIR.
+our_stepds() {
+    local pid
+    for pid in $(pgrep -x slurmstepd || true); do
+        if [[ "$(readlink "/proc/${pid}/cwd" 2>/dev/null)" == "${CLUSTER_DIR}" ]]; then
+            echo "${pid}"
+        fi
+    done
+}
+
+no_stepds_left() { [[ -z "$(our_stepds)" ]]; }
+
+descendants() {
+    local child
+    for child in $(pgrep -P "$1" || true); do
+        echo "${child}"
+        descendants "${child}"
+    done
+}
+
+# Steps survive when jobs could not be cancelled (e.g. slurmctld was down):
+# kill each slurmstepd of this cluster together with the job processes under it.
+kill_left_over_steps() {
+    local stepd tree
+    for stepd in $(our_stepds); do
+        tree="$(descendants "${stepd}")"
+        log "killing left-over slurmstepd ${stepd} and its processes ${tree//$'\n'/ }"
+        # shellcheck disable=SC2086
+        kill -KILL "${stepd}" ${tree} 2>/dev/null || true
+        STOPPED_PIDS+=("${stepd}")
+    done
+}
+
+cmd_down() {
+    [[ ${EUID} -eq 0 ]] || die "run as root"
+    [[ -f "${PIDS_FILE}" ]] || {
+        log "nothing recorded in ${PIDS_FILE}; nothing to stop"
+        return 0
+    }
+    if name_alive slurmctld; then
+        cancel_all_jobs
+    fi
+    # Cancelled steps finish on their own within a moment; give them that.
+    wait_for 10 no_stepds_left || true
+    # shellcheck disable=SC2046
+    stop_names $(recorded_names | grep '^slurmd-' || true)
+    kill_left_over_steps
+    stop_names slurmctld
+    stop_names slurmdbd munged
+    await_reaped "${STOPPED_PIDS[@]}"
+    local left=() name
+    for name in $(recorded_names); do
+        name_alive "${name}" && left+=("${name}")
+    done
+    [[ ${#left[@]} -eq 0 ]] || die "still running: ${left[*]}"
+    rm -f "${PIDS_FILE}"
+    log "down"
+}
+
+cmd_status() {
+    local ok=0 name pid
+    if [[ ! -f "${PIDS_FILE}" ]]; then
+        log "not up (no ${PIDS_FILE})"
+        return 1
+    fi
+    echo "SLURM_CONF=${SLURM_CONF_PATH}"
+    timeout 8 sinfo -N -o '%N %P %T %G' 2>/dev/null || {
+        echo "sinfo: slurmctld does not answer"
+        ok=1
+    }
+    while read -r name pid; do
+        if is_alive "${pid}"; then
+            echo "${name} ${pid} alive"
+        else
+            echo "${name} ${pid} DEAD"
+            ok=1
+        fi
+    done <"${PIDS_FILE}"
+    is_healthy || ok=1
+    [[ ${ok} -eq 0 ]] && echo "healthy" || echo "NOT healthy"
+    return "${ok}"
+}
+
+cmd_stop_ctld() {
+    [[ -f "${PIDS_FILE}" ]] || die "cluster is not up"
+    stop_names slurmctld
+    await_reaped "${STOPPED_PIDS[@]}"
+    name_alive slurmctld && die "slurmctld would not stop"
+    log "slurmctld stopped"
+}
+
+cmd_start_ctld() {
+    [[ -f "${PIDS_FILE}" ]] || die "cluster is not up"
+    if name_alive slurmctld; then
+        log "slurmctld already running"
+        return 0
+    fi
+    start_slurmctld
+    # Nodes show "unknown" until they re-register (a few seconds); callers
+    # expect a working cluster once this returns.
+    if ! wait_for "${UP_TIMEOUT}" ctld_answers || ! wait_for "${UP_TIMEOUT}" all_nodes_usable; then
+        show_failure_logs
+        die "slurmctld did not come back with all nodes after restart"
+    fi
+    log "slurmctld started (state kept)"
+}
+
+main() {
+    case "${1:-}" in
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    stop-ctld) cmd_stop_ctld ;;
+    start-ctld) cmd_start_ctld ;;
+    restart-ctld)
+        cmd_stop_ctld
+        cmd_start_ctld
+        ;;
+    *)
+        echo "usage: $0 up|down|status|stop-ctld|start-ctld|restart-ctld" >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"
