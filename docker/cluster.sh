@@ -276,7 +276,9 @@ await_reaped() {
 
 # ---------------------------------------------------------------- munge
 
-munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+# Any failure is "not yet": unmunge exits 2 while munged is still starting,
+# which wait_for would otherwise read as "will never succeed".
+munge_works() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || return 1; }
 
 ensure_munge() {
     munge_works && return 0

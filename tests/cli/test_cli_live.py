@@ -1,0 +1,116 @@
+"""The hops command against the live Slurm test cluster, acting as two different Unix users.
+
+Each user's Slurm commands really run under their identity (``runuser``), so
+Slurm itself decides who may cancel what; hops must relay its refusal clearly.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hops_cli.main import app
+from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.runner import CompletedRun, SubprocessRunner
+
+pytestmark = pytest.mark.slurm
+
+OWNER = "hopsalice"
+OTHER = "hopsbob"
+runner = CliRunner()
+
+
+@dataclass
+class AsUser:
+    """Runs every Slurm command as ``user`` (how that user's own shell would)."""
+
+    user: str
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
+
+
+def _ensure_user(name: str) -> None:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
+
+
+@pytest.fixture(scope="module")
+def users() -> None:
+    if not os.environ.get("SLURM_CONF"):
+        pytest.skip("SLURM_CONF is not set: start the test cluster with docker/cluster.sh up")
+    if os.geteuid() != 0:
+        pytest.skip("creating test users needs root")
+    _ensure_user(OWNER)
+    _ensure_user(OTHER)
+
+
+@pytest.fixture
+def as_user(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Point the CLI's port at a runner for the user named in the yielded one-item list."""
+    who = [OWNER]
+    monkeypatch.setattr(
+        "hopsd.slurm.factory.make_port",
+        lambda *a, **k: CliSlurm(run=lambda argv, timeout: AsUser(who[0])(argv, timeout)),
+    )
+    monkeypatch.delenv("HOPS_CONF", raising=False)
+    yield who
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory both test users can read and write (pytest's own tmp is root-only)."""
+    work = Path(tempfile.mkdtemp(prefix="hops-cli-live-"))
+    work.chmod(0o777)
+    yield work
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _script(work: Path) -> Path:
+    path = work / "train.sh"
+    path.write_text("#!/bin/bash\n#SBATCH -J hops-cli-live\n#SBATCH -o /dev/null\nsleep 30\n")
+    path.chmod(0o755)
+    return path
+
+
+def _job_state(job_id: str) -> str:
+    out = subprocess.run(
+        ["squeue", "-h", "-j", job_id, "-o", "%T %u"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip()
+
+
+def test_other_user_cannot_cancel_and_is_told_why(
+    users: None, as_user: list[str], shared_dir: Path
+) -> None:
+    path = _script(shared_dir)
+    submitted = runner.invoke(
+        app, ["submit", str(path), "--gpus", "1,2", "--samples", "100", "--parsable"]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    try:
+        assert _job_state(job_id) == f"PENDING {OWNER}"
+        as_user[0] = OTHER
+        refused = runner.invoke(app, ["cancel", job_id])
+        assert refused.exit_code == 1
+        assert "belongs to another user" in refused.stderr
+        assert _job_state(job_id) == f"PENDING {OWNER}"
+        as_user[0] = OWNER
+        accepted = runner.invoke(app, ["cancel", job_id])
+        assert accepted.exit_code == 0, accepted.output
+        assert f"Cancelled job {job_id}" in accepted.stdout
+        assert not _job_state(job_id).startswith("PENDING")
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
