@@ -446,6 +446,20 @@ is_healthy() {
     munge_works && all_nodes_usable
 }
 
+# True when a stopped slurmctld (stop-ctld, or a crash) is all that is wrong:
+# then `up` restarts just the controller instead of rebuilding the cluster,
+# which would wipe the jobs of whoever is testing a controller outage.
+only_ctld_down() {
+    [[ -f "${PIDS_FILE}" && -f "${SLURM_CONF_PATH}" ]] || return 1
+    name_alive slurmctld && return 1
+    local name
+    for name in $(expected_daemons); do
+        [[ "${name}" == slurmctld ]] && continue
+        name_alive "${name}" || return 1
+    done
+    munge_works
+}
+
 print_exports() {
     echo "export SLURM_CONF=${SLURM_CONF_PATH}"
     echo "export HOPS_CLUSTER_DIR=${CLUSTER_DIR}"
@@ -487,6 +501,12 @@ cmd_up() {
     ensure_packages
     if is_healthy; then
         log "already up"
+        print_exports
+        return 0
+    fi
+    if only_ctld_down; then
+        log "slurmctld is down but the rest is up; starting it again (state kept)"
+        cmd_start_ctld
         print_exports
         return 0
     fi
