@@ -14,6 +14,7 @@ from hops_cli.nodes import nodes
 from hops_cli.simulate import simulate
 from hops_cli.status import status
 from hops_cli.submit import submit
+from hopsd.solver_banner import silence_solver_banner
 
 app = typer.Typer(
     name="hops",
@@ -38,6 +39,7 @@ def main(
     `hops fairness`, `hops nodes`, `hops db upgrade`. Planners: `hops simulate`.
     """
     ctx.obj = CliState(config_path=config)
+    silence_solver_banner()
 
 
 app.command(

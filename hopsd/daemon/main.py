@@ -1,19 +1,190 @@
-"""Entry point of ``hopsd``."""
+"""Entry point of ``hopsd``: parse arguments, check config, schema and lease, run the service.
+
+    hopsd [--config FILE] [--shadow] [--once] [--ticks N]
+    hopsd db upgrade [--config FILE]
+    hopsd --version
+
+Exit codes: 0 fine, 2 bad configuration or usage, 3 ledger schema or database
+problem, 4 another hopsd holds the ledger lease.
+"""
 
 from __future__ import annotations
 
+import argparse
+import logging
+import os
+import socket
 import sys
+import time
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session, sessionmaker
 
 import hopsd
+from hopsd.config import ConfigError, HopsConfig, load_config
+from hopsd.daemon.logging import setup_logging
+from hopsd.daemon.metrics import DaemonMetrics
+from hopsd.daemon.service import Service
+from hopsd.daemon.tick import Tick
+from hopsd.daemon.views import ObservedJob
+from hopsd.ledger import migrate
+from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
+from hopsd.ledger.errors import LeaseHeldError, LedgerError
+from hopsd.ledger.lease import ensure_lease, lease_info, release_lease
+from hopsd.slurm.factory import make_port
+from hopsd.slurm.runner import CountingRunner, SubprocessRunner
+from hopsd.solver_banner import silence_solver_banner
+
+log = logging.getLogger("hopsd")
+
+# Test-only: adopt only jobs whose name starts with this prefix, so live tests
+# on a shared test cluster never touch other held jobs.
+ADOPT_PREFIX_ENV = "HOPS_TEST_ADOPT_NAME_PREFIX"
+
+EXIT_CONFIG, EXIT_LEDGER, EXIT_LEASE = 2, 3, 4
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="hopsd", description="Schedule hops-tagged Slurm jobs with the Hops method."
+    )
+    parser.add_argument("--version", action="version", version=f"hopsd {hopsd.__version__}")
+    parser.add_argument("--config", help="hops.conf (default: $HOPS_CONF, else built-in)")
+    parser.add_argument("--shadow", action="store_true", help="decide and log, enact nothing")
+    parser.add_argument("--once", action="store_true", help="run one tick and exit")
+    parser.add_argument("--ticks", type=int, default=None, help="exit after N ticks")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+    parser.add_argument("command", nargs="*", help="`db upgrade` migrates the ledger")
+    args = parser.parse_args(argv)
+    if args.command and args.command != ["db", "upgrade"]:
+        parser.error(f"unknown command {' '.join(args.command)!r} (known: db upgrade)")
+    if args.ticks is not None and args.ticks < 1:
+        parser.error("--ticks must be >= 1")
+    return args
+
+
+def holder_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _local_dead(holder: str | None) -> bool:
+    """The lease holder is a hopsd of this host that no longer runs (killed or crashed)."""
+    if not holder or ":" not in holder:
+        return False
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def take_lease(sessions: sessionmaker[Session], config: HopsConfig, holder: str) -> None:
+    """Take the lease; take over that of a dead local hopsd, refuse a live one."""
+    while True:
+        try:
+            with sessions.begin() as session:
+                ensure_lease(session, holder, config.lease_ttl_s, time.time())
+            return
+        except LeaseHeldError as exc:
+            if not _local_dead(exc.holder):
+                raise
+            # The holder was a hopsd of this host that no longer exists (killed or
+            # crashed): nobody can act under that lease any more, so give it up for it.
+            log.warning("event=lease-takeover holder=%s reason=%r", exc.holder, "process gone")
+            with sessions.begin() as session:
+                if not release_lease(session, exc.holder):
+                    time.sleep(0.2)
+
+
+def adopt_filter() -> Callable[[ObservedJob], bool] | None:
+    prefix = os.environ.get(ADOPT_PREFIX_ENV)
+    if not prefix:
+        return None
+
+    def accept(job: ObservedJob) -> bool:
+        return job.name.startswith(prefix)
+
+    return accept
+
+
+def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
+    engine = make_engine(config.ledger_url, sqlite_begin="immediate")
+    try:
+        migrate.check_schema(engine)
+    except LedgerError as exc:
+        print(f"hopsd: {exc}", file=sys.stderr)
+        return EXIT_LEDGER
+    sessions = make_sessionmaker(engine)
+    holder = holder_name()
+    try:
+        take_lease(sessions, config, holder)
+    except LeaseHeldError as exc:
+        print(f"hopsd: {exc}", file=sys.stderr)
+        return EXIT_LEASE
+    runner = CountingRunner(SubprocessRunner())
+    port = make_port(config.slurm_backend, run=runner, timeout_s=config.slurm_timeout_s)
+    tick = Tick(
+        config,
+        port,
+        sessions,
+        shadow=args.shadow,
+        holder=holder,
+        call_count=lambda: len(runner.calls),
+        adopt_filter=adopt_filter(),
+    )
+    metrics = DaemonMetrics()
+    try:
+        metrics.serve(config.metrics_address)
+    except OSError as exc:
+        log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
+    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config))
+    log.info(
+        "event=start version=%s ledger=%s shadow=%s holder=%s",
+        hopsd.__version__,
+        redact(config.ledger_url),
+        str(args.shadow).lower(),
+        holder,
+    )
+    try:
+        if args.once:
+            service.run_once()
+        else:
+            service.start(loops=args.ticks)
+    finally:
+        with sessions.begin() as session:
+            if (info := lease_info(session)) is not None and info.holder == holder:
+                release_lease(session, holder)
+        engine.dispose()
+    return 1 if service.fatal is not None else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("--version", "version"):
-        print(f"hopsd {hopsd.__version__}")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    setup_logging(args.log_level)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"hopsd: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == ["db", "upgrade"]:
+        try:
+            migrate.upgrade(config.ledger_url)
+        except LedgerError as exc:
+            print(f"hopsd: {exc}", file=sys.stderr)
+            return EXIT_LEDGER
+        print(f"hopsd: ledger {redact(config.ledger_url)} is at revision {migrate.head_revision()}")
         return 0
-    print("hopsd: the scheduling daemon is not available in this build yet", file=sys.stderr)
-    return 2
+    silence_solver_banner()
+    try:
+        return run_daemon(args, config)
+    except LedgerError as exc:
+        print(f"hopsd: {exc}", file=sys.stderr)
+        return EXIT_LEDGER
 
 
 if __name__ == "__main__":

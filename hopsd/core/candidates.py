@@ -1,0 +1,269 @@
+"""Turning jobs and idle GPUs into ILP columns: configurations, throughputs and values.
+
+One planning pass (the main plan or a fragment plan) first gathers
+:class:`JobOptions` for every job it plans: the configuration groups of every
+GPU type (:mod:`hopsd.core.configgen`), one throughput estimate per group (the
+group's configurations are interchangeable for the job, so one estimate serves
+all) and the normalised gains. The per-node model turns them into a
+:class:`CandidateSet` valued per eq. 11 (:mod:`hopsd.core.gains`); the
+class-level model (:mod:`hopsd.core.classmodel`) uses the same options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Protocol, cast
+
+from hopsd.core.configgen import ConfigGroup, TypeLayout
+from hopsd.core.estimator import Estimator
+from hopsd.core.gains import normalised_gains, restart_discount
+from hopsd.core.ilp import AssignmentProblem
+from hopsd.core.model import Cluster, Configuration, Job
+from hopsd.core.throughput import ThroughputStore
+
+
+class EntityIndex(Protocol):
+    """Optional fast path a store may offer: the nodes it holds entity-layer data for."""
+
+    def entity_nodes(self, job_id: str) -> frozenset[str]: ...
+
+
+def same_placement(a: Configuration, b: Configuration) -> bool:
+    """Equal placements, whatever order their parts were listed in."""
+    return a.gpu_type == b.gpu_type and a.as_dict() == b.as_dict()
+
+
+@lru_cache(maxsize=64)
+def _index_type(cls: type) -> bool:
+    return hasattr(cls, "entity_nodes") and callable(cls.entity_nodes)
+
+
+def _has_index(store: ThroughputStore) -> bool:
+    """``isinstance(store, EntityIndex)``, answered once per store class (it is slow)."""
+    return _index_type(type(store))
+
+
+def entity_nodes(job: Job, store: ThroughputStore) -> frozenset[str]:
+    """Nodes on which the store knows this very job (entity layer).
+
+    Such nodes are not interchangeable with their peers for this job. When the
+    store offers an :class:`EntityIndex` it is asked; otherwise the nodes the
+    job runs on now stand in for it: that is where its measurements come from,
+    and probing every node of the cluster for every job would cost more than
+    the rest of the round. A node the job ran on before is then treated like
+    its peers -- the estimate for the group still uses the estimator's
+    top-down lookup on the representative node.
+    """
+    if _has_index(store):
+        return cast(EntityIndex, store).entity_nodes(job.id)
+    if job.current is None:
+        return frozenset()
+    return frozenset(job.current.node_ids)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A job planned in a pass. ``keep_only``: its current placement is its only option."""
+
+    job: Job
+    weight: float
+    keep_only: bool = False
+
+
+@dataclass(frozen=True)
+class Column:
+    """One ILP column: a job (index into the members) in a configuration."""
+
+    member: int
+    config: Configuration
+    throughput: float
+    keep: bool
+
+
+@dataclass
+class CandidateSet:
+    """Columns of one pass, plus the ILP built from them."""
+
+    members: tuple[Member, ...]
+    columns: list[Column] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+    def problem(self, node_rows: Mapping[str, int], capacity: Sequence[int]) -> AssignmentProblem:
+        usage = [[(node_rows[n], g) for n, g in col.config.parts] for col in self.columns]
+        return AssignmentProblem(
+            n_jobs=len(self.members),
+            col_job=[col.member for col in self.columns],
+            value=self.values,
+            usage=usage,
+            capacity=capacity,
+        )
+
+    def keep_columns(self) -> list[int]:
+        return [c for c, col in enumerate(self.columns) if col.keep]
+
+
+@dataclass(frozen=True)
+class PassSpec:
+    """What a pass needs besides its members: idle GPUs and the knobs that shape columns.
+
+    ``settled``: idle GPUs per node if every running member kept its place;
+    ``split_settled``: whether that tells node classes apart (it helps the
+    per-node model pick representatives, but would only fragment the classes of
+    the class-level model, which places kept jobs exactly anyway).
+    """
+
+    free: Mapping[str, int]
+    settled: Mapping[str, int]
+    per_group: int | None
+    split_settled: bool
+    round_length_s: float
+    restart_penalty_s: float
+
+
+def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:
+    current = job.current
+    if current is None or current.total_gpus not in job.demands:
+        return False
+    return all(free.get(n, 0) >= g for n, g in current.parts)
+
+
+def settled_free(members: Sequence[Member], free: Mapping[str, int]) -> dict[str, int]:
+    """Idle GPUs per node if every running member whose place still fits kept it."""
+    out = dict(free)
+    for member in members:
+        current = member.job.current
+        if current is not None and _keep_fits(member.job, out):
+            for node_id, gpus in current.parts:
+                out[node_id] -= gpus
+    return out
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """One member's configuration groups with their throughputs and normalised gains.
+
+    ``basis`` is the job's slowest option (the denominator of G); ``keep_gain`` the
+    gain of its current placement when that is still possible.
+    """
+
+    index: int
+    member: Member
+    groups: tuple[ConfigGroup, ...]
+    throughputs: tuple[float, ...]
+    gains: tuple[float, ...]
+    keep_gain: float | None
+    distinct: frozenset[str]
+    basis: float
+
+
+def _layouts(cluster: Cluster, spec: PassSpec) -> list[TypeLayout]:
+    settled = spec.settled if spec.split_settled else None
+    layouts = [TypeLayout(cluster, t, spec.free, settled) for t in sorted(cluster.gpu_types)]
+    return [lay for lay in layouts if lay.total_idle > 0]
+
+
+def job_options(
+    members: Sequence[Member],
+    spec: PassSpec,
+    cluster: Cluster,
+    estimator: Estimator,
+    store: ThroughputStore,
+    high_sensitivity: Callable[[Job, str], bool],
+) -> tuple[list[TypeLayout], list[JobOptions]]:
+    """Step 3 and the gain normalisation for every member of a pass.
+
+    A keep-only member (a running job behind the window) has its current place
+    as its only option; its G is taken against the slowest of its
+    minimum-demand configurations, which saves estimating options it cannot get.
+    """
+    layouts = _layouts(cluster, spec)
+    out: list[JobOptions] = []
+    for index, member in enumerate(members):
+        job = member.job
+        distinct = entity_nodes(job, store)
+        shape = replace(job, demands=job.demands[:1]) if member.keep_only else job
+        groups: list[ConfigGroup] = []
+        for layout in layouts:
+            groups.extend(
+                layout.groups(
+                    shape,
+                    layout.may_split(shape) and high_sensitivity(job, layout.gpu_type),
+                    distinct=distinct,
+                    per_group=spec.per_group,
+                    offset=index * (spec.per_group or 1),
+                )
+            )
+        thr = _throughputs(job, groups, distinct, estimator)
+        keep_thr: float | None = None
+        if job.current is not None and _keep_fits(job, spec.free):
+            keep_thr = estimator.throughput(job, job.current).samples_per_s
+        basis = thr + ([keep_thr] if keep_thr is not None else [])
+        if not basis:
+            continue
+        gains = normalised_gains(basis)
+        keep_gain = gains[-1] if keep_thr is not None else None
+        out.append(
+            JobOptions(
+                index,
+                member,
+                tuple(groups),
+                tuple(thr),
+                tuple(gains[: len(groups)]),
+                keep_gain,
+                distinct,
+                min(basis),
+            )
+        )
+    return layouts, out
+
+
+def _throughputs(
+    job: Job, groups: Sequence[ConfigGroup], distinct: frozenset[str], estimator: Estimator
+) -> list[float]:
+    """One estimate per group; groups off the job's entity nodes that differ only in
+    which nodes they use (same type, GPUs and node count) share one, since every
+    layer below the entity layer ignores the node."""
+    shared: dict[tuple[str, int, int], float] = {}
+    out: list[float] = []
+    for group in groups:
+        rep = group.configs[0]
+        key = (rep.gpu_type, rep.total_gpus, rep.n_nodes)
+        if distinct.intersection(rep.node_ids) or key not in shared:
+            value = estimator.throughput(job, rep).samples_per_s
+            if not distinct.intersection(rep.node_ids):
+                shared[key] = value
+            out.append(value)
+        else:
+            out.append(shared[key])
+    return out
+
+
+def candidate_set(
+    members: Sequence[Member], options: Sequence[JobOptions], spec: PassSpec
+) -> CandidateSet:
+    """All per-node columns of a pass, valued per eq. 11 with the restart discount."""
+    discount = restart_discount(spec.round_length_s, spec.restart_penalty_s)
+    out = CandidateSet(tuple(members))
+    for opt in options:
+        _add_job_columns(out, opt, discount)
+    return out
+
+
+def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> None:
+    member = opt.member
+    job = member.job
+    if opt.keep_gain is not None and job.current is not None:
+        keep_thr = opt.keep_gain * opt.basis
+        out.columns.append(Column(opt.index, job.current, keep_thr, keep=True))
+        out.values.append(member.weight * opt.keep_gain)
+    if member.keep_only:
+        return
+    factor = discount if job.current is not None else 1.0
+    for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
+        for config in group.configs:
+            if job.current is not None and same_placement(config, job.current):
+                continue
+            out.columns.append(Column(opt.index, config, thr, keep=False))
+            out.values.append(member.weight * gain * factor)

@@ -1,0 +1,225 @@
+"""The class-level ILP: one column per *kind* of placement, nodes chosen afterwards.
+
+On a large cluster most nodes of a type look alike to most jobs (same GPU
+type, same idle GPUs, nothing measured about the job there). A per-node model
+repeats every column once per such node, which makes the ILP grow with
+``jobs x nodes``. Here nodes are grouped into :class:`NodeClass` es and a column
+says only "job i takes R GPUs on one node of class C" (or, distributed, one
+piece per node over several nodes of given classes). Placements that must be
+exact -- a running job's current place, a node where the estimator knows this
+very job (entity layer) -- stay exact *pinned* columns.
+
+Rows: one per job (at most one column), one per class (its GPUs), packing rows
+per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
+nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
+These rows are necessary, not sufficient, for the pieces to fit the nodes, so
+after solving, pieces are placed best-fit, largest first; a job whose pieces
+do not fit is left out of this plan, and the fragment plans that follow
+(per-node, exact) use whatever GPUs it leaves idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hopsd.core.candidates import JobOptions, same_placement
+from hopsd.core.configgen import TypeLayout
+from hopsd.core.gains import restart_discount
+from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
+from hopsd.core.model import Configuration
+
+PACKING_DIVISORS = (2, 3, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    """Interchangeable nodes: same type, same idle GPUs, same GPUs left if running jobs stay."""
+
+    gpu_type: str
+    capacity: int
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassColumn:
+    """A job's option: either ``pieces`` (class index, GPUs) or an exact ``pinned`` placement."""
+
+    option: int
+    value: float
+    gpu_type: str
+    pieces: tuple[tuple[int, int], ...]
+    pinned: Configuration | None
+    keep: bool
+
+
+def node_classes(layouts: Sequence[TypeLayout]) -> tuple[list[NodeClass], dict[str, int]]:
+    """Group every node with idle GPUs by (type, idle, settled), in cluster order."""
+    keyed: dict[tuple[str, int, int], list[str]] = {}
+    for layout in layouts:
+        for node, idle, settled in zip(layout.nodes, layout.idle, layout.settled, strict=True):
+            keyed.setdefault((layout.gpu_type, idle, settled), []).append(node.id)
+    classes = [NodeClass(t, idle, tuple(ids)) for (t, idle, _), ids in keyed.items()]
+    of = {node_id: c for c, cls in enumerate(classes) for node_id in cls.members}
+    return classes, of
+
+
+def class_columns(
+    options: Sequence[JobOptions],
+    class_of: Mapping[str, int],
+    round_length_s: float,
+    restart_penalty_s: float,
+) -> list[ClassColumn]:
+    """Columns of every option: keep and entity placements pinned, the rest by class."""
+    discount = restart_discount(round_length_s, restart_penalty_s)
+    out: list[ClassColumn] = []
+    for o, opt in enumerate(options):
+        job = opt.member.job
+        w = opt.member.weight
+        if opt.keep_gain is not None and job.current is not None:
+            out.append(
+                ClassColumn(o, w * opt.keep_gain, job.current.gpu_type, (), job.current, True)
+            )
+        if opt.member.keep_only:
+            continue
+        factor = discount if job.current is not None else 1.0
+        for group, gain in zip(opt.groups, opt.gains, strict=True):
+            rep = group.configs[0]
+            value = w * gain * factor
+            if opt.distinct.intersection(rep.node_ids):
+                if job.current is None or not same_placement(rep, job.current):
+                    out.append(ClassColumn(o, value, rep.gpu_type, (), rep, False))
+            else:
+                pieces = tuple((class_of[n], g) for n, g in rep.parts)
+                out.append(ClassColumn(o, value, rep.gpu_type, pieces, None, False))
+    return out
+
+
+def _rows(
+    classes: Sequence[NodeClass],
+    columns: Sequence[ClassColumn],
+    class_of: Mapping[str, int],
+    free: Mapping[str, int],
+) -> tuple[list[list[tuple[int, int]]], list[int]]:
+    """Usage of every column over the resource rows, and the rows' capacities."""
+    capacity: list[int] = []
+    class_row: list[int] = []
+    packing_row: dict[tuple[int, int], int] = {}
+    for c, cls in enumerate(classes):
+        class_row.append(len(capacity))
+        capacity.append(cls.capacity * len(cls.members))
+        for m in PACKING_DIVISORS:
+            if cls.capacity >= m:
+                packing_row[(c, m)] = len(capacity)
+                capacity.append((m - 1) * len(cls.members))
+    node_row: dict[str, int] = {}
+    for col in columns:
+        if col.pinned is not None:
+            for n, _ in col.pinned.parts:
+                if n not in node_row:
+                    node_row[n] = len(capacity)
+                    capacity.append(free[n])
+    usage: list[list[tuple[int, int]]] = []
+    for col in columns:
+        row_use: dict[int, int] = {}
+        pieces = col.pieces
+        if col.pinned is not None:
+            pieces = tuple((class_of[n], g) for n, g in col.pinned.parts)
+            for n, g in col.pinned.parts:
+                row_use[node_row[n]] = row_use.get(node_row[n], 0) + g
+        for c, g in pieces:
+            row_use[class_row[c]] = row_use.get(class_row[c], 0) + g
+            for m in PACKING_DIVISORS:
+                r = packing_row.get((c, m))
+                if r is not None and g * m > classes[c].capacity:
+                    row_use[r] = row_use.get(r, 0) + 1
+        usage.append(sorted(row_use.items()))
+    return usage, capacity
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """Exact placements by option index (config, kept) and the solver's answer."""
+
+    placed: dict[int, tuple[Configuration, bool]]
+    solution: Solution
+    columns: int
+
+
+def solve_classes(
+    options: Sequence[JobOptions],
+    layouts: Sequence[TypeLayout],
+    free: Mapping[str, int],
+    round_length_s: float,
+    restart_penalty_s: float,
+    mip_gap: float,
+    time_limit_s: float,
+) -> ClassPlan:
+    """Build, solve and place the class-level model."""
+    classes, class_of = node_classes(layouts)
+    columns = class_columns(options, class_of, round_length_s, restart_penalty_s)
+    usage, capacity = _rows(classes, columns, class_of, free)
+    problem = AssignmentProblem(
+        n_jobs=len(options),
+        col_job=[c.option for c in columns],
+        value=[c.value for c in columns],
+        usage=usage,
+        capacity=capacity,
+    )
+    warm = [i for i, c in enumerate(columns) if c.keep]
+    solution = solve_assignment(problem, mip_gap=mip_gap, time_limit=time_limit_s, warm_start=warm)
+    chosen = [columns[i] for i in solution.chosen]
+    placed = place(chosen, classes, free, options)
+    return ClassPlan(placed, solution, len(columns))
+
+
+def place(
+    chosen: Sequence[ClassColumn],
+    classes: Sequence[NodeClass],
+    free: Mapping[str, int],
+    options: Sequence[JobOptions],
+) -> dict[int, tuple[Configuration, bool]]:
+    """Chosen columns as node placements: pinned first, then pieces best-fit, largest first."""
+    left = dict(free)
+    placed: dict[int, tuple[Configuration, bool]] = {}
+    for col in chosen:
+        if col.pinned is not None:
+            for n, g in col.pinned.parts:
+                left[n] -= g
+            placed[col.option] = (col.pinned, col.keep)
+    by_size = sorted(
+        (c for c in chosen if c.pinned is None),
+        key=lambda c: (-max(g for _, g in c.pieces), -sum(g for _, g in c.pieces), c.option),
+    )
+    for col in by_size:
+        parts = _fit(col.pieces, classes, left)
+        if parts is None:
+            continue
+        config = Configuration.of(col.gpu_type, dict(parts))
+        current = options[col.option].member.job.current
+        kept = current is not None and same_placement(config, current)
+        placed[col.option] = (current if kept and current is not None else config, kept)
+    return placed
+
+
+def _fit(
+    pieces: Sequence[tuple[int, int]], classes: Sequence[NodeClass], left: dict[str, int]
+) -> list[tuple[str, int]] | None:
+    """Best-fit nodes for one job's pieces (distinct nodes); ``left`` is updated only on success."""
+    taken: list[tuple[str, int]] = []
+    used: set[str] = set()
+    for c, g in sorted(pieces, key=lambda p: -p[1]):
+        best: str | None = None
+        for n in classes[c].members:
+            if n in used or left[n] < g:
+                continue
+            if best is None or left[n] < left[best]:
+                best = n
+        if best is None:
+            for n, back in taken:
+                left[n] += back
+            return None
+        left[best] -= g
+        used.add(best)
+        taken.append((best, g))
+    return taken

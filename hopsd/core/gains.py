@@ -1,0 +1,74 @@
+"""The numbers of the ILP objective: prior weights, normalised gains and the restart discount.
+
+Objective coefficient of job i in configuration j (eq. 11)::
+
+    value_ij = w_i * G_ij * d_ij
+    w_i      = ((prior_i + bias) / max_k(prior_k + bias)) ** lambda
+    G_ij     = thr_ij / min_j' thr_ij'
+    d_ij     = 1 for a queued job and for a running job's current placement,
+               (round_length - restart_penalty) / round_length (floored at 0)
+               for any other placement of a running job.
+
+``bias`` is 0 when every priority is > 0, else ``|min prior| + 0.01`` (eq. 11).
+Dividing by the largest biased priority before raising to ``lambda`` scales
+every weight by the same constant, so the optimal plan is unchanged, but the
+weights stay in ``(0, 1]`` for any ``lambda`` instead of overflowing. Weights
+that would fall below :data:`WEIGHT_FLOOR` are raised to it: below that the
+solver's tolerances could no longer tell a job from nothing, and a job so far
+behind still deserves idle GPUs nobody ahead of it can use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from hopsd.core.errors import InvalidInputError
+
+#: Smallest weight relative to the top job's (see module docstring).
+WEIGHT_FLOOR = 1e-6
+
+
+def priority_bias(priorities: Sequence[float]) -> float:
+    """Eq. 11's bias: 0 if all priorities are positive, else ``|min| + 0.01``."""
+    if not priorities:
+        return 0.0
+    low = min(priorities)
+    if low > 0:
+        return 0.0
+    return abs(low) + 0.01
+
+
+def prior_weights(priorities: Sequence[float], lam: float) -> list[float]:
+    """``(prior_i + bias) ** lambda``, normalised so the largest weight is 1 (see module doc)."""
+    if lam < 0:
+        raise InvalidInputError(f"lambda must be >= 0, got {lam}")
+    if any(not math.isfinite(p) for p in priorities):
+        raise InvalidInputError("priorities must be finite numbers")
+    if not priorities:
+        return []
+    bias = priority_bias(priorities)
+    shifted = [p + bias for p in priorities]
+    top = max(shifted)
+    out: list[float] = []
+    for s in shifted:
+        log_w = lam * math.log(s / top)
+        out.append(max(math.exp(log_w), WEIGHT_FLOOR))
+    return out
+
+
+def normalised_gains(throughputs: Sequence[float]) -> list[float]:
+    """Sia's normalisation: each configuration's throughput over the job's slowest one."""
+    if not throughputs:
+        return []
+    low = min(throughputs)
+    if low <= 0 or not math.isfinite(low):
+        raise InvalidInputError(f"throughputs must be positive and finite, got min {low}")
+    return [t / low for t in throughputs]
+
+
+def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:
+    """Share of a round a moved job still trains: ``(L - penalty) / L``, floored at 0."""
+    if round_length_s <= 0:
+        raise InvalidInputError("round length must be > 0")
+    return max(round_length_s - restart_penalty_s, 0.0) / round_length_s

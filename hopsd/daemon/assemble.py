@@ -1,0 +1,130 @@
+"""Assemble the core's Snapshot from ledger rows, observed Slurm jobs and fair shares.
+
+A hops job is shown to the planner as *running* when Slurm runs it on managed
+nodes, as *starting* (running, and pinned) when hops released it and Slurm has
+not launched it yet, and as *queued* when it waits held. Anything else (a job
+completing, or running where hops did not put it) is left out, and its GPUs
+count as occupied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hopsd.config import HopsConfig
+from hopsd.core.model import Configuration, Job
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.throughput import ThroughputStore
+from hopsd.daemon.decide import JobHandle
+from hopsd.daemon.fairshare import FairShare
+from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
+from hopsd.daemon.views import RUNNING, Observation
+from hopsd.ledger.allocations import allocation_config
+from hopsd.ledger.jobs import to_core_job
+from hopsd.ledger.models import AllocationReason, AllocationRow, JobRow, JobState, TagStatus
+
+
+@dataclass(frozen=True)
+class Assembled:
+    snapshot: Snapshot
+    view: ClusterView
+    handles: Mapping[str, JobHandle]
+    starting: frozenset[str]
+
+
+def latest_targets(session: Session, job_ids: Sequence[str]) -> dict[str, Configuration]:
+    """The placement each job was last started or moved to (its target while Slurm launches it)."""
+    if not job_ids:
+        return {}
+    stmt = (
+        select(AllocationRow)
+        .where(
+            AllocationRow.job_id.in_(list(job_ids)),
+            AllocationRow.reason.in_([AllocationReason.START, AllocationReason.MOVE]),
+        )
+        .order_by(AllocationRow.at, AllocationRow.id)
+    )
+    out: dict[str, Configuration] = {}
+    for row in session.scalars(stmt):
+        config = allocation_config(row)
+        if config is not None:
+            out[row.job_id] = config
+    return out
+
+
+def _fits(config: Configuration, view_nodes: Mapping[str, int]) -> bool:
+    return all(node in view_nodes and gpus <= view_nodes[node] for node, gpus in config.parts)
+
+
+def assemble(
+    rows: Sequence[JobRow],
+    obs: Observation,
+    config: HopsConfig,
+    targets: Mapping[str, Configuration],
+    fairshare: FairShare,
+    store: ThroughputStore,
+    now: float,
+) -> Assembled:
+    """Build the planner's input; see the module docstring for the job classes."""
+    observed = obs.job_map()
+    plain = build_cluster_view(obs.nodes, config, {})
+    sizes = {n.id: n.gpus for n in plain.cluster.nodes}
+    jobs: list[Job] = []
+    handles: dict[str, JobHandle] = {}
+    starting: set[str] = set()
+    held_running: dict[str, int] = {}
+    for row in rows:
+        seen = observed.get(int(row.slurm_job_id or -1))
+        if seen is None or row.tag_status != TagStatus.VALID:
+            continue
+        current: Configuration | None = None
+        if seen.state == RUNNING:
+            current = observed_config(seen, plain.cluster)
+            if current is None:
+                continue
+            for node, gpus in seen.nodes.items():
+                held_running[node] = held_running.get(node, 0) + gpus
+        elif seen.pending and not seen.held:
+            current = targets.get(row.id)
+            if current is None or not _fits(current, sizes):
+                continue
+            starting.add(row.id)
+        elif not (seen.pending and seen.held):
+            continue
+        core = to_core_job(row)
+        wait = core.wait_time
+        if current is None:
+            wait *= fairshare.multiplier(row.user, row.account)
+        jobs.append(dataclasses.replace(core, current=current, wait_time=wait))
+        was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
+        handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
+    view = build_cluster_view(obs.nodes, config, held_running)
+    capacity = _make_room(view, jobs)
+    view = ClusterView(view.cluster, view.partition_of, capacity)
+    largest = view.largest_config()
+    jobs = [j for j in jobs if j.min_demand <= largest]
+    snapshot = Snapshot(
+        now=now,
+        cluster=view.cluster,
+        jobs=tuple(jobs),
+        store=store,
+        capacity=capacity,
+        pinned=frozenset(s for s in starting if any(j.id == s for j in jobs)),
+    )
+    return Assembled(snapshot, view, handles, frozenset(starting))
+
+
+def _make_room(view: ClusterView, jobs: Sequence[Job]) -> dict[str, int]:
+    """Capacity never below what hops jobs already hold or were released onto."""
+    held: dict[str, int] = {}
+    for job in jobs:
+        if job.current is not None:
+            for node, gpus in job.current.parts:
+                held[node] = held.get(node, 0) + gpus
+    sizes = {n.id: n.gpus for n in view.cluster.nodes}
+    return {n: min(max(cap, held.get(n, 0)), sizes[n]) for n, cap in view.capacity.items()}

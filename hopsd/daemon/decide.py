@@ -1,0 +1,144 @@
+"""Decide: call the core at round boundaries or for fragments, and turn the plan into actions.
+
+A full round (``plan_round``) re-plans running jobs too; between rounds
+``plan_fragment`` only starts queued jobs on idle GPUs. The plan is a diff; each
+entry becomes an ordered chain of Slurm actions, written as intents before any
+of them is taken.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsd.core.model import Configuration, Plan
+from hopsd.core.rounds import plan_fragment, plan_round
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.ledger.intents import IntentRequest
+from hopsd.ledger.models import IntentAction
+
+START, MOVE, PREEMPT = "start", "move", "preempt"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One planning call: what it was, what it planned, how long it took."""
+
+    kind: str
+    plan: Plan
+    decision_s: float
+    idle_gpus_waiting: int
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """What enacting needs to know about a job besides the plan."""
+
+    slurm_id: int
+    restarts: int
+    was_requeued: bool
+
+
+@dataclass(frozen=True)
+class Action:
+    """One plan entry to enact: start a queued job, move or preempt a running one."""
+
+    job_id: str
+    slurm_id: int
+    kind: str
+    config: Configuration | None
+    partition: str
+    restarts: int
+    was_requeued: bool
+
+    def describe(self) -> str:
+        if self.config is None:
+            return self.kind
+        parts = "+".join(f"{n}:{g}" for n, g in self.config.parts)
+        return f"{self.kind} {self.config.gpu_type} {parts}"
+
+
+def idle_while_waiting(snapshot: Snapshot, plan: Plan) -> int:
+    """GPUs the plan leaves idle although some queued job stays unplaced (0 otherwise)."""
+    placed = plan.placements()
+    waiting = [j for j in snapshot.queued if j.id not in placed]
+    if not waiting:
+        return 0
+    used = plan.gpus_used()
+    return sum(
+        max(snapshot.capacity_of(n.id) - used.get(n.id, 0), 0) for n in snapshot.cluster.nodes
+    )
+
+
+def decide(snapshot: Snapshot, settings: Settings, full_round: bool) -> Decision:
+    """Plan with the core; the round/fragment choice is the caller's clock decision."""
+    started = time.perf_counter()
+    plan = plan_round(snapshot, settings) if full_round else plan_fragment(snapshot, settings)
+    elapsed = time.perf_counter() - started
+    kind = "round" if full_round else "fragment"
+    return Decision(kind, plan, elapsed, idle_while_waiting(snapshot, plan))
+
+
+def actions_from_plan(
+    plan: Plan, handles: Mapping[str, JobHandle], partition_of: Mapping[str, str]
+) -> list[Action]:
+    """Start/move/preempt actions for jobs hops manages (unknown ids are ignored)."""
+    out: list[Action] = []
+
+    def add(job_id: str, kind: str, config: Configuration | None) -> None:
+        handle = handles.get(job_id)
+        if handle is None:
+            return
+        partition = partition_of[config.parts[0][0]] if config is not None else ""
+        out.append(
+            Action(
+                job_id,
+                handle.slurm_id,
+                kind,
+                config,
+                partition,
+                handle.restarts,
+                handle.was_requeued,
+            )
+        )
+
+    for a in plan.start:
+        add(a.job_id, START, a.config)
+    for a in plan.move:
+        add(a.job_id, MOVE, a.config)
+    for job_id in plan.preempt:
+        add(job_id, PREEMPT, None)
+    return out
+
+
+def intent_chain(action: Action, reason: str) -> list[IntentRequest]:
+    """The ordered Slurm actions one plan entry needs."""
+    base: dict[str, Any] = {"slurm_id": action.slurm_id, "kind": action.kind, "reason": reason}
+    A = IntentAction
+    chain: list[IntentRequest] = []
+    if action.kind in (MOVE, PREEMPT):
+        chain.append(
+            IntentRequest(action.job_id, A.REQUEUE_HOLD, {**base, "restarts": action.restarts})
+        )
+    if action.kind in (START, MOVE) and action.config is not None:
+        placement = {
+            **base,
+            "partition": action.partition,
+            "gpu_type": action.config.gpu_type,
+            "nodes": [[n, g] for n, g in action.config.parts],
+        }
+        chain.append(IntentRequest(action.job_id, A.UPDATE, placement))
+        if action.kind == MOVE or action.was_requeued or action.restarts > 0:
+            chain.append(IntentRequest(action.job_id, A.MAKE_ELIGIBLE, base))
+        chain.append(IntentRequest(action.job_id, A.RELEASE, base))
+    return chain
+
+
+def chains(actions: Sequence[Action], reasons: Mapping[str, str]) -> list[IntentRequest]:
+    out: list[IntentRequest] = []
+    for action in actions:
+        out.extend(intent_chain(action, reasons.get(action.job_id, action.kind)))
+    return out

@@ -1,0 +1,369 @@
+"""Reconcile: bring the ledger in line with what Slurm reports, in one transaction.
+
+Slurm is the truth about where jobs are; the ledger is hops's memory of what it
+adopted, decided and measured. Each tick this module adopts newly submitted
+hops-tagged held jobs (after checking their tags), records starts, ends,
+failures and requeues, learns the final state of jobs that left the queue from
+accounting, and advances wait time, attained service (raw GPU-seconds and
+normalised by GPU-type speed), usage per owner, progress and measured throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hopsd.config import HopsConfig
+from hopsd.daemon.snapshot_builder import ClusterView, observed_config
+from hopsd.daemon.views import RUNNING, Observation, ObservedJob
+from hopsd.ledger.allocations import record_allocation
+from hopsd.ledger.jobs import (
+    WAITING_STATES,
+    JobSpec,
+    active_jobs,
+    add_job,
+    current_config,
+    is_legal,
+    set_current_config,
+    transition,
+)
+from hopsd.ledger.models import (
+    AllocationReason,
+    JobRow,
+    JobState,
+    LrRule,
+    TagStatus,
+    ThroughputLayer,
+)
+from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.ledger.usage import add_usage
+
+log = logging.getLogger("hopsd.reconcile")
+
+AccountingLookup = Callable[[Sequence[int]], Mapping[int, ObservedJob]]
+
+_END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
+
+
+def job_id_of(slurm_id: int) -> str:
+    """Ledger id of a Slurm job: its id as text (hops adopts each Slurm job once)."""
+    return str(slurm_id)
+
+
+@dataclass
+class ReconcileReport:
+    """What changed this tick; the tick logs it and feeds metrics from it."""
+
+    adopted: list[str] = field(default_factory=list)
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+    requeued: list[str] = field(default_factory=list)
+    ended: list[tuple[str, str]] = field(default_factory=list)
+
+
+def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[JobSpec | None, str]:
+    """A job spec from a tagged held job, or None with the reason it is refused.
+
+    The owner comes from Slurm (munge-authenticated), never from the tag. Demand
+    options no configuration of the managed partitions can hold are dropped; a
+    job none of whose options fit, or asking above the admin's cap, is refused.
+    """
+    tag = job.tag
+    if tag is None:
+        return None, job.tag_error or "not a hops tag"
+    if not job.user:
+        return None, "Slurm reports no owner for the job"
+    if max(tag.demands) > max_demand:
+        return (
+            None,
+            f"demand {max(tag.demands)} GPUs exceeds scheduler.max_demand_gpus={max_demand}",
+        )
+    demands = tuple(d for d in tag.demands if d <= largest_config)
+    if not demands:
+        return None, (
+            f"smallest demand {tag.demands[0]} GPUs exceeds the largest configuration "
+            f"of the managed partitions ({largest_config} GPUs)"
+        )
+    if tag.total_samples < tag.batch_size:
+        return None, f"total samples {tag.total_samples:g} below one batch ({tag.batch_size})"
+    lr_rule = LrRule(tag.lr_scale)
+    per_demand = len(tag.lr) == len(tag.demands) and len(tag.lr) > 1
+    spec = JobSpec(
+        id=job_id_of(job.slurm_id),
+        user=job.user,
+        account=job.account,
+        slurm_job_id=job.slurm_id,
+        demands=demands,
+        total_samples=float(tag.total_samples),
+        batch_size=tag.batch_size,
+        model_name=tag.model,
+        params=float(tag.params),
+        lr=tag.lr[0] if tag.lr else None,
+        lr_rule=lr_rule,
+        lr_by_demand=dict(zip(tag.demands, tag.lr, strict=True)) if per_demand else None,
+        submit_time=job.submit_time,
+        tag_status=TagStatus.VALID,
+        state=JobState.QUEUED,
+    )
+    return spec, ""
+
+
+def read_report(spool: Path | None, slurm_id: int) -> dict[str, Any] | None:
+    """The job-side progress report, if the job wrote one to the spool."""
+    if spool is None:
+        return None
+    path = spool / f"{slurm_id}.progress.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class _Usage:
+    gpu_s: float = 0.0
+    gpu_s_norm: float = 0.0
+
+
+class Reconciler:
+    """Applies one observation to the ledger; keeps only log de-duplication in memory."""
+
+    def __init__(
+        self,
+        config: HopsConfig,
+        accounting: AccountingLookup,
+        adopt_filter: Callable[[ObservedJob], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.accounting = accounting
+        self.adopt_filter = adopt_filter
+        self.spool = Path(config.spool_dir) if config.spool_dir else None
+        self._refused_logged: set[int] = set()
+        self._report_seen: dict[str, float] = {}
+
+    def run(
+        self, session: Session, obs: Observation, view: ClusterView, now: float
+    ) -> ReconcileReport:
+        report = ReconcileReport()
+        observed = obs.job_map()
+        rows = {r.slurm_job_id: r for r in active_jobs(session) if r.slurm_job_id is not None}
+        self._adopt(session, obs, rows, view, now, report)
+        usage: dict[tuple[str, str], _Usage] = {}
+        store = SqlThroughputStore(session, now)
+        gone: list[JobRow] = []
+        for slurm_id, row in rows.items():
+            seen = observed.get(slurm_id)
+            if seen is None:
+                gone.append(row)
+                continue
+            self._advance(row, view, now, usage)
+            self._follow(session, row, seen, view, now, report)
+            self._learn(store, row, now)
+        self._finish_gone(session, gone, view, now, usage, report)
+        for (user, account), used in usage.items():
+            if used.gpu_s > 0:
+                add_usage(session, user, account, now, used.gpu_s, used.gpu_s_norm)
+        return report
+
+    # -- adoption ----------------------------------------------------------------------
+
+    def _adopt(
+        self,
+        session: Session,
+        obs: Observation,
+        rows: Mapping[int, JobRow],
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+    ) -> None:
+        candidates = [j for j in obs.jobs if j.claims_hops and j.slurm_id not in rows]
+        if self.adopt_filter is not None:
+            candidates = [j for j in candidates if self.adopt_filter(j)]
+        if not candidates:
+            return
+        ids = [j.slurm_id for j in candidates]
+        known = set(
+            session.scalars(select(JobRow.slurm_job_id).where(JobRow.slurm_job_id.in_(ids)))
+        )
+        largest = view.largest_config()
+        for job in candidates:
+            if job.slurm_id in known:
+                continue
+            if not (job.pending and job.held):
+                if not job.final:
+                    self._refuse(job, "tagged but not submitted held; left to Slurm", report)
+                continue
+            spec, reason = check_tag(job, largest, self.config.max_demand_gpus)
+            if spec is None:
+                self._refuse(job, reason, report)
+                continue
+            add_job(session, spec, now)
+            report.adopted.append(spec.id)
+            log.info(
+                "event=adopt job=%s user=%s demands=%s samples=%g",
+                spec.id,
+                spec.user,
+                ",".join(map(str, spec.demands)),
+                spec.total_samples,
+            )
+
+    def _refuse(self, job: ObservedJob, reason: str, report: ReconcileReport) -> None:
+        if job.slurm_id in self._refused_logged:
+            return
+        self._refused_logged.add(job.slurm_id)
+        report.rejected.append((job.slurm_id, reason))
+        log.warning("event=refuse slurm_job=%s user=%s reason=%r", job.slurm_id, job.user, reason)
+
+    # -- per-job progress ----------------------------------------------------------------
+
+    def _advance(
+        self, row: JobRow, view: ClusterView, now: float, usage: dict[tuple[str, str], _Usage]
+    ) -> None:
+        """Charge the interval since the row was last updated to the state it was in."""
+        dt = max(now - (row.updated_at or now), 0.0)
+        state = JobState(row.state)
+        if state == JobState.RUNNING:
+            config = current_config(row)
+            if config is not None:
+                gpus = config.total_gpus
+                speed = (
+                    view.cluster.gpu_types[config.gpu_type].speed
+                    if (config.gpu_type in view.cluster.gpu_types)
+                    else 1.0
+                )
+                row.service_gpu_s += dt * gpus
+                row.service_norm += dt * gpus * speed
+                owner = usage.setdefault((row.user, row.account), _Usage())
+                owner.gpu_s += dt * gpus
+                owner.gpu_s_norm += dt * gpus * speed
+        elif state in WAITING_STATES:
+            row.wait_time += dt
+        row.updated_at = now
+
+    def _follow(
+        self,
+        session: Session,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+    ) -> None:
+        """Move the row along the state machine to match Slurm."""
+        state = JobState(row.state)
+        if seen.state == RUNNING:
+            config = observed_config(seen, view.cluster)
+            if state != JobState.RUNNING:
+                transition(row, JobState.RUNNING, now, f"running on {','.join(seen.nodes)}")
+                report.started.append(row.id)
+                log.info(
+                    "event=started job=%s nodes=%s restarts=%d",
+                    row.id,
+                    ",".join(f"{n}:{g}" for n, g in seen.nodes.items()),
+                    seen.restarts,
+                )
+            if config is not None:
+                set_current_config(row, config)
+            row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
+        elif seen.pending and state == JobState.RUNNING:
+            target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
+            transition(row, target, now, seen.reason or "requeued")
+            set_current_config(row, None)
+            row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
+            report.requeued.append(row.id)
+        elif seen.final:
+            self._end(session, row, seen, now, report)
+
+    def _end(
+        self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
+    ) -> None:
+        target = _END_STATES.get(seen.state, JobState.FAILED)
+        ended_at = seen.end_time or now
+        last = self._final_samples(row)
+        if last is not None:
+            row.samples_done = max(row.samples_done, last)
+        restarts = max(row.restarts or 0, seen.restarts)
+        if not is_legal(JobState(row.state), target):
+            # it started and ended between two ticks: record the run it had
+            transition(row, JobState.RUNNING, seen.start_time or ended_at, "ran between ticks")
+        transition(row, target, ended_at, f"slurm {seen.state}")
+        row.restarts = restarts
+        record_allocation(session, None, row.id, AllocationReason.END, None, ended_at)
+        report.ended.append((row.id, target.value))
+        log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
+
+    def _final_samples(self, row: JobRow) -> float | None:
+        data = read_report(self.spool, int(row.slurm_job_id or 0))
+        if data is None:
+            return None
+        value = data.get("samples_done")
+        return float(value) if isinstance(value, int | float) else None
+
+    def _learn(self, store: SqlThroughputStore, row: JobRow, now: float) -> None:
+        """Fold a fresh job-side report into samples done and the measured layers."""
+        if JobState(row.state) != JobState.RUNNING:
+            return
+        data = read_report(self.spool, int(row.slurm_job_id or 0))
+        if data is None or data.get("at") == self._report_seen.get(row.id):
+            return
+        self._report_seen[row.id] = data.get("at")  # type: ignore[assignment]
+        samples = data.get("samples_done")
+        if isinstance(samples, int | float):
+            row.samples_done = max(row.samples_done, float(samples))
+        per_gpu, nodes = data.get("per_gpu"), data.get("nodes")
+        gpus, kind = data.get("gpus"), data.get("gpu_type")
+        if not (isinstance(per_gpu, int | float) and per_gpu > 0 and isinstance(nodes, list)):
+            return
+        if not (isinstance(gpus, int) and gpus > 0 and nodes):
+            return
+        L = ThroughputLayer
+        if len(nodes) == 1:
+            store.observe(L.ENTITY_AGGREGATED, row.id, str(nodes[0]), gpus, float(per_gpu))
+            if isinstance(kind, str) and kind:
+                store.observe(L.TYPE_AGGREGATED, row.id, kind, gpus, float(per_gpu))
+        else:
+            for node in nodes:
+                store.observe(L.ENTITY_DISTRIBUTED, row.id, str(node), len(nodes), float(per_gpu))
+            if isinstance(kind, str) and kind:
+                store.observe(L.TYPE_DISTRIBUTED, row.id, kind, len(nodes), float(per_gpu))
+
+    # -- jobs gone from the queue --------------------------------------------------------
+
+    def _finish_gone(
+        self,
+        session: Session,
+        gone: Sequence[JobRow],
+        view: ClusterView,
+        now: float,
+        usage: dict[tuple[str, str], _Usage],
+        report: ReconcileReport,
+    ) -> None:
+        if not gone:
+            return
+        records = self.accounting([int(r.slurm_job_id or 0) for r in gone])
+        for row in gone:
+            self._advance(row, view, now, usage)
+            record = records.get(int(row.slurm_job_id or 0))
+            if record is not None and record.final:
+                self._end(session, row, record, now, report)
+                continue
+            samples = self._final_samples(row)
+            done = samples is not None and samples >= row.total_samples
+            state = "COMPLETED" if done else "FAILED"
+            reason = "left the queue without an accounting record"
+            log.warning("event=gone job=%s assumed=%s reason=%r", row.id, state, reason)
+            self._end(
+                session,
+                row,
+                ObservedJob(int(row.slurm_job_id or 0), row.user, row.account, state, end_time=now),
+                now,
+                report,
+            )

@@ -1,0 +1,94 @@
+"""From observed Slurm state and ledger rows to the core's :class:`Snapshot`.
+
+The cluster is every node of the managed partitions, typed by Slurm's typed
+GRES (``gpu:a100:4``) unless hops.conf overrides the node's type. What hops may
+hand out on a node (its capacity) is the node's GPUs minus those held by jobs
+hops does not manage, zero on down or drained nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hopsd.config import HopsConfig
+from hopsd.core.model import Cluster, Configuration, Job, Node
+from hopsd.daemon.views import ObservedJob, ObservedNode
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """The managed cluster: core nodes, the partition that pins each node's type, capacity."""
+
+    cluster: Cluster
+    partition_of: Mapping[str, str]
+    capacity: Mapping[str, int]
+
+    def largest_config(self) -> int:
+        """GPUs of the biggest single-type configuration: the largest demand that can ever run."""
+        per_type: dict[str, int] = {}
+        for node in self.cluster.nodes:
+            per_type[node.gpu_type] = per_type.get(node.gpu_type, 0) + node.gpus
+        return max(per_type.values(), default=0)
+
+    def idle_gpus(self, jobs: Iterable[Job]) -> int:
+        """Capacity left once the given jobs' current placements are subtracted."""
+        used: dict[str, int] = {}
+        for job in jobs:
+            if job.current is not None:
+                for node, gpus in job.current.parts:
+                    used[node] = used.get(node, 0) + gpus
+        return sum(max(cap - used.get(n, 0), 0) for n, cap in self.capacity.items())
+
+
+def node_type(node: ObservedNode, config: HopsConfig) -> str:
+    return config.node_types.get(node.name) or node.gpu_type
+
+
+def managed_partitions(nodes: Sequence[ObservedNode], config: HopsConfig) -> tuple[str, ...]:
+    """Configured partitions, or every partition whose nodes all carry one GPU type."""
+    if config.partitions:
+        return tuple(config.partitions)
+    types: dict[str, set[str]] = {}
+    for node in nodes:
+        for part in node.partitions:
+            types.setdefault(part, set()).add(node_type(node, config))
+    return tuple(sorted(p for p, ts in types.items() if len(ts) == 1 and "" not in ts))
+
+
+def build_cluster_view(
+    nodes: Sequence[ObservedNode], config: HopsConfig, hops_held: Mapping[str, int]
+) -> ClusterView:
+    """The managed cluster; ``hops_held`` is GPUs per node held by hops jobs the plan knows."""
+    partitions = managed_partitions(nodes, config)
+    partition_of: dict[str, str] = {}
+    core_nodes: list[Node] = []
+    capacity: dict[str, int] = {}
+    for part in partitions:
+        for node in sorted(nodes, key=lambda n: n.name):
+            kind = node_type(node, config)
+            if part not in node.partitions or node.name in partition_of or not kind:
+                continue
+            partition_of[node.name] = part
+            core_nodes.append(Node(node.name, kind, node.gpus, server_model=part))
+            foreign = max(node.gpus_used - hops_held.get(node.name, 0), 0)
+            capacity[node.name] = max(node.gpus - foreign, 0) if node.usable else 0
+    types = {n.gpu_type for n in core_nodes}
+    cluster = Cluster.build((config.gpu_type(t) for t in sorted(types)), core_nodes)
+    return ClusterView(cluster, partition_of, capacity)
+
+
+def observed_config(job: ObservedJob, cluster: Cluster) -> Configuration | None:
+    """The configuration a running job holds, or None if it is not (wholly) on managed nodes."""
+    if not job.nodes:
+        return None
+    nodes = cluster.node_map()
+    if any(n not in nodes for n in job.nodes):
+        return None
+    kinds = {nodes[n].gpu_type for n in job.nodes}
+    if len(kinds) != 1:
+        return None
+    ordered = [(n.id, job.nodes[n.id]) for n in cluster.nodes if job.nodes.get(n.id, 0) > 0]
+    if not ordered:
+        return None
+    return Configuration(kinds.pop(), tuple(ordered))

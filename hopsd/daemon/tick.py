@@ -1,0 +1,387 @@
+"""One daemon tick: observe -> reconcile -> resume -> decide -> record -> enact.
+
+Every step's cost is measured so the service can report it and the benchmark
+can print it. A tick is self-contained: its state lives in the ledger, so a
+daemon restarted between any two steps carries on from what was committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.config import HopsConfig
+from hopsd.core.errors import HopsError
+from hopsd.core.estimator import Estimator
+from hopsd.core.model import Assignment, Plan
+from hopsd.core.priorities import PriorityContext, latency_ratio
+from hopsd.core.snapshot import Snapshot
+from hopsd.daemon.assemble import Assembled, assemble, latest_targets
+from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
+from hopsd.daemon.enact import (
+    CRASH_AFTER_INTENT,
+    Enactor,
+    EnactReport,
+    Step,
+    crash_point,
+    resume_steps,
+)
+from hopsd.daemon.fairshare import FairShare, UsageSample, compute_fairshare
+from hopsd.daemon.observe import final_states, observe
+from hopsd.daemon.reconcile import Reconciler, ReconcileReport
+from hopsd.daemon.snapshot_builder import build_cluster_view
+from hopsd.daemon.views import Observation, ObservedJob
+from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
+from hopsd.ledger.intents import pending_intents, record_intents
+from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
+from hopsd.ledger.lease import renew_lease
+from hopsd.ledger.models import AllocationReason, UsageRow
+from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
+from hopsd.ledger.throughput_store import load_throughput_store
+from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.port import SlurmPort
+
+log = logging.getLogger("hopsd.tick")
+
+T = TypeVar("T")
+
+
+@dataclass
+class TickResult:
+    """What one tick did and what each step cost (seconds)."""
+
+    started_at: float
+    observe_s: float = 0.0
+    reconcile_s: float = 0.0
+    resume_s: float = 0.0
+    decide_s: float = 0.0
+    record_s: float = 0.0
+    enact_s: float = 0.0
+    total_s: float = 0.0
+    slurm_calls: int = 0
+    queued: int = 0
+    running: int = 0
+    decision: Decision | None = None
+    actions: list[Action] = field(default_factory=list)
+    reconcile: ReconcileReport | None = None
+    enacted: EnactReport | None = None
+    resumed: EnactReport | None = None
+    latency_ratios: list[float] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "observe_s": self.observe_s,
+            "reconcile_s": self.reconcile_s,
+            "resume_s": self.resume_s,
+            "decide_s": self.decide_s,
+            "record_s": self.record_s,
+            "enact_s": self.enact_s,
+            "total_s": self.total_s,
+            "slurm_calls": self.slurm_calls,
+        }
+
+
+class Tick:
+    """The tick and the little state it keeps between ticks (when the last round ran)."""
+
+    def __init__(
+        self,
+        config: HopsConfig,
+        port: SlurmPort,
+        sessions: sessionmaker[Session],
+        *,
+        shadow: bool = False,
+        clock: Callable[[], float] = time.time,
+        holder: str | None = None,
+        call_count: Callable[[], int] | None = None,
+        adopt_filter: Callable[[ObservedJob], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = config.settings()
+        self.port = port
+        self.sessions = sessions
+        self.shadow = shadow
+        self.clock = clock
+        self.holder = holder
+        self.call_count = call_count or (lambda: 0)
+        self.reconciler = Reconciler(config, self._accounting, adopt_filter)
+        self.enactor = Enactor(port, sessions, clock, self._running_now)
+        self.last_round_at: float | None = None
+        self._steps: list[Step] = []
+
+    def reconfigure(self, config: HopsConfig) -> None:
+        """Take a reloaded configuration (SIGHUP); the round clock carries on."""
+        self.config = config
+        self.settings = config.settings()
+        self.reconciler.config = config
+
+    # -- the tick ------------------------------------------------------------------------
+
+    def run_once(self) -> TickResult:
+        calls_before = self.call_count()
+        started = time.perf_counter()
+        now = self.clock()
+        result = TickResult(started_at=now)
+
+        obs = self._timed(result, "observe_s", lambda: observe(self.port, self.clock))
+        result.reconcile = self._timed(result, "reconcile_s", lambda: self._reconcile(obs, now))
+        if not self.shadow:
+            obs = self._timed(result, "resume_s", lambda: self._resume(obs, result))
+        self._decide_and_record(obs, result)
+        if result.actions and not self.shadow:
+            crash_point(CRASH_AFTER_INTENT)
+            result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
+        result.total_s = time.perf_counter() - started
+        result.slurm_calls = self.call_count() - calls_before
+        return result
+
+    def observe_and_reconcile(self) -> ReconcileReport:
+        """Only the first two steps: adopt and follow jobs without deciding anything.
+
+        Lets an operator (or a test) seed what the estimator knows about newly
+        adopted jobs before their first decision.
+        """
+        return self._reconcile(observe(self.port, self.clock), self.clock())
+
+    @staticmethod
+    def _timed(result: TickResult, name: str, step: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return step()
+        finally:
+            setattr(result, name, getattr(result, name) + time.perf_counter() - started)
+
+    def _running_now(self) -> set[int]:
+        return {j.job_id for j in self.port.list_jobs() if j.running}
+
+    def _accounting(self, slurm_ids: Sequence[int]) -> Mapping[int, ObservedJob]:
+        try:
+            return final_states(self.port, slurm_ids)
+        except SlurmCommandError as exc:
+            log.warning("event=accounting-unavailable error=%r", str(exc))
+            return {}
+
+    def _reconcile(self, obs: Observation, now: float) -> ReconcileReport:
+        view = build_cluster_view(obs.nodes, self.config, {})
+        with self.sessions.begin() as session:
+            if self.holder is not None:
+                renew_lease(session, self.holder, self.config.lease_ttl_s, now)
+            return self.reconciler.run(session, obs, view, now)
+
+    def _resume(self, obs: Observation, result: TickResult) -> Observation:
+        """Finish or drop intents a crash left pending, then re-observe if anything was done."""
+        with self.sessions.begin() as session:
+            pending = [Step.of(r) for r in pending_intents(session)]
+        if not pending:
+            return obs
+        plan = resume_steps(pending, obs.job_map(), self.clock(), self.settings.round_length_s)
+        log.info(
+            "event=resume pending=%d run=%d already_done=%d abandon=%d",
+            len(pending),
+            len(plan.to_run) - len(plan.already_done),
+            len(plan.already_done),
+            len(plan.to_abandon),
+        )
+        report = self.enactor.abandon(plan.to_abandon)
+        done = self.enactor.run(plan.to_run, plan.already_done)
+        report.done += done.done
+        report.failed += done.failed
+        report.abandoned += done.abandoned
+        result.resumed = report
+        if len(plan.to_run) > len(plan.already_done):
+            return observe(self.port, self.clock)
+        return obs
+
+    # -- deciding ------------------------------------------------------------------------
+
+    def _fairshare(self, session: Session, owners: list[tuple[str, str]], now: float) -> FairShare:
+        if self.config.fairshare_weight == 0:
+            return FairShare({}, {}, 0.0)
+        rows = session.query(UsageRow).all()
+        samples = [UsageSample(r.user, r.account, r.interval_end, r.gpu_s_norm) for r in rows]
+        return compute_fairshare(
+            samples,
+            owners,
+            self.config.shares,
+            self.config.fairshare_half_life_h * 3600.0,
+            self.config.fairshare_weight,
+            now,
+        )
+
+    def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
+        now = self.clock()
+        full_round = (
+            self.last_round_at is None or now - self.last_round_at >= self.settings.round_length_s
+        )
+        with self.sessions.begin() as session:
+            rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
+            ids = [r.id for r in rows]
+            owners = sorted({(r.user, r.account) for r in rows})
+            built = assemble(
+                rows,
+                obs,
+                self.config,
+                latest_targets(session, ids),
+                self._fairshare(session, owners, now),
+                load_throughput_store(session, ids),
+                now,
+            )
+            snap = built.snapshot
+            result.queued, result.running = len(snap.queued), len(snap.running)
+            self._note_latency(built, result, session)
+            if not snap.queued and not (full_round and snap.running):
+                return
+            started = time.perf_counter()
+            try:
+                decision = decide(snap, self.settings, full_round)
+            except HopsError as exc:
+                log.error(
+                    "event=plan-failed kind=%s error=%r",
+                    "round" if full_round else "fragment",
+                    str(exc),
+                )
+                return
+            finally:
+                result.decide_s = time.perf_counter() - started
+            result.decision = decision
+            if full_round:
+                self.last_round_at = now
+            started = time.perf_counter()
+            self._record(session, built, decision, result, now)
+            result.record_s = time.perf_counter() - started
+
+    def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
+        snap = built.snapshot
+        if not snap.jobs:
+            return
+        estimator = Estimator(snap.cluster, snap.store, self.settings)
+        ctx = PriorityContext(snap.now, snap.cluster, estimator, len(snap.jobs))
+        result.latency_ratios = [latency_ratio(j, ctx) for j in snap.jobs]
+        ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
+        for row in load_jobs(session, ended).values():
+            try:
+                row.latency_ratio = latency_ratio(to_core_job(row), ctx)
+            except HopsError:
+                continue
+
+    def _record(
+        self,
+        session: Session,
+        built: Assembled,
+        decision: Decision,
+        result: TickResult,
+        now: float,
+    ) -> None:
+        plan = self._spare_finishing(decision.plan, built.snapshot)
+        actions = actions_from_plan(plan, built.handles, built.view.partition_of)
+        if decision.kind == "fragment" and not actions:
+            return
+        snap = built.snapshot
+        summary = RoundSummary(
+            number=next_round_number(session, self.shadow),
+            started_at=now,
+            queued=len(snap.queued),
+            running=len(snap.running),
+            window_size=len(plan.window),
+            objective=plan.objective,
+            decision_s=decision.decision_s,
+            idle_gpus_waiting=decision.idle_gpus_waiting,
+            shadow=self.shadow,
+            note=_note(decision.kind, actions, plan),
+        )
+        round_row = record_round(session, summary)
+        for action in actions:
+            log.info(
+                "event=%s round=%d job=%s slurm_job=%s action=%s shadow=%s",
+                "would-enact" if self.shadow else "decide",
+                round_row.number,
+                action.job_id,
+                action.slurm_id,
+                action.describe(),
+                str(self.shadow).lower(),
+            )
+        if self.shadow:
+            return
+        changes = [c for c in changes_from_plan(plan) if _worth_recording(c, decision.kind)]
+        record_allocations(session, round_row.id, changes, now)
+        estimator = Estimator(snap.cluster, snap.store, self.settings)
+        jobs = {j.id: j for j in snap.jobs}
+        for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
+            config = next(a.config for a in actions if a.job_id == row.id)
+            if config is not None:
+                row.estimate_source = estimator.throughput(jobs[row.id], config).source
+        reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
+        intents = record_intents(session, chains(actions, reasons), round_row.id, now)
+        result.actions = actions
+        self._steps = [Step.of(r) for r in intents]
+
+    def _spare_finishing(self, plan: Plan, snap: Snapshot) -> Plan:
+        """Keep running jobs the plan would requeue although they finish within the guard.
+
+        Requeueing a job seconds before it ends wastes its restart penalty and
+        races with its end (a finished job can be requeued and run again).
+        """
+        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        estimator = Estimator(snap.cluster, snap.store, self.settings)
+        jobs = {j.id: j for j in snap.jobs}
+
+        def finishing(job_id: str) -> bool:
+            job = jobs.get(job_id)
+            if job is None or job.current is None:
+                return False
+            rate = estimator.throughput(job, job.current).samples_per_s
+            return rate > 0 and job.remaining_samples / rate < guard
+
+        spared = [j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j)]
+        if not spared:
+            return plan
+        for job_id in spared:
+            log.info("event=spare job=%s reason=%r", job_id, "finishes within the restart guard")
+        keep = list(plan.keep)
+        for job_id in spared:
+            current = jobs[job_id].current
+            if current is not None:
+                keep.append(Assignment(job_id, current))
+        spared_plan = dataclasses.replace(
+            plan,
+            keep=tuple(keep),
+            move=tuple(a for a in plan.move if a.job_id not in spared),
+            preempt=tuple(j for j in plan.preempt if j not in spared),
+        )
+        return _drop_overbooked_starts(spared_plan, snap)
+
+    def _enact(self, result: TickResult) -> EnactReport:
+        return self.enactor.run(self._steps)
+
+
+def _drop_overbooked_starts(plan: Plan, snap: Snapshot) -> Plan:
+    """Drop the last starts until no node holds more than its capacity."""
+    starts = list(plan.start)
+    while starts:
+        trial = dataclasses.replace(plan, start=tuple(starts))
+        used = trial.gpus_used()
+        if all(used.get(n.id, 0) <= snap.capacity_of(n.id) for n in snap.cluster.nodes):
+            return trial
+        starts.pop()
+    return dataclasses.replace(plan, start=())
+
+
+def _worth_recording(change: AllocationChange, kind: str) -> bool:
+    """Keeps are history only at full rounds; fragments record what they change."""
+    return kind == "round" or change.reason != AllocationReason.KEEP
+
+
+def _note(kind: str, actions: Sequence[Action], plan: Plan) -> str:
+    summary = {
+        "kind": kind,
+        "actions": [{"job": a.job_id, "slurm": a.slurm_id, "do": a.describe()} for a in actions],
+        "notes": list(plan.notes)[:5],
+    }
+    return json.dumps(summary, separators=(",", ":"))

@@ -1,0 +1,108 @@
+"""The daemon's own view of what Slurm reported in one tick.
+
+Port records are converted into these small frozen values once, in
+:mod:`hopsd.daemon.observe`, so reconcile/decide/enact never depend on the
+port's field names and unit tests can build observations by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hopsd.slurm.tag import HopsTag
+
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+# Slurm states after which a job holds no GPUs and never runs again.
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+        "REVOKED",
+    }
+)
+# Transitional states: the job still holds (or is about to hold) its GPUs.
+BUSY_STATES = frozenset({RUNNING, "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED"})
+
+
+@dataclass(frozen=True)
+class ObservedJob:
+    """One Slurm job as seen this tick.
+
+    ``held`` is true for a pending job with priority 0 (user or admin hold);
+    ``nodes`` maps node name to the GPUs the job holds there (empty when pending);
+    ``restarts`` is Slurm's restart count, which grows on every requeue.
+    """
+
+    slurm_id: int
+    user: str
+    account: str
+    state: str
+    name: str = ""
+    comment: str = ""
+    held: bool = False
+    reason: str = ""
+    partition: str = ""
+    nodes: Mapping[str, int] = field(default_factory=dict)
+    restarts: int = 0
+    submit_time: float = 0.0
+    start_time: float = 0.0
+    end_time: float = 0.0
+    exit_code: int = 0
+    tag: HopsTag | None = None
+    tag_error: str | None = None
+
+    @property
+    def claims_hops(self) -> bool:
+        """The comment says it is a hops tag (valid or not)."""
+        return self.tag is not None or self.tag_error is not None
+
+    @property
+    def pending(self) -> bool:
+        return self.state == PENDING
+
+    @property
+    def busy(self) -> bool:
+        return self.state in BUSY_STATES
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def gpus(self) -> int:
+        return sum(self.nodes.values())
+
+
+@dataclass(frozen=True)
+class ObservedNode:
+    """One node: its typed GPUs, which partitions list it, and whether it is usable."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    gpus_used: int = 0
+    partitions: tuple[str, ...] = ()
+    usable: bool = True
+    state: str = "idle"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything one tick learned from Slurm, with the number of Slurm calls it took."""
+
+    at: float
+    jobs: tuple[ObservedJob, ...]
+    nodes: tuple[ObservedNode, ...]
+    slurm_calls: int = 2
+
+    def job_map(self) -> dict[int, ObservedJob]:
+        return {j.slurm_id: j for j in self.jobs}

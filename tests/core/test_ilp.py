@@ -1,0 +1,133 @@
+"""Eqs. 11-13: prior weights with bias, Sia-normalised gains, restart discount, the HiGHS ILP."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.gains import (
+    WEIGHT_FLOOR,
+    normalised_gains,
+    prior_weights,
+    priority_bias,
+    restart_discount,
+)
+from hopsd.core.ilp import AssignmentProblem, check_feasible, solve_assignment
+
+
+def test_bias_is_zero_when_all_priorities_are_positive() -> None:
+    assert priority_bias([0.5, 2.0]) == 0.0
+
+
+def test_bias_with_zero_or_negative_priorities() -> None:
+    assert priority_bias([0.0, 1.0]) == pytest.approx(0.01)
+    assert priority_bias([-2.0, 1.0]) == pytest.approx(2.01)
+
+
+def test_weights_are_biased_powered_and_normalised_to_the_top() -> None:
+    assert prior_weights([2.0, 1.0], 1.0) == pytest.approx([1.0, 0.5])
+    assert prior_weights([2.0, 1.0], 2.0) == pytest.approx([1.0, 0.25])
+    assert prior_weights([2.0, 1.0], 0.0) == pytest.approx([1.0, 1.0])
+    # bias |-1| + 0.01 = 1.01: shifted 0.01, 1.01, 4.01
+    assert prior_weights([-1.0, 0.0, 3.0], 1.0) == pytest.approx([0.01 / 4.01, 1.01 / 4.01, 1.0])
+
+
+def test_huge_lambda_neither_overflows_nor_vanishes() -> None:
+    weights = prior_weights([1000.0, 999.0, 1.0], 500.0)
+    assert weights[0] == 1.0
+    assert WEIGHT_FLOOR < weights[1] < 1.0  # (999/1000)^500 = 0.606
+    assert weights[2] == WEIGHT_FLOOR
+
+
+def test_negative_lambda_is_refused() -> None:
+    with pytest.raises(InvalidInputError):
+        prior_weights([1.0], -1.0)
+
+
+def test_gains_are_throughput_over_the_slowest_configuration() -> None:
+    assert normalised_gains([50.0, 100.0, 150.0]) == pytest.approx([1.0, 2.0, 3.0])
+    with pytest.raises(InvalidInputError):
+        normalised_gains([0.0, 1.0])
+
+
+def test_restart_discount_is_the_share_of_the_round_left() -> None:
+    assert restart_discount(300.0, 30.0) == pytest.approx(0.9)
+    assert restart_discount(300.0, 600.0) == 0.0
+
+
+# A gain-matrix example in the spirit of the method's Table 1: two 4-GPU nodes
+# (row 0 fast, row 1 slow), three jobs. Throughputs (samples/s):
+#   job 0: {fast:4} 400, {slow:4} 200, {fast:2} 220  -> G = 2.0, 1.0, 1.1
+#   job 1: {fast:4} 300, {slow:4} 120               -> G = 2.5, 1.0
+#   job 2: {fast:2} 100, {slow:2} 60                -> G = 5/3, 1.0
+THROUGHPUT = [[400.0, 200.0, 220.0], [300.0, 120.0], [100.0, 60.0]]
+USAGE = [[[(0, 4)], [(1, 4)], [(0, 2)]], [[(0, 4)], [(1, 4)]], [[(0, 2)], [(1, 2)]]]
+
+
+def table_problem(weights: list[float]) -> AssignmentProblem:
+    col_job: list[int] = []
+    value: list[float] = []
+    usage: list[list[tuple[int, int]]] = []
+    for job, thr in enumerate(THROUGHPUT):
+        for gain, use in zip(normalised_gains(thr), USAGE[job], strict=True):
+            col_job.append(job)
+            value.append(weights[job] * gain)
+            usage.append(use)
+    return AssignmentProblem(3, col_job, value, usage, [4, 4])
+
+
+def test_table_example_lambda_one_serves_priority_first() -> None:
+    # priorities 3, 1.8, 1 -> weights 1, 0.6, 1/3; values:
+    # job0: 2.0, 1.0, 1.1   job1: 1.5, 0.6   job2: 5/9, 1/3
+    # job0 fast:4 + job1 slow:4 = 2.6 beats job0 slow:4 + job1 fast:4 = 2.5,
+    # job0 fast:4 + job2 slow:2 = 2.333 and job0 fast:2 + job2 fast:2 + job1 slow:4 = 2.256
+    weights = prior_weights([3.0, 1.8, 1.0], 1.0)
+    sol = solve_assignment(table_problem(weights), mip_gap=0.0, time_limit=5.0)
+    # columns: 0-2 job0, 3-4 job1, 5-6 job2; job0 fast:4 (col 0) + job1 slow:4 (col 4)
+    assert sol.chosen == (0, 4)
+    assert sol.objective == pytest.approx(2.6)
+
+
+def test_table_example_lambda_zero_maximises_total_normalised_throughput() -> None:
+    # all weights 1: job0 fast:2 + job2 fast:2 + job1 slow:4 = 1.1 + 5/3 + 1 = 3.7667
+    # beats job0 fast:4 + job1 slow:4 = 3.0 and job1 fast:4 + job0 slow:4 = 3.5
+    sol = solve_assignment(table_problem([1.0, 1.0, 1.0]), mip_gap=0.0, time_limit=5.0)
+    assert sol.chosen == (2, 4, 5)
+    assert sol.objective == pytest.approx(1.1 + 5.0 / 3.0 + 1.0)
+
+
+def brute_force(problem: AssignmentProblem) -> float:
+    per_job: list[list[int | None]] = [[None] for _ in range(problem.n_jobs)]
+    for c, j in enumerate(problem.col_job):
+        per_job[j].append(c)
+    best = 0.0
+    for pick in itertools.product(*per_job):
+        chosen = [c for c in pick if c is not None]
+        if check_feasible(problem, chosen):
+            best = max(best, sum(problem.value[c] for c in chosen))
+    return best
+
+
+@pytest.mark.parametrize("weights", [[1.0, 1.0, 1.0], [1.0, 0.5, 0.25], [0.2, 1.0, 0.7]])
+def test_ilp_matches_brute_force(weights: list[float]) -> None:
+    problem = table_problem(weights)
+    sol = solve_assignment(problem, mip_gap=0.0, time_limit=5.0)
+    assert sol.optimal
+    assert sol.objective == pytest.approx(brute_force(problem))
+
+
+def test_infeasible_warm_start_is_ignored_and_empty_problem_is_trivial() -> None:
+    problem = table_problem([1.0, 1.0, 1.0])
+    sol = solve_assignment(problem, mip_gap=0.0, time_limit=5.0, warm_start=[0, 3])
+    assert sol.objective == pytest.approx(brute_force(problem))
+    empty = AssignmentProblem(0, [], [], [], [4])
+    assert solve_assignment(empty, mip_gap=0.0, time_limit=1.0).chosen == ()
+
+
+def test_malformed_problem_is_refused() -> None:
+    with pytest.raises(InvalidInputError):
+        AssignmentProblem(1, [0], [1.0, 2.0], [[(0, 1)]], [1])
+    with pytest.raises(InvalidInputError):
+        AssignmentProblem(1, [0], [1.0], [[(0, 1)]], [-1])

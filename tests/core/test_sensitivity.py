@@ -1,0 +1,78 @@
+"""Placement sensitivity, eq. 10: rho = thr({a:1}) / per-GPU thr({a:1, b:1})."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hopsd.core.estimator import Estimator
+from hopsd.core.model import Cluster, GpuType, Job, Node
+from hopsd.core.sensitivity import (
+    is_high_sensitivity,
+    job_sensitivity,
+    mean_finite,
+    placement_sensitivity,
+    probe_nodes,
+)
+from hopsd.core.settings import Settings
+from hopsd.core.throughput import InMemoryThroughputStore
+
+
+def cluster() -> Cluster:
+    return Cluster.build(
+        [GpuType("v100"), GpuType("k80")],
+        [Node("k0", "k80", 4), Node("a", "v100", 4), Node("b", "v100", 4), Node("k1", "k80", 0)],
+    )
+
+
+JOB = Job(id="j", demands=(1, 2), total_samples=1e6)
+
+
+def test_rho_is_single_gpu_throughput_over_split_per_gpu_throughput() -> None:
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("j", "v100", 1, 100.0)
+    store.set_type_distributed("j", "v100", 2, 50.0)
+    est = Estimator(cluster(), store, Settings())
+    rho = placement_sensitivity(JOB, "v100", est, cluster())
+    assert rho == pytest.approx(100.0 / 50.0)
+    assert is_high_sensitivity(rho, 1.4)
+
+
+def test_low_sensitivity_below_sigma() -> None:
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("j", "v100", 1, 100.0)
+    store.set_type_distributed("j", "v100", 2, 80.0)
+    est = Estimator(cluster(), store, Settings())
+    rho = placement_sensitivity(JOB, "v100", est, cluster())
+    assert rho == pytest.approx(1.25)
+    assert not is_high_sensitivity(rho, 1.4)
+
+
+def test_entity_knowledge_of_the_probe_hosts_is_used() -> None:
+    store = InMemoryThroughputStore()
+    store.set_entity_aggregated("j", "a", 1, 120.0)
+    store.set_entity_distributed("j", "a", 2, 60.0)
+    store.set_type_distributed("j", "v100", 2, 70.0)
+    est = Estimator(cluster(), store, Settings())
+    # split per-GPU = slowest of a (entity 60) and b (type 70) = 60 -> 120 / 60
+    assert placement_sensitivity(JOB, "v100", est, cluster()) == pytest.approx(2.0)
+
+
+def test_probe_hosts_are_the_first_two_nodes_with_gpus_of_the_type() -> None:
+    assert probe_nodes(cluster(), "v100") == ("a", "b")
+    assert probe_nodes(cluster(), "k80") is None  # k1 has no GPUs
+
+
+def test_single_node_type_counts_as_infinitely_sensitive_and_is_left_out_of_means() -> None:
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("j", "v100", 1, 90.0)
+    store.set_type_distributed("j", "v100", 2, 60.0)
+    est = Estimator(cluster(), store, Settings())
+    assert placement_sensitivity(JOB, "k80", est, cluster()) == math.inf
+    assert job_sensitivity(JOB, est, cluster()) == pytest.approx(1.5)
+
+
+def test_mean_finite_skips_infinities() -> None:
+    assert mean_finite([1.0, math.inf, 2.0]) == pytest.approx(1.5)
+    assert mean_finite([math.inf]) == 0.0

@@ -1,0 +1,226 @@
+"""An in-memory Slurm for unit tests of the daemon: the port's protocol, instant scheduling.
+
+It keeps just enough of Slurm's behaviour to test the daemon's logic: held jobs
+wait, ``update_pending`` only works on pending held jobs, ``release`` starts a
+job at once if its placement fits the free GPUs, ``requeue_hold`` puts a running
+job back held with one more restart. Every call is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
+from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode
+from hopsd.slurm.tag import HopsTag, try_decode
+
+
+@dataclass
+class FakeJob:
+    job_id: int
+    name: str
+    user: str
+    account: str
+    comment: str
+    state: str = "PENDING"
+    held: bool = True
+    partition: str = "all"
+    target: dict[str, int] = field(default_factory=dict)
+    placement: dict[str, int] = field(default_factory=dict)
+    restarts: int = 0
+    submit_time: float = 0.0
+
+
+@dataclass
+class FakeNode:
+    name: str
+    partition: str
+    gpu_type: str
+    gpus: int
+    state: str = "IDLE"
+
+
+class FakePort:
+    name = "fake"
+
+    def __init__(self, nodes: Sequence[FakeNode]) -> None:
+        self.nodes = list(nodes)
+        self.jobs: dict[int, FakeJob] = {}
+        self.gone: dict[int, str] = {}
+        self.calls: list[tuple[str, int]] = []
+        self.reads = 0
+        self.down = False
+        self.refuse: set[tuple[str, int]] = set()
+        self.crash_on: tuple[str, int] | None = None
+        self._next = 100
+
+    # -- test controls ---------------------------------------------------------------
+
+    def add_job(
+        self,
+        tag: HopsTag | None,
+        *,
+        user: str = "alice",
+        account: str = "acct",
+        held: bool = True,
+        comment: str | None = None,
+        running_on: Mapping[str, int] | None = None,
+        name: str = "job",
+    ) -> int:
+        self._next += 1
+        text = comment if comment is not None else (tag.encode() if tag else "")
+        job = FakeJob(self._next, name, user, account, text, held=held, submit_time=self._next)
+        if running_on:
+            job.state, job.held, job.placement = "RUNNING", False, dict(running_on)
+        self.jobs[job.job_id] = job
+        return job.job_id
+
+    def finish(self, job_id: int, state: str = "COMPLETED") -> None:
+        job = self.jobs[job_id]
+        job.state, job.placement = state, {}
+        self._schedule()
+
+    def forget(self, job_id: int) -> None:
+        """The job leaves the queue; accounting remembers its end state."""
+        self.gone[job_id] = self.jobs.pop(job_id).state
+
+    def actions(self, job_id: int | None = None) -> list[str]:
+        return [a for a, j in self.calls if job_id is None or j == job_id]
+
+    # -- reads -----------------------------------------------------------------------
+
+    def _check_up(self) -> None:
+        if self.down:
+            raise SlurmUnavailableError("slurmctld does not answer (fake)")
+
+    def list_jobs(self) -> list[SlurmJob]:
+        self._check_up()
+        self.reads += 1
+        return [self._view(j) for j in self.jobs.values()]
+
+    def list_nodes(self) -> list[SlurmNode]:
+        self._check_up()
+        self.reads += 1
+        used = self._used()
+        return [
+            SlurmNode(
+                n.name, (n.partition, "all"), n.gpu_type, n.gpus, used.get(n.name, 0), n.state
+            )
+            for n in self.nodes
+        ]
+
+    def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
+        self._check_up()
+        return [
+            AccountingRecord(i, self.gone[i], 0, 0, 1.0, 2.0, 1, (), {})
+            for i in job_ids
+            if i in self.gone
+        ]
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _act(self, action: str, job_id: int) -> FakeJob:
+        self._check_up()
+        if self.crash_on == (action, job_id):
+            self.crash_on = None
+            raise KeyboardInterrupt(f"simulated crash before {action} {job_id}")
+        self.calls.append((action, job_id))
+        if (action, job_id) in self.refuse:
+            raise SlurmCommandError(["scontrol", action, str(job_id)], 1, "refused (fake)")
+        if job_id not in self.jobs:
+            raise SlurmCommandError(["scontrol", action, str(job_id)], 1, "Invalid job id")
+        return self.jobs[job_id]
+
+    def submit(
+        self,
+        script_path: str,
+        *,
+        sbatch_args: Sequence[str] = (),
+        tag: HopsTag,
+        as_user: str | None = None,
+    ) -> int:
+        return self.add_job(tag, user=as_user or "alice")
+
+    def update_pending(self, job_id: int, placement: Placement) -> None:
+        job = self._act("update", job_id)
+        if job.state != "PENDING":
+            raise SlurmCommandError(["scontrol", "update"], 1, "Job is no longer pending")
+        job.partition, job.target = placement.partition, placement.as_dict()
+
+    def release(self, job_id: int) -> None:
+        self._act("release", job_id).held = False
+        self._schedule()
+
+    def hold(self, job_id: int) -> None:
+        self._act("hold", job_id).held = True
+
+    def requeue_hold(self, job_id: int) -> None:
+        job = self._act("requeue_hold", job_id)
+        if job.state != "RUNNING":
+            raise SlurmCommandError(["scontrol", "requeuehold"], 1, "Job is not running")
+        job.state, job.held, job.placement = "PENDING", True, {}
+        job.restarts += 1
+        self._schedule()
+
+    def make_eligible(self, job_id: int) -> None:
+        self._act("make_eligible", job_id)
+
+    def cancel(self, job_id: int, as_user: str | None = None) -> None:
+        self._act("cancel", job_id).state = "CANCELLED"
+
+    # -- the "scheduler" ---------------------------------------------------------------
+
+    def _used(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for job in self.jobs.values():
+            if job.state == "RUNNING":
+                for node, gpus in job.placement.items():
+                    used[node] = used.get(node, 0) + gpus
+        return used
+
+    def _schedule(self) -> None:
+        sizes = {n.name: n.gpus for n in self.nodes}
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if job.state != "PENDING" or job.held or not job.target:
+                continue
+            used = self._used()
+            if all(used.get(n, 0) + g <= sizes[n] for n, g in job.target.items()):
+                job.state, job.placement = "RUNNING", dict(job.target)
+
+    def _view(self, job: FakeJob) -> SlurmJob:
+        tag, error = try_decode(job.comment)
+        reason = "JobHeldAdmin" if job.held and job.state == "PENDING" else "None"
+        return SlurmJob(
+            job_id=job.job_id,
+            name=job.name,
+            user=job.user,
+            account=job.account,
+            state=job.state,
+            reason=reason,
+            held=job.held and job.state == "PENDING",
+            partition=job.partition,
+            nodes=tuple(job.placement),
+            gpus_by_node=tuple(sorted(job.placement.items())),
+            gpu_type=None,
+            gres_request="gres:gpu:1",
+            submit_time=job.submit_time,
+            start_time=None,
+            end_time=None,
+            comment=job.comment,
+            tag=tag,
+            tag_error=error,
+            restarts=job.restarts,
+            work_dir="/tmp",
+            stdout_path="/tmp/out",
+        )
+
+
+def small_cluster() -> list[FakeNode]:
+    """Two slow 4-GPU nodes and two fast 4-GPU nodes, one partition per type."""
+    return [
+        FakeNode("slow1", "slow", "k80", 4),
+        FakeNode("slow2", "slow", "k80", 4),
+        FakeNode("fast1", "fast", "a100", 4),
+        FakeNode("fast2", "fast", "a100", 4),
+    ]

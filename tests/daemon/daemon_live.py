@@ -1,0 +1,179 @@
+"""Helpers of the live daemon tests: a private ledger and spool, submitting and waiting.
+
+Every live test adopts only jobs whose name carries its own prefix, so tests of
+other parts running on the same test cluster are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.config import HopsConfig, parse_config
+from hopsd.daemon.views import ObservedJob
+from hopsd.ledger import migrate
+from hopsd.ledger.engine import make_engine, make_sessionmaker
+from hopsd.ledger.jobs import TERMINAL_STATES
+from hopsd.ledger.models import JobRow
+from hopsd.slurm.factory import make_port
+from hopsd.slurm.port import SlurmPort
+from hopsd.slurm.runner import CountingRunner, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
+
+TRAIN_JOB = Path(__file__).with_name("train_job.py")
+PYTHON = sys.executable
+
+
+def conf_text(ledger: Path, spool: Path, extra: str = "") -> str:
+    return f"""
+[ledger]
+url = "sqlite:///{ledger}"
+[slurm]
+partitions = ["k80", "v100", "a100"]
+timeout_s = 8.0
+[scheduler]
+round_length_s = 8.0
+queue_refresh_s = 1.0
+restart_penalty_s = 2.0
+reference_throughput = 100.0
+solver_time_limit_s = 5.0
+max_demand_gpus = 16
+[gpu_types.k80]
+speed = 1.0
+[gpu_types.v100]
+speed = 2.0
+[gpu_types.a100]
+speed = 4.0
+[metrics]
+address = ""
+[daemon]
+spool_dir = "{spool}"
+lease_ttl_s = 3.0
+{extra}
+"""
+
+
+@dataclass
+class LiveEnv:
+    """One live test's world: config file, ledger, spool, port and job-name prefix."""
+
+    root: Path
+    config_path: Path
+    config: HopsConfig
+    sessions: sessionmaker[Session]
+    port: SlurmPort
+    runner: CountingRunner
+    prefix: str
+    submitted: list[int]
+    blockers: list[int]
+
+    @staticmethod
+    def create(root: Path, extra: str = "") -> LiveEnv:
+        spool = root / "spool"
+        spool.mkdir(parents=True, exist_ok=True)
+        ledger = root / "ledger.sqlite"
+        text = conf_text(ledger, spool, extra)
+        path = root / "hops.conf"
+        path.write_text(text)
+        config = parse_config(text, str(path))
+        migrate.upgrade(config.ledger_url)
+        sessions = make_sessionmaker(make_engine(config.ledger_url, sqlite_begin="immediate"))
+        runner = CountingRunner(SubprocessRunner())
+        port = make_port("cli", run=runner, timeout_s=config.slurm_timeout_s)
+        prefix = f"hopst{uuid.uuid4().hex[:6]}-"
+        return LiveEnv(root, path, config, sessions, port, runner, prefix, [], [])
+
+    @property
+    def spool(self) -> Path:
+        return Path(self.config.spool_dir)
+
+    def adopt_filter(self) -> Callable[[ObservedJob], bool]:
+        return lambda job: job.name.startswith(self.prefix)
+
+    def submit(
+        self,
+        demands: tuple[int, ...],
+        samples: float,
+        *,
+        batch: int = 32,
+        type_speed: str = "",
+        label: str = "j",
+    ) -> int:
+        script = self.root / f"{label}.sh"
+        script.write_text(
+            "#!/bin/bash\n"
+            f"export HOPS_SPOOL_DIR={self.spool}\n"
+            f"exec {PYTHON} {TRAIN_JOB} --samples {samples:g} --batch {batch} "
+            f"--type-speed '{type_speed}'\n"
+        )
+        args = [
+            "-J",
+            f"{self.prefix}{label}",
+            "-o",
+            str(self.root / "%j.out"),
+            "--open-mode=append",
+            "-t",
+            "10",
+        ]
+        job = self.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, samples, batch))
+        self.submitted.append(job)
+        return job
+
+    def rows(self) -> dict[int, JobRow]:
+        with self.sessions.begin() as s:
+            return {int(r.slurm_job_id or 0): r for r in s.scalars(select(JobRow))}
+
+    def all_terminal(self) -> bool:
+        rows = self.rows()
+        return all(j in rows and rows[j].state in TERMINAL_STATES for j in self.submitted)
+
+    def events(self, job: int) -> list[dict[str, object]]:
+        path = self.spool / f"{job}.events"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def cleanup(self) -> None:
+        """Cancel whatever of this test's jobs is still in Slurm."""
+        ids = [str(j) for j in self.submitted + self.blockers]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=20, check=False)
+
+
+def drive(
+    step: Callable[[], object], done: Callable[[], bool], deadline_s: float, interval_s: float = 1.0
+) -> bool:
+    """Call ``step`` every ``interval_s`` until ``done()`` or the deadline."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        step()
+        if done():
+            return True
+        time.sleep(interval_s)
+    return done()
+
+
+def hopsd_process(
+    env: LiveEnv, extra_env: Mapping[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A ``hopsd`` subprocess on this test's config, adopting only its jobs."""
+    variables = dict(os.environ)
+    variables["HOPS_TEST_ADOPT_NAME_PREFIX"] = env.prefix
+    variables.update(extra_env or {})
+    out = open(log or env.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen(
+        [PYTHON, "-m", "hopsd.daemon.main", "--config", str(env.config_path)],
+        env=variables,
+        stdout=out,
+        stderr=out,
+    )

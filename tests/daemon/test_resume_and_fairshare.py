@@ -1,0 +1,134 @@
+"""Pure parts of the daemon: resuming pending intents, fair-share factors, plan -> actions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.daemon.decide import JobHandle, actions_from_plan, intent_chain
+from hopsd.daemon.enact import Step, resume_steps
+from hopsd.daemon.fairshare import UsageSample, compute_fairshare, fairshare_factors
+from hopsd.daemon.views import ObservedJob
+from hopsd.ledger.models import IntentAction as A
+
+
+def step(i: int, action: A, restarts: int = 0, at: float = 100.0) -> Step:
+    payload = {
+        "slurm_id": 7,
+        "kind": "x",
+        "restarts": restarts,
+        "partition": "p",
+        "nodes": [["n1", 1]],
+    }
+    return Step(i, "7", action, payload, at)
+
+
+def seen(state: str = "PENDING", held: bool = True, restarts: int = 0) -> dict[int, ObservedJob]:
+    return {7: ObservedJob(7, "u", "a", state, held=held, restarts=restarts)}
+
+
+def verdicts(plan) -> tuple[list[int], list[int], list[int]]:  # type: ignore[no-untyped-def]
+    run = [s.intent_id for s in plan.to_run if s.intent_id not in plan.already_done]
+    return run, sorted(plan.already_done), [s.intent_id for s, _ in plan.to_abandon]
+
+
+def test_start_chain_cut_after_update_finishes_with_release_only():
+    plan = resume_steps([step(2, A.RELEASE)], seen(), now=101, max_age_s=10)
+    assert verdicts(plan) == ([2], [], [])
+
+
+def test_start_chain_of_a_job_already_running_needs_nothing():
+    pending = [step(1, A.UPDATE), step(2, A.RELEASE)]
+    plan = resume_steps(pending, seen("RUNNING", held=False), now=101, max_age_s=10)
+    assert verdicts(plan) == ([], [1, 2], [])
+
+
+def test_move_chain_cut_before_requeue_redoes_everything_in_order():
+    pending = [
+        step(1, A.REQUEUE_HOLD, restarts=0),
+        step(2, A.UPDATE),
+        step(3, A.MAKE_ELIGIBLE),
+        step(4, A.RELEASE),
+    ]
+    plan = resume_steps(pending, seen("RUNNING", held=False, restarts=0), now=101, max_age_s=10)
+    assert verdicts(plan) == ([1, 2, 3, 4], [], [])
+
+
+def test_requeue_that_already_happened_is_not_repeated():
+    pending = [step(1, A.REQUEUE_HOLD, restarts=0), step(2, A.UPDATE), step(4, A.RELEASE)]
+    # Slurm shows one more restart and the job held again: requeue happened
+    plan = resume_steps(pending, seen("PENDING", held=True, restarts=1), now=101, max_age_s=10)
+    assert verdicts(plan) == ([2, 4], [1], [])
+
+
+def test_requeue_that_happened_and_restarted_elsewhere_is_not_repeated():
+    pending = [step(1, A.REQUEUE_HOLD, restarts=0)]
+    plan = resume_steps(pending, seen("RUNNING", held=False, restarts=1), now=101, max_age_s=10)
+    assert verdicts(plan) == ([], [1], [])
+
+
+def test_stale_chain_is_dropped_and_gone_jobs_are_dropped():
+    pending = [step(1, A.UPDATE, at=0.0), step(2, A.RELEASE, at=0.0)]
+    assert verdicts(resume_steps(pending, seen(), now=50, max_age_s=10)) == ([], [], [1, 2])
+    assert verdicts(resume_steps(pending, {}, now=1, max_age_s=10)) == ([], [], [1, 2])
+    finished = seen("COMPLETED", held=False)
+    assert verdicts(resume_steps(pending, finished, now=1, max_age_s=10)) == ([], [], [1, 2])
+
+
+def test_fairshare_factors_by_hand():
+    # alice used 30, bob 10, equal shares: usage fractions 0.75 / 0.25 against 0.5 each
+    f = fairshare_factors({"alice": 30.0, "bob": 10.0}, {}, ["alice", "bob"])
+    assert f["alice"] == pytest.approx(2**-1.5) and f["bob"] == pytest.approx(2**-0.5)
+    # bob holding 3 shares of 4: 0.25 / 0.75 -> 2 ** (-1/3)
+    f = fairshare_factors({"alice": 30.0, "bob": 10.0}, {"bob": 3.0}, ["alice", "bob"])
+    assert f["bob"] == pytest.approx(2 ** (-1 / 3)) and f["alice"] == pytest.approx(2**-3)
+    # nobody used anything: everyone at factor 1
+    assert fairshare_factors({}, {}, ["a", "b"]) == {"a": 1.0, "b": 1.0}
+
+
+def test_decay_and_multiplier_by_hand():
+    hour = 3600.0
+    samples = [UsageSample("alice", "lab", 0.0, 40.0), UsageSample("bob", "lab", hour, 10.0)]
+    fs = compute_fairshare(samples, [("alice", "lab"), ("bob", "lab")], {}, hour, 1.0, hour)
+    # alice's 40 are one half-life old -> 20; bob's 10 are fresh: fractions 2/3 and 1/3
+    assert fs.users["alice"] == pytest.approx(2 ** (-(2 / 3) / 0.5))
+    assert fs.users["bob"] == pytest.approx(2 ** (-(1 / 3) / 0.5))
+    # one account holds all usage and all shares: factor 0.5, so its multiplier is 1
+    assert fs.accounts["lab"] == pytest.approx(0.5)
+    assert fs.multiplier("bob", "lab") == pytest.approx(2 * 2 ** (-2 / 3))
+    zero = compute_fairshare(samples, [("alice", "lab")], {}, hour, 0.0, hour)
+    assert zero.multiplier("alice", "lab") == 1.0
+    half = compute_fairshare(samples, [("alice", "lab")], {}, hour, 0.5, hour)
+    assert half.multiplier("alice", "lab") == pytest.approx(math.sqrt(2 * 2 ** (-4 / 3)))
+
+
+def test_plan_becomes_ordered_intent_chains():
+    cfg = Configuration.of("a100", {"fast1": 2})
+    plan = Plan(
+        start=(Assignment("1", cfg),),
+        move=(Assignment("2", Configuration.of("k80", {"slow1": 1, "slow2": 1})),),
+        preempt=("3", "unknown"),
+    )
+    handles = {
+        "1": JobHandle(11, 0, False),
+        "2": JobHandle(12, 1, False),
+        "3": JobHandle(13, 0, False),
+    }
+    parts = {"fast1": "fast", "slow1": "slow", "slow2": "slow"}
+    actions = actions_from_plan(plan, handles, parts)
+    assert [(a.job_id, a.kind, a.partition) for a in actions] == [
+        ("1", "start", "fast"),
+        ("2", "move", "slow"),
+        ("3", "preempt", ""),
+    ]
+    chains = [[r.action for r in intent_chain(a, "why")] for a in actions]
+    assert chains == [
+        [A.UPDATE, A.RELEASE],
+        [A.REQUEUE_HOLD, A.UPDATE, A.MAKE_ELIGIBLE, A.RELEASE],
+        [A.REQUEUE_HOLD],
+    ]
+    move_update = intent_chain(actions[1], "why")[1].payload
+    assert move_update["nodes"] == [["slow1", 1], ["slow2", 1]]
+    assert intent_chain(actions[1], "why")[0].payload["restarts"] == 1
