@@ -258,14 +258,21 @@ class Tick:
             result.record_s = time.perf_counter() - started
 
     def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
+        """Record every active job's latency ratio, and the final one of jobs that just ended.
+
+        The ledger keeps them so ``hops status`` shows each job's LR and RAQLR can
+        average the finished ones; ended jobs are scored even when the queue is empty.
+        """
         snap = built.snapshot
-        if not snap.jobs:
-            return
         estimator = Estimator(snap.cluster, snap.store, self.settings)
-        ctx = PriorityContext(snap.now, snap.cluster, estimator, len(snap.jobs))
-        result.latency_ratios = [latency_ratio(j, ctx) for j in snap.jobs]
+        ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
+        ratios = {j.id: latency_ratio(j, ctx) for j in snap.jobs}
+        result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        for row in load_jobs(session, ended).values():
+        for job_id, row in load_jobs(session, [*ratios, *ended]).items():
+            if job_id in ratios:
+                row.latency_ratio = ratios[job_id]
+                continue
             try:
                 row.latency_ratio = latency_ratio(to_core_job(row), ctx)
             except HopsError:
