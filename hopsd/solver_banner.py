@@ -26,7 +26,7 @@ def silence_solver_banner() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
-        highspy.Highs()  # type: ignore[no-untyped-call]
+        highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
     finally:
         os.dup2(saved, 1)
         os.close(saved)

@@ -14,8 +14,9 @@ fi
 
 echo "== ruff"
 .venv/bin/ruff check .
-echo "== mypy --strict hopsd/core"
+echo "== mypy --strict hopsd/core; mypy hopsd cli"
 .venv/bin/mypy --strict hopsd/core
+.venv/bin/mypy hopsd cli
 echo "== import contracts"
 .venv/bin/lint-imports
 

@@ -104,7 +104,7 @@ def _highs(problem: AssignmentProblem, mip_gap: float, time_limit: float) -> hig
     lp.a_matrix_.index_ = index
     lp.a_matrix_.value_ = coef
     lp.integrality_ = [highspy.HighsVarType.kInteger] * problem.n_cols
-    h = highspy.Highs()  # type: ignore[no-untyped-call]
+    h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
