@@ -1,0 +1,150 @@
+"""Small pieces the baseline policies share: rigid demands, queue order, packing, plan diffs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from hopsd.core.estimator import Estimator
+from hopsd.core.model import Assignment, Cluster, Configuration, Job, Plan
+from hopsd.core.priorities import PriorityContext, get_priority, order_jobs
+from hopsd.core.snapshot import Snapshot
+
+#: Queue orders a baseline may be given: the method's latency ratio, or submission order.
+QUEUE_ORDERS = ("lr", "arrival")
+
+
+def rigid_demand(job: Job) -> int:
+    """The median of the demand set (lower middle for an even count), used as a rigid demand."""
+    return job.demands[(len(job.demands) - 1) // 2]
+
+
+def ordered_queue(snapshot: Snapshot, estimator: Estimator, order: str) -> tuple[Job, ...]:
+    """All jobs of the snapshot in queue order: LR (highest first) or submission order."""
+    if order == "lr":
+        ctx = PriorityContext(snapshot.now, snapshot.cluster, estimator, len(snapshot.jobs))
+        return order_jobs(snapshot.jobs, get_priority("lr"), ctx)
+    return tuple(sorted(snapshot.jobs, key=lambda j: (j.submit_time, j.id)))
+
+
+def free_gpus(snapshot: Snapshot, holding: Iterable[Configuration] = ()) -> dict[str, int]:
+    """GPUs of each node hops may hand out, minus what ``holding`` already takes."""
+    free = {n.id: snapshot.capacity_of(n.id) for n in snapshot.cluster.nodes}
+    for cfg in holding:
+        for node_id, gpus in cfg.parts:
+            free[node_id] -= gpus
+    return free
+
+
+def type_capacity(snapshot: Snapshot, free: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Usable GPUs per type (all capacity, or the ``free`` map given)."""
+    out = {t: 0 for t in snapshot.cluster.gpu_types}
+    for node in snapshot.cluster.nodes:
+        out[node.gpu_type] += free[node.id] if free is not None else snapshot.capacity_of(node.id)
+    return out
+
+
+def fits(cfg: Configuration, free: Mapping[str, int]) -> bool:
+    return all(free.get(n, 0) >= g for n, g in cfg.parts)
+
+
+def take(cfg: Configuration, free: dict[str, int]) -> None:
+    """Remove a configuration's GPUs from the free map (they must be free)."""
+    for node_id, gpus in cfg.parts:
+        if free[node_id] < gpus:
+            raise AssertionError(f"node {node_id!r} over-booked")
+        free[node_id] -= gpus
+
+
+def pack(
+    cluster: Cluster, gpu_type: str, count: int, free: Mapping[str, int]
+) -> Configuration | None:
+    """Place ``count`` GPUs of a type on the fewest nodes.
+
+    One node if any can hold them all (the fullest such node: best fit, to keep
+    whole nodes for large jobs); otherwise the nodes with the most idle GPUs
+    first, in cluster order among equals. None when the type lacks the GPUs.
+    """
+    nodes = [n for n in cluster.nodes if n.gpu_type == gpu_type and free.get(n.id, 0) > 0]
+    if sum(free[n.id] for n in nodes) < count:
+        return None
+    single = [n for n in nodes if free[n.id] >= count]
+    if single:
+        best = min(single, key=lambda n: free[n.id])
+        return Configuration.of(gpu_type, {best.id: count})
+    parts: dict[str, int] = {}
+    left = count
+    for node in sorted(nodes, key=lambda n: -free[n.id]):
+        give = min(free[node.id], left)
+        parts[node.id] = give
+        left -= give
+        if left == 0:
+            break
+    order = {n.id: i for i, n in enumerate(cluster.nodes)}
+    return Configuration(gpu_type, tuple(sorted(parts.items(), key=lambda p: order[p[0]])))
+
+
+def canonical_config(cluster: Cluster, gpu_type: str, count: int) -> Configuration | None:
+    """Where ``count`` GPUs of a type would sit on an empty cluster (fewest nodes)."""
+    return pack(cluster, gpu_type, count, {n.id: n.gpus for n in cluster.nodes})
+
+
+def place_by_type(
+    cluster: Cluster,
+    chosen: Mapping[str, tuple[str, int]],
+    jobs: Mapping[str, Job],
+    free: dict[str, int],
+) -> dict[str, Configuration]:
+    """Turn per-type GPU counts into placements, keeping a job's current placement when possible.
+
+    Jobs that keep their (type, count) and whose GPUs are still free stay put;
+    the rest are packed largest first. The counts per type must fit the free
+    GPUs of the type (the caller checked it), so packing never fails.
+    """
+    out: dict[str, Configuration] = {}
+    for job_id in sorted(chosen):
+        cur = jobs[job_id].current
+        gpu_type, count = chosen[job_id]
+        if (
+            cur is not None
+            and cur.gpu_type == gpu_type
+            and cur.total_gpus == count
+            and fits(cur, free)
+        ):
+            take(cur, free)
+            out[job_id] = cur
+    rest = sorted((j for j in chosen if j not in out), key=lambda j: (-chosen[j][1], j))
+    for job_id in rest:
+        gpu_type, count = chosen[job_id]
+        cfg = pack(cluster, gpu_type, count, free)
+        if cfg is None:
+            raise AssertionError(f"no room for job {job_id!r} on {gpu_type!r}")
+        take(cfg, free)
+        out[job_id] = cfg
+    return out
+
+
+def diff_plan(
+    snapshot: Snapshot, placements: Mapping[str, Configuration], notes: Sequence[str] = ()
+) -> Plan:
+    """The plan that takes the snapshot to ``placements`` (start / keep / move / preempt)."""
+    start: list[Assignment] = []
+    keep: list[Assignment] = []
+    move: list[Assignment] = []
+    preempt: list[str] = []
+    for job in sorted(snapshot.jobs, key=lambda j: j.id):
+        cfg = placements.get(job.id)
+        if job.current is None:
+            if cfg is not None:
+                start.append(Assignment(job.id, cfg))
+        elif cfg is None:
+            preempt.append(job.id)
+        elif cfg == job.current:
+            keep.append(Assignment(job.id, cfg))
+        else:
+            move.append(Assignment(job.id, cfg))
+    return Plan(tuple(start), tuple(keep), tuple(move), tuple(preempt), notes=tuple(notes))
+
+
+def keep_running(snapshot: Snapshot, note: str) -> Plan:
+    """Every running job stays, nothing starts: a round-based policy's answer inside a round."""
+    return diff_plan(snapshot, {j.id: j.current for j in snapshot.running if j.current}, (note,))

@@ -1,0 +1,131 @@
+"""Read the model profile file: what each model of the workload really does on each GPU type.
+
+TOML (or JSON with the same structure)::
+
+    [models.resnet50]
+    params = 25.6e6            # parameters (sets the all-reduce volume)
+    batch_size = 32            # per-GPU batch
+    dataset = "ImageNet"
+    data_ms_per_sample = 2.5   # data loading on a host of factor 1.0
+    p_hit = 0.8                # page-cache hit share of iterations
+    miss_ratio = 3.0           # a miss costs this many hits
+    pattern = 1                # 1 overlaps loading with compute, 2 does not
+    comm_scale = 1.15          # real all-reduce time over the ideal ring time
+    [models.resnet50.throughput]   # compute-bound per-GPU samples/s on one GPU
+    GTX1080Ti = 58.0
+    RTX3090 = 192.0
+    [models.resnet50.compute_ms]   # alternative: compute time per iteration (ms)
+    TitanXP = 492.0
+
+Per type, either a throughput or a compute time is given; a GPU type the
+cluster file maps with ``compute_as`` reuses its target's numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hopsd.core.errors import HopsError, InvalidInputError
+from hopsd.sim.truth import ModelSpec
+
+_SCALARS = {
+    "params",
+    "batch_size",
+    "dataset",
+    "data_ms_per_sample",
+    "p_hit",
+    "miss_ratio",
+    "pattern",
+    "comm_scale",
+}
+_TABLES = {"throughput", "compute_ms"}
+
+
+class ProfileFileError(InvalidInputError):
+    """A model profile file that cannot describe a model."""
+
+
+def _per_type(where: str, table: Any, batch: int, as_ms: bool) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise ProfileFileError(f"{where} must be a table of GPU type = number")
+    out: dict[str, float] = {}
+    for gpu_type, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ProfileFileError(f"{where}.{gpu_type} must be a positive number, got {value!r}")
+        out[gpu_type] = batch / (value / 1000.0) if as_ms else float(value)
+    return out
+
+
+def _parse_model(where: str, name: str, table: Any) -> ModelSpec:
+    label = f"{where}: [models.{name}]"
+    if not isinstance(table, dict):
+        raise ProfileFileError(f"{label} must be a table")
+    unknown = set(table) - _SCALARS - _TABLES
+    if unknown:
+        raise ProfileFileError(f"{label}: unknown key(s) {sorted(unknown)}")
+    for key in ("params", "batch_size"):
+        if key not in table:
+            raise ProfileFileError(f"{label}: missing {key!r}")
+    batch = table["batch_size"]
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
+        raise ProfileFileError(f"{label}: batch_size must be a positive integer")
+    thr = _per_type(f"{label}.throughput", table.get("throughput", {}), batch, as_ms=False)
+    thr.update(_per_type(f"{label}.compute_ms", table.get("compute_ms", {}), batch, as_ms=True))
+    if not thr:
+        raise ProfileFileError(f"{label}: give a throughput or compute_ms table")
+    scalars = {k: v for k, v in table.items() if k in _SCALARS and k != "batch_size"}
+    try:
+        return ModelSpec(name=name, batch_size=batch, throughput=thr, **scalars)
+    except (HopsError, TypeError) as exc:
+        raise ProfileFileError(f"{label}: {exc}") from exc
+
+
+def parse_profiles(data: Mapping[str, Any], where: str = "profiles") -> dict[str, ModelSpec]:
+    """Models of an already-parsed profile document."""
+    models = data.get("models")
+    if not isinstance(models, dict) or not models:
+        raise ProfileFileError(f"{where}: needs at least one [models.NAME] table")
+    return {name: _parse_model(where, name, table) for name, table in models.items()}
+
+
+def load_profiles(path: str | Path) -> dict[str, ModelSpec]:
+    """Read a ``.toml`` or ``.json`` model profile file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileFileError(f"{p}: cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProfileFileError(f"{p}: cannot parse: {exc}") from exc
+    return parse_profiles(data, where=str(p))
+
+
+def with_aliases(
+    models: Mapping[str, ModelSpec], compute_as: Mapping[str, str]
+) -> dict[str, ModelSpec]:
+    """Copy each model's numbers to the GPU types that compute like another type."""
+    out: dict[str, ModelSpec] = {}
+    for name, spec in models.items():
+        thr = dict(spec.throughput)
+        for alias, target in compute_as.items():
+            if alias not in thr and target in thr:
+                thr[alias] = thr[target]
+        out[name] = ModelSpec(
+            name=spec.name,
+            params=spec.params,
+            batch_size=spec.batch_size,
+            throughput=thr,
+            data_ms_per_sample=spec.data_ms_per_sample,
+            p_hit=spec.p_hit,
+            miss_ratio=spec.miss_ratio,
+            pattern=spec.pattern,
+            comm_scale=spec.comm_scale,
+            dataset=spec.dataset,
+        )
+    return out

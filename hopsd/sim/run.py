@@ -1,0 +1,169 @@
+"""Run a comparison: one workload, one cluster, several policies; figures, CSVs and plots.
+
+:func:`simulate` is what ``hops simulate`` calls. A run is fully determined by its
+inputs and ``seed`` (the cluster's hidden factors, the generated workload, the
+profiling and measurement noise).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.policies import get_policy, policy_names
+from hopsd.core.settings import Settings
+from hopsd.sim.cluster import SimCluster
+from hopsd.sim.cluster_file import load_cluster
+from hopsd.sim.engine import Engine, EngineConfig, EngineResult
+from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
+from hopsd.sim.plots import write_plots
+from hopsd.sim.profiles import load_profiles, with_aliases
+from hopsd.sim.trace import read_trace, write_trace
+from hopsd.sim.truth import GroundTruth
+from hopsd.sim.workload import PRESETS, JobSpec, generate
+
+DEFAULT_POLICIES = ("hops", "sia", "gavel", "fifo")
+
+#: progress(policy, simulated seconds, jobs done, jobs total)
+SimProgress = Callable[[str, float, int, int], None]
+
+
+def preset_path(name: str) -> Path:
+    """Path of a data file shipped in ``hopsd/sim/presets``."""
+    return Path(str(resources.files("hopsd.sim").joinpath("presets", name)))
+
+
+def preset_names() -> tuple[str, ...]:
+    return tuple(sorted(PRESETS))
+
+
+def build_truth(sim_cluster: SimCluster, profiles: str | Path | None = None) -> GroundTruth:
+    models = load_profiles(profiles if profiles is not None else preset_path("models.toml"))
+    models = with_aliases(models, sim_cluster.compute_as)
+    return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors)
+
+
+def load_inputs(
+    preset: str | None,
+    cluster: str | Path | None,
+    trace: str | Path | None,
+    profiles: str | Path | None,
+    seed: int,
+) -> tuple[GroundTruth, list[JobSpec]]:
+    """The ground truth and the job list of a run, from a preset and/or files."""
+    if preset is not None and preset not in PRESETS:
+        raise InvalidInputError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
+    if cluster is None and preset is None:
+        raise InvalidInputError("give a preset or a cluster file")
+    if trace is None and preset is None:
+        raise InvalidInputError("give a preset or a trace file to replay")
+    cluster_path = Path(cluster) if cluster is not None else preset_path(f"{preset}.toml")
+    truth = build_truth(load_cluster(cluster_path, seed=seed), profiles)
+    if trace is not None:
+        jobs = read_trace(trace, known_models=truth.models)
+    else:
+        assert preset is not None
+        jobs = generate(PRESETS[preset], truth, seed)
+    return truth, jobs
+
+
+def run_policy(
+    truth: GroundTruth,
+    jobs: Sequence[JobSpec],
+    name: str,
+    config: EngineConfig,
+    progress: SimProgress | None = None,
+) -> EngineResult:
+    """Replay ``jobs`` under one policy."""
+    callback = None
+    if progress is not None:
+
+        def callback(now: float, done: int, total: int) -> None:
+            progress(name, now, done, total)
+
+    started = time.perf_counter()
+    result = Engine(truth, jobs, get_policy(name), config, callback).run()
+    result.wall_planning_s = time.perf_counter() - started
+    return result
+
+
+def simulate(
+    preset: str | None = "paper-64",
+    *,
+    cluster: str | Path | None = None,
+    trace: str | Path | None = None,
+    profiles: str | Path | None = None,
+    policies: Sequence[str] = DEFAULT_POLICIES,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+    progress_callback: SimProgress | None = None,
+    settings: Settings | None = None,
+    engine: EngineConfig | None = None,
+) -> dict[str, Any]:
+    """Compare ``policies`` on one workload; returns the results object.
+
+    ``{"policies": {name: {"makespan_h", "avg_jct_h", "median_jct_h", "p99_jct_h",
+    "avg_wait_h", "max_lr", "p99_lr", "max_ftf", "avg_idle_gpus", "utilization",
+    "preemptions"}}, "seed", "preset", "n_jobs", "total_gpus", "wall_s"}``.
+    With ``out_dir``: ``results.json``, ``jobs_<policy>.csv`` and ``.json``, ``trace.csv`` (the
+    workload replayed) and PNG plots are written there.
+    """
+    unknown = [p for p in policies if p not in policy_names()]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}"
+        )
+    if not policies:
+        raise InvalidInputError("give at least one policy")
+    truth, jobs = load_inputs(
+        preset if cluster is None or trace is None else None, cluster, trace, profiles, seed
+    )
+    base = engine or EngineConfig()
+    config = replace(base, seed=seed, settings=settings or base.settings)
+    figures: dict[str, dict[str, float]] = {}
+    records: dict[str, list[JobRecord]] = {}
+    results: dict[str, EngineResult] = {}
+    wall: dict[str, float] = {}
+    for name in policies:
+        result = run_policy(truth, jobs, name, config, progress_callback)
+        results[name] = result
+        records[name] = job_records(truth, result)
+        figures[name] = summarise(result, records[name])
+        wall[name] = result.wall_planning_s
+    out: dict[str, Any] = {
+        "policies": figures,
+        "seed": seed,
+        "preset": preset,
+        "cluster": str(cluster) if cluster is not None else None,
+        "trace": str(trace) if trace is not None else None,
+        "n_jobs": len(jobs),
+        "total_gpus": truth.cluster.total_gpus,
+        "round_length_s": config.settings.round_length_s,
+        "restart_penalty_s": config.settings.restart_penalty_s,
+        "wall_s": wall,
+    }
+    if out_dir is not None:
+        _write_outputs(Path(out_dir), out, jobs, records, results)
+    return out
+
+
+def _write_outputs(
+    out: Path,
+    summary: dict[str, Any],
+    jobs: Sequence[JobSpec],
+    records: dict[str, list[JobRecord]],
+    results: dict[str, EngineResult],
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_trace(out / "trace.csv", jobs)
+    for name, recs in records.items():
+        write_jobs_csv(out / f"jobs_{name}.csv", recs)
+        write_jobs_json(out / f"jobs_{name}.json", recs)
+    write_plots(out, records, {n: r.rounds for n, r in results.items()})

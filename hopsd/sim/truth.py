@@ -1,0 +1,176 @@
+"""Ground truth of the simulated cluster: how fast a job *really* runs in a configuration.
+
+The scheduler never reads this module's answers directly; it only sees what the
+estimator is told (noisy profiles, noisy measurements). The truth follows the
+same per-iteration physics the method assumes (eqs. 1-5), plus two effects the
+theory layer cannot know up front:
+
+* a hidden per-server data-loading factor (older CPU, slower disk): it scales the
+  data time T_d of every job on that server, so data-bound jobs (ResNet50 on
+  ImageNet) slow down a lot and compute-bound ones (DistilBERT) barely;
+* a hidden per-model communication inefficiency (``comm_scale``) that stretches
+  T_c beyond the ideal ring all-reduce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.model import Cluster, Configuration, GpuType
+from hopsd.core.throughput import Mixture, PhaseProfile
+
+#: Split of one iteration's compute time into forward, backward and update.
+FORWARD_SHARE = 0.3
+BACKWARD_SHARE = 0.6
+UPDATE_SHARE = 0.1
+#: Non-overlapped share of communication, as in eqs. 1-2.
+COMM_OVERLAP = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One trainable model of the workload mix.
+
+    ``throughput`` is the compute-bound per-GPU samples/s on one GPU of each type
+    (a fast host, no data stall); ``data_ms_per_sample`` the mean data-loading
+    time per sample on a host of factor 1.0; ``p_hit`` the share of iterations
+    served from the page cache (a miss costs ``miss_ratio`` times a hit).
+    """
+
+    name: str
+    params: float
+    batch_size: int
+    throughput: Mapping[str, float]
+    data_ms_per_sample: float = 0.0
+    p_hit: float = 0.8
+    miss_ratio: float = 3.0
+    pattern: int = 1
+    comm_scale: float = 1.15
+    dataset: str = ""
+
+    def __post_init__(self) -> None:
+        if self.params < 0 or self.batch_size <= 0:
+            raise InvalidInputError(f"model {self.name!r}: params >= 0 and batch_size > 0")
+        if not self.throughput or any(v <= 0 for v in self.throughput.values()):
+            raise InvalidInputError(f"model {self.name!r}: throughputs must be > 0")
+        if self.data_ms_per_sample < 0 or not 0 <= self.p_hit <= 1 or self.miss_ratio < 1:
+            raise InvalidInputError(f"model {self.name!r}: bad data-loading parameters")
+        if self.pattern not in (1, 2) or self.comm_scale <= 0:
+            raise InvalidInputError(f"model {self.name!r}: pattern 1|2 and comm_scale > 0")
+
+    def compute_time(self, gpu_type: str) -> float:
+        """Seconds of pure compute per iteration on one GPU of ``gpu_type``."""
+        thr = self.throughput.get(gpu_type)
+        if thr is None:
+            raise InvalidInputError(f"model {self.name!r} has no throughput for {gpu_type!r}")
+        return self.batch_size / thr
+
+    def data_mixture(self, data_factor: float) -> Mixture:
+        """T_d as a hit/miss mixture whose mean is ``data_ms * batch * factor``."""
+        mean = self.data_ms_per_sample / 1000.0 * self.batch_size * data_factor
+        hit = mean / (self.p_hit + (1.0 - self.p_hit) * self.miss_ratio)
+        return Mixture(self.p_hit, hit, 0.1 * hit, hit * self.miss_ratio, 0.1 * hit)
+
+    def profile(self, gpu_type: str, data_factor: float) -> PhaseProfile:
+        """Basic per-iteration times of this model on a host with ``data_factor``."""
+        c = self.compute_time(gpu_type)
+        return PhaseProfile(
+            t_f=FORWARD_SHARE * c,
+            t_b=BACKWARD_SHARE * c,
+            t_u=UPDATE_SHARE * c,
+            pattern=self.pattern,
+            data=self.data_mixture(data_factor),
+        )
+
+
+def expected_iteration(
+    profile: PhaseProfile, comm_s: float, overlap: float = COMM_OVERLAP
+) -> float:
+    """E[T_iter] (eqs. 1-2) over the hit/miss mixture of the data time."""
+
+    def branch(t_d: float) -> float:
+        sync = max(profile.t_b + overlap * comm_s, comm_s) + profile.t_u
+        if profile.pattern == 1:
+            return max(t_d, sync) + profile.t_f
+        return t_d + sync + profile.t_f
+
+    mix = profile.data
+    return mix.p_hit * branch(mix.mu_hit) + mix.p_miss * branch(mix.mu_miss)
+
+
+def comm_time(params: float, n_gpus: int, n_nodes: int, gpu: GpuType) -> float:
+    """Ideal T_c of eq. 3 (ring all-reduce inside a node, the network across nodes)."""
+    if n_nodes > 1:
+        return params / gpu.b_net
+    return params / gpu.b_link * (n_gpus - 1) / n_gpus
+
+
+@dataclass
+class GroundTruth:
+    """True throughput of every (model, configuration) on one simulated cluster.
+
+    ``data_factors`` holds the hidden per-node data-loading factor (1.0 when a
+    node is not listed). Answers are memoised: the engine asks the same
+    questions every round.
+    """
+
+    cluster: Cluster
+    models: Mapping[str, ModelSpec]
+    data_factors: Mapping[str, float] = field(default_factory=dict)
+    _memo: dict[tuple[str, Configuration], tuple[float, tuple[float, ...]]] = field(
+        default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        self._nodes = self.cluster.node_map()
+        for name, model in self.models.items():
+            missing = set(self.cluster.gpu_types) - set(model.throughput)
+            if missing:
+                raise InvalidInputError(
+                    f"model {name!r} has no throughput for GPU type(s) {sorted(missing)}"
+                )
+
+    def model(self, name: str) -> ModelSpec:
+        found = self.models.get(name)
+        if found is None:
+            raise InvalidInputError(f"unknown model {name!r}; known: {sorted(self.models)}")
+        return found
+
+    def factor(self, node_id: str) -> float:
+        return self.data_factors.get(node_id, 1.0)
+
+    def node_rates(self, model: str, config: Configuration) -> tuple[float, ...]:
+        """Per-GPU samples/s each node of ``config`` could sustain on its own pace."""
+        return self._lookup(model, config)[1]
+
+    def throughput(self, model: str, config: Configuration) -> float:
+        """Total samples/s of the configuration: the slowest node sets the pace."""
+        return self._lookup(model, config)[0]
+
+    def single_gpu(self, model: str, gpu_type: str, data_factor: float = 1.0) -> float:
+        """Per-GPU samples/s on one GPU of a type, on a host of the given factor."""
+        spec = self.model(model)
+        t_iter = expected_iteration(spec.profile(gpu_type, data_factor), 0.0)
+        return spec.batch_size / t_iter
+
+    def _lookup(self, model: str, config: Configuration) -> tuple[float, tuple[float, ...]]:
+        key = (model, config)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._compute(model, config)
+            self._memo[key] = found
+        return found
+
+    def _compute(self, model: str, config: Configuration) -> tuple[float, tuple[float, ...]]:
+        spec = self.model(model)
+        gpu = self.cluster.gpu_types[config.gpu_type]
+        t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
+        rates = []
+        for node_id, _ in config.parts:
+            if self._nodes[node_id].gpu_type != config.gpu_type:
+                raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
+            profile = spec.profile(config.gpu_type, self.factor(node_id))
+            rates.append(spec.batch_size / expected_iteration(profile, t_c))
+        return min(rates) * config.total_gpus, tuple(rates)

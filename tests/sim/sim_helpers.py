@@ -1,0 +1,44 @@
+"""Tiny literal clusters, models and traces shared by the simulator tests."""
+
+from __future__ import annotations
+
+from hopsd.sim.cluster_file import parse_cluster
+from hopsd.sim.profiles import parse_profiles
+from hopsd.sim.truth import GroundTruth
+from hopsd.sim.workload import JobSpec
+
+TINY_CLUSTER = {
+    "gpu_types": {
+        "fast": {"b_link": 4e9, "b_net": 1e9, "speed": 2.0},
+        "slow": {"b_link": 4e9, "b_net": 1e9, "speed": 1.0},
+    },
+    "node_groups": [
+        {"prefix": "f", "count": 1, "gpu_type": "fast", "gpus": 4},
+        {"prefix": "s", "count": 2, "gpu_type": "slow", "gpus": 4},
+    ],
+}
+
+# A compute-bound toy model: no data time, tiny all-reduce, so scaling is near linear.
+TOY_MODELS = {
+    "models": {
+        "toy": {"params": 1e3, "batch_size": 10, "throughput": {"fast": 20.0, "slow": 10.0}},
+        "other": {"params": 1e3, "batch_size": 10, "throughput": {"fast": 40.0, "slow": 10.0}},
+    }
+}
+
+
+def tiny_truth(seed: int = 0) -> GroundTruth:
+    sim = parse_cluster(TINY_CLUSTER, "tiny", seed=seed)
+    return GroundTruth(sim.cluster, parse_profiles(TOY_MODELS), sim.data_factors)
+
+
+def tiny_jobs() -> list[JobSpec]:
+    """Six jobs arriving over ten minutes; sizes of a few minutes to an hour."""
+    return [
+        JobSpec("a", 0.0, (1, 2, 4), 60_000.0, "toy", "u1"),
+        JobSpec("b", 0.0, (2,), 40_000.0, "other", "u2"),
+        JobSpec("c", 120.0, (1,), 8_000.0, "toy", "u1"),
+        JobSpec("d", 200.0, (4, 8), 90_000.0, "other", "u3"),
+        JobSpec("e", 400.0, (1, 2), 5_000.0, "toy", "u2"),
+        JobSpec("f", 600.0, (2, 3, 4), 30_000.0, "other", "u3"),
+    ]

@@ -1,0 +1,182 @@
+"""The simulation loop: conservation, completion, determinism, restart penalty, fragments."""
+
+from __future__ import annotations
+
+import pytest
+from sim_helpers import tiny_jobs, tiny_truth
+
+from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.core.policies import get_policy
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.sim.engine import Engine, EngineConfig, SimulationError
+from hopsd.sim.metrics import job_records, summarise
+from hopsd.sim.workload import JobSpec
+
+POLICIES = ["fifo", "gavel", "sia", "hops"]
+
+
+class GuardedEngine(Engine):
+    """Checks after every plan that no node hands out more GPUs than it has."""
+
+    peak: dict[str, int]
+
+    def _apply(self, plan: Plan, fragment: bool) -> None:
+        super()._apply(plan, fragment)
+        self.peak = getattr(self, "peak", {})
+        for node in self.cluster.nodes:
+            held = sum(
+                g
+                for j in self.jobs
+                if j.config is not None
+                for n, g in j.config.parts
+                if n == node.id
+            )
+            assert held == self.used[node.id] <= node.gpus
+            self.peak[node.id] = max(self.peak.get(node.id, 0), held)
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_job_finishes_once_and_gpus_are_conserved(name: str) -> None:
+    truth = tiny_truth()
+    engine = GuardedEngine(truth, tiny_jobs(), get_policy(name), EngineConfig())
+    result = engine.run()
+    assert all(j.status == "done" for j in result.jobs)
+    for job in result.jobs:
+        assert job.samples_done == job.spec.total_samples
+        assert job.finish_time is not None and job.first_start is not None
+        assert job.first_start >= job.spec.submit_time + 60.0  # profiling first
+    assert sum(engine.used.values()) == 0
+    assert max(engine.peak.values()) > 0
+    records = job_records(truth, result)
+    assert sorted(r.job_id for r in records) == sorted(j.job_id for j in tiny_jobs())
+    figures = summarise(result, records)
+    assert 0 < figures["utilization"] <= 1
+    assert figures["avg_wait_h"] >= 60 / 3600 - 1e-9
+
+
+def test_same_seed_same_run_and_seed_matters() -> None:
+    def run(seed: int) -> list[tuple[str, float]]:
+        truth = tiny_truth(seed)
+        result = Engine(truth, tiny_jobs(), get_policy("hops"), EngineConfig(seed=seed)).run()
+        return [(r.job_id, r.finish_s) for r in job_records(truth, result)]
+
+    assert run(3) == run(3)
+
+
+class RoguePolicy:
+    """Starts every queued job on the same node, whatever it holds."""
+
+    name = "rogue"
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        node = snapshot.cluster.nodes[0]
+        start = tuple(
+            Assignment(j.id, Configuration.of(node.gpu_type, {node.id: j.demands[0]}))
+            for j in snapshot.queued
+        )
+        return Plan(start=start)
+
+    plan_fragment = plan
+
+
+def test_double_booking_is_refused() -> None:
+    jobs = [JobSpec("x", 0.0, (4,), 1e6, "toy"), JobSpec("y", 0.0, (4,), 1e6, "toy")]
+    with pytest.raises(SimulationError, match="double-booked node 'f00'"):
+        Engine(tiny_truth(), jobs, RoguePolicy(), EngineConfig()).run()
+
+
+class MoveOncePolicy:
+    """Starts the job on the fast node, moves it to a slow node at t = 300."""
+
+    name = "move-once"
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        job = snapshot.jobs[0] if snapshot.jobs else None
+        if job is None or job.current is None:
+            return self.plan_fragment(snapshot, settings)
+        if job.current.gpu_type == "fast" and snapshot.now >= 300:
+            return Plan(move=(Assignment(job.id, Configuration.of("slow", {"s00": 1})),))
+        return Plan(keep=(Assignment(job.id, job.current),))
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        start = tuple(
+            Assignment(j.id, Configuration.of("fast", {"f00": 1})) for j in snapshot.queued
+        )
+        return Plan(
+            start=start,
+            keep=tuple(
+                Assignment(j.id, j.current) for j in snapshot.running if j.current is not None
+            ),
+        )
+
+
+def test_restart_penalty_hand_checked() -> None:
+    # Profiling ends at 60 s; 240 s on the fast GPU at 20 samples/s = 4,800 samples;
+    # the move at 300 s costs 30 s; the remaining 55,200 samples at 10/s take 5,520 s.
+    truth = tiny_truth()
+    jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
+    result = Engine(truth, jobs, MoveOncePolicy(), EngineConfig(measure_noise=0.0)).run()
+    (job,) = result.jobs
+    assert job.first_start == 60.0
+    assert job.finish_time == pytest.approx(300 + 30 + 5_520, abs=0.5)
+    assert job.restarts == 1
+    assert result.moves == 1
+    assert job.run_time == pytest.approx(job.finish_time - 60.0)
+
+
+def _blocking_jobs() -> list[JobSpec]:
+    # x1 is short (8,000 samples at 80/s on the fast node: 100 s); x4 must wait for GPUs.
+    return [
+        JobSpec("x1", 0.0, (4,), 8_000.0, "toy"),
+        JobSpec("x2", 0.0, (4,), 400_000.0, "toy"),
+        JobSpec("x3", 0.0, (4,), 400_000.0, "toy"),
+        JobSpec("x4", 0.0, (4,), 40_000.0, "toy"),
+    ]
+
+
+def test_fifo_refills_freed_gpus_inside_the_round() -> None:
+    result = Engine(tiny_truth(), _blocking_jobs(), get_policy("fifo"), EngineConfig()).run()
+    by_id = {j.spec.job_id: j for j in result.jobs}
+    assert by_id["x1"].first_start == 60.0
+    assert by_id["x1"].finish_time == pytest.approx(160.0, abs=0.1)
+    assert by_id["x4"].first_start == pytest.approx(160.0, abs=0.1)
+    assert result.fragment_plans >= 2
+
+
+def test_round_based_baselines_start_jobs_only_at_round_boundaries() -> None:
+    for name in ("gavel", "sia"):
+        result = Engine(tiny_truth(), _blocking_jobs(), get_policy(name), EngineConfig()).run()
+        starts = [j.first_start for j in result.jobs]
+        assert all(s is not None and s % 300 == 0 for s in starts), (name, starts)
+
+
+class PreemptAllPolicy:
+    """Round plans preempt every running job; fragment plans start every queued job."""
+
+    name = "preempt-all"
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return Plan(preempt=tuple(j.id for j in snapshot.running))
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return MoveOncePolicy().plan_fragment(snapshot, settings)
+
+
+def test_gpus_a_round_plan_leaves_idle_are_offered_again() -> None:
+    # 60-300 s on the fast GPU at 20/s: 4,800 samples. Then every round the job is
+    # preempted and restarted at once: 30 s lost, 270 s x 20/s = 5,400 samples a round.
+    # 55,200 left: ten full rounds (to 3,300 s), then 30 s + 1,200 / 20 = 60 s -> 3,390 s.
+    jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
+    config = EngineConfig(measure_noise=0.0)
+    result = Engine(tiny_truth(), jobs, PreemptAllPolicy(), config).run()
+    (job,) = result.jobs
+    assert job.finish_time == pytest.approx(3_390.0, abs=0.5)
+    assert job.restarts == result.preemptions == 11
+
+
+def test_without_refill_a_preempted_job_waits_for_an_event() -> None:
+    jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
+    config = EngineConfig(refill_after_round=False, max_horizon_s=3_600.0)
+    with pytest.raises(SimulationError, match="unfinished past the horizon"):
+        Engine(tiny_truth(), jobs, PreemptAllPolicy(), config).run()

@@ -1,0 +1,207 @@
+"""Baselines on tiny literal clusters, with the expected allocations worked out by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.policies import get_policy, policy_names, register_policy
+from hopsd.core.policies.common import pack, rigid_demand
+from hopsd.core.policies.gavel import max_min_allocation
+from hopsd.core.policies.sia import realloc_factor, sia_weight
+from hopsd.core.rounds import plan_round
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.throughput import InMemoryThroughputStore
+
+SETTINGS = Settings()
+
+
+def _cluster(*nodes: tuple[str, str, int]) -> Cluster:
+    types = {t for _, t, _ in nodes}
+    return Cluster.build([GpuType(t) for t in sorted(types)], [Node(i, t, g) for i, t, g in nodes])
+
+
+def _store(rates: dict[tuple[str, str, int], float]) -> InMemoryThroughputStore:
+    store = InMemoryThroughputStore()
+    for (job, gpu_type, gpus), per_gpu in rates.items():
+        store.set_type_aggregated(job, gpu_type, gpus, per_gpu)
+    return store
+
+
+def test_registry_lists_every_policy_and_refuses_unknown_names() -> None:
+    names = policy_names()
+    for expected in (
+        "hops",
+        "hops-ftf",
+        "hops-las",
+        "hops-sjf",
+        "hops-srtf",
+        "gavel",
+        "sia",
+        "fifo",
+        "gavel-arrival",
+        "sia-arrival",
+    ):
+        assert expected in names
+    with pytest.raises(InvalidInputError, match="unknown policy 'slurm'; known: fifo"):
+        get_policy("slurm")
+    with pytest.raises(InvalidInputError, match="already registered"):
+        register_policy("fifo", lambda: get_policy("gavel"))
+
+
+def test_rigid_demand_is_the_lower_median() -> None:
+    assert rigid_demand(Job("a", (1, 2, 4), 1.0)) == 2
+    assert rigid_demand(Job("b", (1, 2, 4, 8), 1.0)) == 2
+    assert rigid_demand(Job("c", (16,), 1.0)) == 16
+
+
+def test_pack_prefers_one_node_then_fewest_nodes() -> None:
+    cluster = _cluster(("a", "t", 8), ("b", "t", 8), ("c", "t", 8))
+    # Best fit: the fullest node that still holds all 3.
+    assert pack(cluster, "t", 3, {"a": 8, "b": 4, "c": 6}) == Configuration.of("t", {"b": 3})
+    # 10 GPUs: the two emptiest nodes.
+    assert pack(cluster, "t", 10, {"a": 2, "b": 6, "c": 5}) == Configuration.of(
+        "t", {"b": 6, "c": 4}
+    )
+    assert pack(cluster, "t", 14, {"a": 2, "b": 6, "c": 5}) is None
+
+
+# ------------------------------------------------------------------ FIFO
+def test_fifo_first_fit_in_submission_order() -> None:
+    cluster = _cluster(("A0", "x", 4), ("B0", "y", 4))
+    jobs = (
+        Job("j1", (4,), 100.0, submit_time=0),
+        Job("j2", (1, 2, 4), 100.0, submit_time=1),  # median 2
+        Job("j3", (2,), 100.0, submit_time=2),
+        Job("j4", (1,), 100.0, submit_time=3),  # nothing left
+    )
+    plan = get_policy("fifo").plan(Snapshot(0.0, cluster, jobs), SETTINGS)
+    assert plan.placements() == {
+        "j1": Configuration.of("x", {"A0": 4}),
+        "j2": Configuration.of("y", {"B0": 2}),
+        "j3": Configuration.of("y", {"B0": 2}),
+    }
+
+
+def test_fifo_easy_backfill_respects_the_head_reservation() -> None:
+    cluster = _cluster(("A0", "x", 4), ("A1", "x", 4), ("B0", "y", 4))
+    running = Job("r1", (4,), 40_000.0, current=Configuration.of("x", {"A0": 4}))
+    jobs = (
+        running,
+        Job("h", (8,), 1e6, submit_time=0),  # blocked: needs all of type x
+        Job("long", (4,), 80_000.0, submit_time=1),  # 2,000 s > reservation at 1,000 s
+        Job("short", (4,), 20_000.0, submit_time=2),  # 500 s: ends before the reservation
+    )
+    rates = {(j, "x", 4): 10.0 for j in ("r1", "h", "long", "short")}
+    rates[("h", "x", 8)] = 10.0
+    plan = get_policy("fifo").plan(Snapshot(0.0, cluster, jobs, store=_store(rates)), SETTINGS)
+    assert [a.job_id for a in plan.start] == ["short"]
+    assert plan.start[0].config == Configuration.of("x", {"A1": 4})
+    assert [a.job_id for a in plan.keep] == ["r1"]
+
+
+# ----------------------------------------------------------------- Gavel
+def test_gavel_max_min_lp_hand_solved() -> None:
+    # Job A: 2 on fast, 1 on slow; job B: 3 on fast, 1 on slow; one GPU of each type.
+    # Proportional shares: P_A = 1.5, P_B = 2. With f the fast share of A,
+    # (1 + f) / 1.5 = (3 - 2 f) / 2 gives f = 0.5: everybody gets half of each type.
+    x = max_min_allocation(np.array([[2.0, 1.0], [3.0, 1.0]]), [1, 1], [1, 1])
+    assert x == pytest.approx(np.array([[0.5, 0.5], [0.5, 0.5]]), abs=1e-6)
+
+
+def test_gavel_alternates_types_to_honour_the_time_fractions() -> None:
+    cluster = _cluster(("F0", "fast", 1), ("S0", "slow", 1))
+    store = _store(
+        {("A", "fast", 1): 2.0, ("A", "slow", 1): 1.0, ("B", "fast", 1): 3.0, ("B", "slow", 1): 1.0}
+    )
+    gavel = get_policy("gavel")
+    jobs = (Job("A", (1,), 1e6), Job("B", (1,), 1e6))
+    first = gavel.plan(Snapshot(0.0, cluster, jobs, store=store), SETTINGS).placements()
+    assert first == {
+        "A": Configuration.of("fast", {"F0": 1}),
+        "B": Configuration.of("slow", {"S0": 1}),
+    }
+    jobs = tuple(replace(j, current=first[j.id]) for j in jobs)
+    second = gavel.plan(Snapshot(300.0, cluster, jobs, store=store), SETTINGS)
+    assert second.placements() == {
+        "A": Configuration.of("slow", {"S0": 1}),
+        "B": Configuration.of("fast", {"F0": 1}),
+    }
+    assert len(second.move) == 2
+    # Inside a round Gavel starts nothing.
+    assert gavel.plan_fragment(Snapshot(400.0, cluster, jobs, store=store), SETTINGS).start == ()
+
+
+def test_gavel_uses_the_median_as_a_rigid_demand() -> None:
+    cluster = _cluster(("F0", "fast", 8))
+    store = _store({("A", "fast", n): 10.0 for n in (1, 2, 4)})
+    plan = get_policy("gavel").plan(
+        Snapshot(0.0, cluster, (Job("A", (1, 2, 4), 1e6),), store=store), SETTINGS
+    )
+    assert plan.placements()["A"].total_gpus == 2
+
+
+# ------------------------------------------------------------------- Sia
+def test_sia_weights_and_realloc_factor_by_hand() -> None:
+    assert sia_weight(1.0, 1.0) == pytest.approx(0.1)  # 1.1 - 1
+    assert sia_weight(4.0, 1.0) == pytest.approx(0.6)  # 1.1 - 0.5
+    assert sia_weight(2.0, 1.0) == pytest.approx(1.1 - 0.71)  # 2^-0.5 rounded
+    assert realloc_factor(300.0, 1, 30.0) == pytest.approx(270 / 330)
+    assert realloc_factor(20.0, 5, 30.0) == 1.0
+
+
+def test_sia_gives_the_scalable_job_the_whole_node() -> None:
+    # J1 scales linearly over {1, 2, 4}: weights 0.1 / 0.39 / 0.6. J2 (rigid 2): 0.1.
+    # J1@4 alone (0.6) beats J1@2 + J2@2 (0.49).
+    cluster = _cluster(("n0", "t", 4))
+    store = _store(
+        {("J1", "t", 1): 10.0, ("J1", "t", 2): 10.0, ("J1", "t", 4): 10.0, ("J2", "t", 2): 10.0}
+    )
+    jobs = (Job("J1", (1, 2, 4), 1e6), Job("J2", (2,), 1e6))
+    plan = get_policy("sia").plan(Snapshot(0.0, cluster, jobs, store=store), SETTINGS)
+    assert plan.placements() == {"J1": Configuration.of("t", {"n0": 4})}
+
+
+def test_sia_prefers_the_faster_type_and_keeps_placements() -> None:
+    cluster = _cluster(("F0", "fast", 2), ("S0", "slow", 2))
+    store = _store({("J", "fast", 2): 30.0, ("J", "slow", 2): 10.0})
+    job = Job("J", (2,), 1e6)
+    sia = get_policy("sia")
+    plan = sia.plan(Snapshot(0.0, cluster, (job,), store=store), SETTINGS)
+    assert plan.placements() == {"J": Configuration.of("fast", {"F0": 2})}
+    again = sia.plan(
+        Snapshot(300.0, cluster, (replace(job, current=plan.start[0].config),), store=store),
+        SETTINGS,
+    )
+    assert [a.job_id for a in again.keep] == ["J"]
+
+
+def test_queue_order_breaks_sia_ties() -> None:
+    # Equal jobs, one node: under LR the job that waited longer wins, under arrival the older.
+    cluster = _cluster(("n0", "t", 4))
+    store = _store({("early", "t", 4): 10.0, ("late", "t", 4): 10.0})
+    jobs = (
+        Job("early", (4,), 1e6, submit_time=0.0, wait_time=10.0),
+        Job("late", (4,), 1e6, submit_time=5.0, wait_time=100.0),
+    )
+    snap = Snapshot(200.0, cluster, jobs, store=store)
+    assert list(get_policy("sia").plan(snap, SETTINGS).placements()) == ["late"]
+    assert list(get_policy("sia-arrival").plan(snap, SETTINGS).placements()) == ["early"]
+
+
+# ------------------------------------------------------------------ Hops
+def test_hops_variants_pass_their_priority_and_lambda() -> None:
+    cluster = _cluster(("n0", "t", 4), ("n1", "t", 4))
+    store = _store({("a", "t", n): 10.0 for n in (1, 2, 4)} | {("b", "t", 2): 10.0})
+    jobs = (Job("a", (1, 2, 4), 5e4, wait_time=50.0), Job("b", (2,), 1e5, wait_time=10.0))
+    snap = Snapshot(100.0, cluster, jobs, store=store)
+    policy = get_policy("hops-ftf")
+    assert policy.plan(snap, SETTINGS) == plan_round(
+        snap, replace(SETTINGS, priority="ftf", lam=2.0)
+    )
+    assert get_policy("hops").plan(snap, SETTINGS).placements()
