@@ -55,6 +55,8 @@ class HopsConfig:
     priority: str = "lr"
     restart_penalty_s: float = 30.0
     profiling_iterations: int = 20
+    profiling: bool = False
+    profiling_timeout_s: float = 60.0
     mip_gap: float = 0.01
     solver_time_limit_s: float = 10.0
     reference_throughput: float = 100.0
@@ -101,6 +103,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "priority": ("priority", str),
         "restart_penalty_s": ("restart_penalty_s", float),
         "profiling_iterations": ("profiling_iterations", int),
+        "profiling": ("profiling", bool),
+        "profiling_timeout_s": ("profiling_timeout_s", float),
         "mip_gap": ("mip_gap", float),
         "solver_time_limit_s": ("solver_time_limit_s", float),
         "reference_throughput": ("reference_throughput", float),
@@ -120,6 +124,8 @@ def _typed(key: str, value: Any, kind: type) -> Any:
     if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is bool and isinstance(value, bool):
         return value
     if kind in (str, list, dict) and isinstance(value, kind):
         return tuple(value) if kind is list else value
@@ -178,6 +184,7 @@ def _check(config: HopsConfig) -> None:
         "scheduler.solver_time_limit_s": config.solver_time_limit_s,
         "scheduler.reference_throughput": config.reference_throughput,
         "scheduler.profiling_iterations": config.profiling_iterations,
+        "scheduler.profiling_timeout_s": config.profiling_timeout_s,
         "scheduler.max_demand_gpus": config.max_demand_gpus,
         "slurm.timeout_s": config.slurm_timeout_s,
         "fairshare.half_life_h": config.fairshare_half_life_h,

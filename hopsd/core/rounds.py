@@ -233,23 +233,40 @@ class RoundPlanner:
         placed: dict[str, Configuration],
         free: dict[str, int],
         budget: int,
+        dropped: frozenset[str] = frozenset(),
     ) -> tuple[dict[str, Configuration], list[str]]:
-        """Up to ``budget`` ILPs over idle GPUs; returns new starts and notes."""
+        """Up to ``budget`` ILPs over idle GPUs; returns new starts and notes.
+
+        Each fragment plan applies the service window again, to the jobs still
+        waiting whose smallest demand fits the idle GPUs, with the idle GPUs as the
+        window's total; the sensitivity adjustment then admits jobs from behind it.
+        ``dropped`` are running jobs the main plan gave no place: they compete for
+        the idle GPUs like queued jobs, so a preemption never leaves GPUs idle that
+        the preempted job itself could have kept using.
+        """
         starts: dict[str, Configuration] = {}
         notes: list[str] = []
         idle = _subtract(free, placed.values())
-        window_ids = {j.id for j in window}
-        beyond = [j for j in self.order if not j.running and j.id not in window_ids]
+        del window  # each fragment plan takes its own window over what still waits
         admitted: list[Job] = []
         rho_queue: float | None = None
         for _ in range(budget):
-            if sum(idle.values()) == 0:
+            capacity = sum(idle.values())
+            if capacity == 0:
                 break
             fits = self.fits_in(idle)
-            cap = FRAGMENT_JOBS_PER_GPU * sum(idle.values())
-            waiting = [
-                j for j in window if not j.running and j.id not in placed and j.id not in starts
-            ][:cap]
+            cap = FRAGMENT_JOBS_PER_GPU * capacity
+            candidates = [
+                j
+                for j in self.order
+                if (not j.running or j.id in dropped)
+                and j.id not in placed
+                and j.id not in starts
+                and fits(j)
+            ]
+            waiting = list(service_window(candidates, capacity))[:cap]
+            inside = {j.id for j in waiting}
+            beyond = [j for j in candidates if j.id not in inside]
             pending = [j for j in admitted if j.id not in starts and fits(j)]
             if rho_queue is None:
                 rho_queue = mean_finite(self.job_rho(j) for j in _spread(self.queue, RHO_SAMPLE))
@@ -348,7 +365,13 @@ def _assemble(
             else:
                 move.append(Assignment(job.id, config))
         elif job.id in starts:
-            start.append(Assignment(job.id, starts[job.id]))
+            config = starts[job.id]
+            if job.current is None:
+                start.append(Assignment(job.id, config))
+            elif config == job.current:
+                keep.append(Assignment(job.id, config))
+            else:
+                move.append(Assignment(job.id, config))
         elif job.current is not None:
             preempt.append(job.id)
     objective = 0.0
@@ -382,7 +405,8 @@ def plan_round_with(snapshot: Snapshot, settings: Settings, options: PlannerOpti
         f"bound={main.solution.bound:.9g}"
     ]
     placed = {job_id: cfg for job_id, (cfg, _) in main.placed.items()}
-    starts, more = planner.fragment_passes(window, placed, free, settings.max_plans - 1)
+    dropped = frozenset(j.id for j in open_jobs if j.running and j.id not in placed)
+    starts, more = planner.fragment_passes(window, placed, free, settings.max_plans - 1, dropped)
     return _assemble(planner, window, main, starts, snapshot.pinned, notes + more)
 
 

@@ -3,8 +3,8 @@
 A hops job is shown to the planner as *running* when Slurm runs it on managed
 nodes, as *starting* (running, and pinned) when hops released it and Slurm has
 not launched it yet, and as *queued* when it waits held. Anything else (a job
-completing, or running where hops did not put it) is left out, and its GPUs
-count as occupied.
+completing, running where hops did not put it, or in its profiling runs, which
+the profiling queue owns) is left out, and its GPUs count as occupied.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ def assemble(
         seen = observed.get(int(row.slurm_job_id or -1))
         if seen is None or row.tag_status != TagStatus.VALID:
             continue
+        if row.state == JobState.PROFILING:
+            continue  # the profiling queue's; GPUs it holds count as occupied
         current: Configuration | None = None
         if seen.state == RUNNING:
             current = observed_config(seen, plain.cluster)

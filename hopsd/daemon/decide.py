@@ -21,6 +21,9 @@ from hopsd.ledger.intents import IntentRequest
 from hopsd.ledger.models import IntentAction
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
+# Profiling (hopsd.daemon.profiling): start a short run on one GPU of a type,
+# and hold a released profiling run that Slurm did not start in time.
+PROFILE, HOLD = "profile", "hold"
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,9 @@ def intent_chain(action: Action, reason: str) -> list[IntentRequest]:
         chain.append(
             IntentRequest(action.job_id, A.REQUEUE_HOLD, {**base, "restarts": action.restarts})
         )
-    if action.kind in (START, MOVE) and action.config is not None:
+    if action.kind == HOLD:
+        chain.append(IntentRequest(action.job_id, A.HOLD, base))
+    if action.kind in (START, MOVE, PROFILE) and action.config is not None:
         placement = {
             **base,
             "partition": action.partition,

@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.allocations import record_allocation
@@ -141,11 +142,15 @@ class Reconciler:
         config: HopsConfig,
         accounting: AccountingLookup,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
+        sensing: Sensing | None = None,
     ) -> None:
         self.config = config
         self.accounting = accounting
         self.adopt_filter = adopt_filter
         self.spool = Path(config.spool_dir) if config.spool_dir else None
+        self.sensing = sensing if sensing is not None else Sensing(self.spool)
+        # Set by the tick when the profiling queue is on: new jobs are profiled first.
+        self.profile_new_jobs = False
         self._refused_logged: set[int] = set()
         self._report_seen: dict[str, float] = {}
 
@@ -165,8 +170,11 @@ class Reconciler:
                 gone.append(row)
                 continue
             self._advance(row, view, now, usage)
-            self._follow(session, row, seen, view, now, report)
-            self._learn(store, row, now)
+            if JobState(row.state) == JobState.PROFILING:
+                self._follow_profiling(session, row, seen, view, now, report)
+            else:
+                self._follow(session, row, seen, view, now, report)
+            self._learn(store, row, seen, view, now)
         self._finish_gone(session, gone, view, now, usage, report)
         for (user, account), used in usage.items():
             if used.gpu_s > 0:
@@ -205,7 +213,9 @@ class Reconciler:
             if spec is None:
                 self._refuse(job, reason, report)
                 continue
-            add_job(session, spec, now)
+            added = add_job(session, spec, now)
+            if self.profile_new_jobs:
+                transition(added, JobState.PROFILING, now, "profiling on each GPU type")
             report.adopted.append(spec.id)
             log.info(
                 "event=adopt job=%s user=%s demands=%s samples=%g",
@@ -230,7 +240,8 @@ class Reconciler:
         """Charge the interval since the row was last updated to the state it was in."""
         dt = max(now - (row.updated_at or now), 0.0)
         state = JobState(row.state)
-        if state == JobState.RUNNING:
+        profiling_run = state == JobState.PROFILING and current_config(row) is not None
+        if state == JobState.RUNNING or profiling_run:
             config = current_config(row)
             if config is not None:
                 gpus = config.total_gpus
@@ -244,7 +255,7 @@ class Reconciler:
                 owner = usage.setdefault((row.user, row.account), _Usage())
                 owner.gpu_s += dt * gpus
                 owner.gpu_s_norm += dt * gpus * speed
-        elif state in WAITING_STATES:
+        elif state in WAITING_STATES or state == JobState.PROFILING:
             row.wait_time += dt
         row.updated_at = now
 
@@ -282,6 +293,23 @@ class Reconciler:
         elif seen.final:
             self._end(session, row, seen, now, report)
 
+    def _follow_profiling(
+        self,
+        session: Session,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+    ) -> None:
+        """A job in its profiling runs: follow where it is; the profiling queue moves it on."""
+        if seen.final:
+            self._end(session, row, seen, now, report)
+            return
+        config = observed_config(seen, view.cluster) if seen.state == RUNNING else None
+        set_current_config(row, config)
+        row.restarts = seen.restarts
+
     def _end(
         self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
     ) -> None:
@@ -297,6 +325,7 @@ class Reconciler:
         transition(row, target, ended_at, f"slurm {seen.state}")
         row.restarts = restarts
         record_allocation(session, None, row.id, AllocationReason.END, None, ended_at)
+        self.sensing.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 
@@ -307,9 +336,26 @@ class Reconciler:
         value = data.get("samples_done")
         return float(value) if isinstance(value, int | float) else None
 
-    def _learn(self, store: SqlThroughputStore, row: JobRow, now: float) -> None:
-        """Fold a fresh job-side report into samples done and the measured layers."""
-        if JobState(row.state) != JobState.RUNNING:
+    def _learn(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+    ) -> None:
+        """Fold fresh job-side reports into samples done and the measured layers.
+
+        The probe's JSON-lines reports (:mod:`hopsd.daemon.sensing`) win; the
+        single progress file of jobs without the probe is the fallback.
+        """
+        state = JobState(row.state)
+        if state not in (JobState.RUNNING, JobState.PROFILING):
+            return
+        config = current_config(row) if seen.state == RUNNING else None
+        if self.sensing.ingest(store, row, seen, config, view.cluster):
+            return
+        if state != JobState.RUNNING:
             return
         data = read_report(self.spool, int(row.slurm_job_id or 0))
         if data is None or data.get("at") == self._report_seen.get(row.id):

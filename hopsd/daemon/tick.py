@@ -35,14 +35,16 @@ from hopsd.daemon.enact import (
 )
 from hopsd.daemon.fairshare import FairShare, UsageSample, compute_fairshare
 from hopsd.daemon.observe import final_states, observe
+from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
 from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
 from hopsd.ledger.lease import renew_lease
-from hopsd.ledger.models import AllocationReason, UsageRow
+from hopsd.ledger.models import AllocationReason, JobRow, UsageRow
 from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
 from hopsd.ledger.throughput_store import load_throughput_store
 from hopsd.slurm.errors import SlurmCommandError
@@ -102,6 +104,7 @@ class Tick:
         holder: str | None = None,
         call_count: Callable[[], int] | None = None,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
+        sensing: Sensing | None = None,
     ) -> None:
         self.config = config
         self.settings = config.settings()
@@ -111,7 +114,9 @@ class Tick:
         self.clock = clock
         self.holder = holder
         self.call_count = call_count or (lambda: 0)
-        self.reconciler = Reconciler(config, self._accounting, adopt_filter)
+        self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
+        self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
+        self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor = Enactor(port, sessions, clock, self._running_now)
         self.last_round_at: float | None = None
         self._steps: list[Step] = []
@@ -121,6 +126,8 @@ class Tick:
         self.config = config
         self.settings = config.settings()
         self.reconciler.config = config
+        self.profiler.options = ProfilingOptions.of(config, self.shadow)
+        self.reconciler.profile_new_jobs = self.profiler.options.enabled
 
     # -- the tick ------------------------------------------------------------------------
 
@@ -220,8 +227,10 @@ class Tick:
         full_round = (
             self.last_round_at is None or now - self.last_round_at >= self.settings.round_length_s
         )
+        self._steps = []
         with self.sessions.begin() as session:
             rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
+            self.profiler.finish_ready(session, rows, obs, self.config, now)
             ids = [r.id for r in rows]
             owners = sorted({(r.user, r.account) for r in rows})
             built = assemble(
@@ -233,6 +242,7 @@ class Tick:
                 load_throughput_store(session, ids),
                 now,
             )
+            built = self._profile(session, rows, obs, built, result, now)
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
             self._note_latency(built, result, session)
@@ -256,6 +266,30 @@ class Tick:
             started = time.perf_counter()
             self._record(session, built, decision, result, now)
             result.record_s = time.perf_counter() - started
+
+    def _profile(
+        self,
+        session: Session,
+        rows: Sequence[JobRow],
+        obs: Observation,
+        built: Assembled,
+        result: TickResult,
+        now: float,
+    ) -> Assembled:
+        """Serve the profiling queue first; the planner gets the GPUs it leaves."""
+        step = self.profiler.step(session, rows, obs, built.snapshot, built.view, self.config, now)
+        if step.actions:
+            intents = record_intents(session, chains(step.actions, step.reasons), None, now)
+            result.actions = list(step.actions)
+            self._steps = [Step.of(r) for r in intents]
+        if not step.reserved:
+            return built
+        snap = built.snapshot
+        capacity = {
+            n.id: max(snap.capacity_of(n.id) - step.reserved.get(n.id, 0), 0)
+            for n in snap.cluster.nodes
+        }
+        return dataclasses.replace(built, snapshot=dataclasses.replace(snap, capacity=capacity))
 
     def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
         """Record every active job's latency ratio, and the final one of jobs that just ended.
@@ -326,8 +360,8 @@ class Tick:
                 row.estimate_source = estimator.throughput(jobs[row.id], config).source
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         intents = record_intents(session, chains(actions, reasons), round_row.id, now)
-        result.actions = actions
-        self._steps = [Step.of(r) for r in intents]
+        result.actions = [*result.actions, *actions]
+        self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
     def _spare_finishing(self, plan: Plan, snap: Snapshot) -> Plan:
         """Keep running jobs the plan would requeue although they finish within the guard.

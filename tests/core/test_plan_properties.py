@@ -181,3 +181,16 @@ def test_large_lambda_serves_jobs_greedily_in_priority_order(snap: Snapshot) -> 
         cfg = placed.get(job.id)
         got.append(0.0 if cfg is None else next(g for c, g in row if c == cfg))
     assert tuple(round(g, 9) for g in got[:2]) == tuple(round(g, 9) for g in best)
+
+
+@FAST
+@given(snapshots(max_jobs=5))
+def test_a_preempted_job_never_leaves_a_node_idle_that_it_fits(snap: Snapshot) -> None:
+    """Preempting only makes sense to give the GPUs to others: after all plans of the
+    round, no node may have as many idle GPUs as a preempted job's smallest demand."""
+    plan = plan_round(snap, BASE)
+    used = plan.gpus_used()
+    idle = {n.id: n.gpus - used.get(n.id, 0) for n in snap.cluster.nodes}
+    jobs = {j.id: j for j in snap.jobs}
+    for job_id in plan.preempt:
+        assert all(free < jobs[job_id].min_demand for free in idle.values()), (job_id, idle)

@@ -10,6 +10,15 @@ its slowest node. Progress is checkpointed every iteration, so a requeued run
 resumes where it stopped, and reported to ``$HOPS_SPOOL_DIR/<jobid>.progress.json``
 (the daemon's spool). Every run start and the completion are appended to
 ``<jobid>.events`` so tests can check that a job finished exactly once.
+
+Each iteration goes through the phases of a real trainer (data, forward,
+backward, update) under the hops probe (:mod:`hopsd.probe`), which reports
+per-phase times and progress to ``<jobid>.jsonl`` and profiles the job when
+hopsd asks for it. ``--node-sensitivity`` sets how much the job suffers on a
+slower server (1: fully, like a data-loading-bound job; 0: not at all);
+``--data-miss`` makes a share of the batches miss the cache and load
+``--miss-factor`` times slower; ``--no-probe`` and ``--progress-only`` stand
+for jobs without the probe or with progress reports only.
 """
 
 from __future__ import annotations
@@ -17,13 +26,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 DEFAULT_TYPE_SPEED = {"k80": 1.0, "v100": 2.0, "a100": 4.0}
 MAX_SLEEP_S = 0.25
+CHECKPOINT_EVERY_S = 0.25
+# Share of an iteration each phase takes (data loaded in the loop, pattern 2).
+PHASE_SHARES = (("data", 0.15), ("forward", 0.3), ("backward", 0.45), ("update", 0.1))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -34,6 +48,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--type-speed", default="", help="per-type speed factors, e.g. a100=4,v100=2"
     )
+    parser.add_argument("--node-sensitivity", type=float, default=1.0)
+    parser.add_argument("--data-miss", type=float, default=0.0, help="cache-miss probability")
+    parser.add_argument("--miss-factor", type=float, default=4.0)
+    parser.add_argument("--no-probe", action="store_true", help="run without the hops probe")
+    parser.add_argument("--progress-only", action="store_true", help="report progress only")
+    parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args(argv)
 
 
@@ -105,6 +125,36 @@ def append_event(path: Path, data: dict[str, object]) -> None:
         f.write(json.dumps(data) + "\n")
 
 
+def make_probe(args: argparse.Namespace) -> Any:
+    """The hops probe, importable from an installed hops or from this checkout."""
+    if args.no_probe:
+        return None
+    os.environ.setdefault("HOPS_PROBE_FLUSH_S", "1.0")
+    try:
+        from hopsd.probe import Probe
+    except ImportError:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from hopsd.probe import Probe
+    return Probe()
+
+
+def run_iterations(
+    args: argparse.Namespace, probe: Any, n_iter: int, iteration_s: float, step: int, rng: Any
+) -> None:
+    """Sleep like ``n_iter`` training iterations, phase by phase under the probe."""
+    if probe is None or args.progress_only:
+        time.sleep(n_iter * iteration_s)
+        return
+    for _ in range(n_iter):
+        with probe.iteration(samples=step) as it:
+            for phase, share in PHASE_SHARES:
+                seconds = share * iteration_s
+                if phase == "data" and args.data_miss > 0 and rng.random() < args.data_miss:
+                    seconds *= args.miss_factor
+                with it.phase(phase):
+                    time.sleep(seconds)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     job_id = os.environ.get("SLURM_JOB_ID", "local")
@@ -118,7 +168,7 @@ def main(argv: list[str]) -> int:
     speeds = type_speeds(args.type_speed)
     kind = gpu_type(nodes[0], speeds)
     gpus = gpu_count(len(nodes))
-    per_gpu = args.base * speeds.get(kind, 1.0) * node_speed(nodes)
+    per_gpu = args.base * speeds.get(kind, 1.0) * node_speed(nodes) ** args.node_sensitivity
     done = float(json.loads(ckpt.read_text())["samples_done"]) if ckpt.exists() else 0.0
     restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
     run = {"nodes": nodes, "gpu_type": kind, "gpus": gpus, "restarts": restarts}
@@ -126,17 +176,25 @@ def main(argv: list[str]) -> int:
 
     step = args.batch * gpus
     iteration_s = args.batch / per_gpu
-    last_report = 0.0
+    probe = make_probe(args)
+    rng = random.Random(args.seed + restarts)
+    last_report = last_ckpt = 0.0
     while done < args.samples:
         # Sleep a whole number of iterations, at most MAX_SLEEP_S, to stay responsive.
         n_iter = max(1, int(MAX_SLEEP_S / iteration_s))
-        time.sleep(n_iter * iteration_s)
+        run_iterations(args, probe, n_iter, iteration_s, step, rng)
         done = min(args.samples, done + n_iter * step)
-        write_json(ckpt, {"samples_done": done})
         now = time.time()
+        if probe is not None:
+            probe.progress(done)
+        if now - last_ckpt >= CHECKPOINT_EVERY_S or done >= args.samples:
+            write_json(ckpt, {"samples_done": done})
+            last_ckpt = now
         if now - last_report >= 0.5 or done >= args.samples:
             write_json(progress, {"samples_done": done, "per_gpu": per_gpu, "at": now, **run})
             last_report = now
+    if probe is not None:
+        probe.close()
     append_event(events, {"event": "done", "at": time.time(), "samples_done": done, **run})
     return 0
 

@@ -1,0 +1,387 @@
+"""The profiling queue: a new job's short runs on each GPU type, before it queues.
+
+How it is enacted on Slurm (22.05 cannot change a pending job's environment,
+and a job cannot run on two partitions at once): the profiling run *is* the
+job itself. hopsd writes ``<spool>/<job>.mode`` (``{"mode": "profile",
+"iterations": N, "run": R}``, R = the restart count the run will have), places
+the held job on one GPU of a type and releases it. The job's probe reads the
+file, times N iterations, appends a ``profile`` record and goes on training;
+hopsd stores the profile, requeue-holds the job, and places it on the next type.
+Different jobs are profiled on different types at the same time, so the
+cluster profiles in parallel while each job visits the types in turn. When
+every type is done (or skipped), the mode file is removed and the job joins
+the waiting queue; its wait so far counts, as for any queued job.
+
+Robustness:
+
+* a run that reports no profile within ``profiling_timeout_s`` (or that Slurm
+  does not start in time) is requeued or held, and that type is skipped;
+* a job that never wrote a single report in its first attempt has no probe:
+  its profiling ends at once and it is estimated from progress or the table;
+* the whole phase ends after ``timeout * (types + 1)`` seconds whatever happens;
+* a type without a free GPU right now is not waited for once the job has one
+  profile: types the job was not profiled on get that profile scaled by the
+  admin's relative type speeds (GPU phases scale, data time does not), stored
+  with ``iterations = 0`` so they are known to be derived.
+
+Profiling is served on every tick (it takes idle GPUs before the planner sees
+them), not only at round boundaries: it is short, and a new job should not
+wait a whole round to be profiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hopsd.config import HopsConfig
+from hopsd.core.fitting import scaled_profile
+from hopsd.core.model import Cluster, Configuration
+from hopsd.core.snapshot import Snapshot
+from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action
+from hopsd.daemon.sensing import Sensing
+from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
+from hopsd.daemon.views import RUNNING, Observation, ObservedJob
+from hopsd.ledger.allocations import record_allocation
+from hopsd.ledger.jobs import transition
+from hopsd.ledger.models import AllocationReason, JobRow, JobState, ProfileRow
+from hopsd.ledger.throughput_store import SqlThroughputStore, profile_from_row
+
+log = logging.getLogger("hopsd.profiling")
+
+
+@dataclass(frozen=True)
+class ProfilingOptions:
+    """Whether new jobs are profiled, for how many iterations, how long to wait for it."""
+
+    enabled: bool = False
+    iterations: int = 20
+    timeout_s: float = 60.0
+
+    @staticmethod
+    def of(config: HopsConfig, shadow: bool = False) -> ProfilingOptions:
+        """Profiling needs a spool (the mode file) and a daemon that enacts (not shadow)."""
+        enabled = config.profiling and bool(config.spool_dir) and not shadow
+        return ProfilingOptions(enabled, config.profiling_iterations, config.profiling_timeout_s)
+
+
+@dataclass
+class Attempt:
+    """A profiling run in flight: where, and since when (for the timeout)."""
+
+    gpu_type: str
+    node: str
+    since: float
+
+
+@dataclass
+class ProfilingStep:
+    """What the profiling queue decided this tick."""
+
+    actions: list[Action] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    reserved: dict[str, int] = field(default_factory=dict)
+    finished: list[str] = field(default_factory=list)
+
+    def reserve(self, node: str) -> None:
+        self.reserved[node] = self.reserved.get(node, 0) + 1
+
+
+def mode_path(spool: Path, slurm_id: int) -> Path:
+    return spool / f"{slurm_id}.mode"
+
+
+def write_mode(spool: Path, slurm_id: int, iterations: int, run: int) -> None:
+    """Atomically (re)write the job's mode file; never follows a link planted in the spool."""
+    data = json.dumps({"mode": "profile", "iterations": iterations, "run": run})
+    tmp = spool / f".{slurm_id}.mode.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, mode_path(spool, slurm_id))
+
+
+def remove_mode(spool: Path, slurm_id: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(mode_path(spool, slurm_id))
+
+
+def profiled_types(session: Session, job_ids: Sequence[str]) -> dict[str, set[str]]:
+    """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
+    out: dict[str, set[str]] = {j: set() for j in job_ids}
+    if not job_ids:
+        return out
+    stmt = select(ProfileRow.job_id, ProfileRow.gpu_type).where(
+        ProfileRow.job_id.in_(list(job_ids)), ProfileRow.iterations > 0
+    )
+    for job_id, gpu_type in session.execute(stmt):
+        out.setdefault(job_id, set()).add(gpu_type)
+    return out
+
+
+def free_gpus(snapshot: Snapshot) -> dict[str, int]:
+    """GPUs per node no job the planner knows holds (profiling runs are already excluded)."""
+    used: dict[str, int] = {}
+    for job in snapshot.jobs:
+        if job.current is not None:
+            for node, gpus in job.current.parts:
+                used[node] = used.get(node, 0) + gpus
+    return {
+        n.id: max(snapshot.capacity_of(n.id) - used.get(n.id, 0), 0) for n in snapshot.cluster.nodes
+    }
+
+
+def managed_types(cluster: Cluster) -> list[str]:
+    return sorted({n.gpu_type for n in cluster.nodes if n.gpus > 0})
+
+
+class Profiler:
+    """The profiling queue; remembers attempts and skipped types between ticks."""
+
+    def __init__(self, options: ProfilingOptions, sensing: Sensing) -> None:
+        self.options = options
+        self.sensing = sensing
+        self._attempts: dict[str, Attempt] = {}
+        self._failed: dict[str, set[str]] = {}
+        self._no_probe: set[str] = set()
+
+    @property
+    def spool(self) -> Path | None:
+        return self.sensing.spool
+
+    # -- before the snapshot: jobs whose profiling is over --------------------------------
+
+    def finish_ready(
+        self,
+        session: Session,
+        rows: Sequence[JobRow],
+        obs: Observation,
+        config: HopsConfig,
+        now: float,
+    ) -> list[str]:
+        """Move held profiling jobs with nothing left to profile to the waiting queue."""
+        profiling = [r for r in rows if r.state == JobState.PROFILING]
+        if not profiling:
+            return []
+        view = build_cluster_view(obs.nodes, config, {})
+        types = managed_types(view.cluster)
+        done = profiled_types(session, [r.id for r in profiling])
+        observed = obs.job_map()
+        finished = []
+        for row in profiling:
+            seen = observed.get(int(row.slurm_job_id or -1))
+            if seen is None or not (seen.pending and seen.held):
+                continue
+            remaining = self._remaining(row.id, types, done[row.id])
+            deadline = row.state_changed_at + self.options.timeout_s * (len(types) + 1)
+            reason = ""
+            if not remaining:
+                reason = "profiled on every type it could be"
+            elif row.id in self._no_probe:
+                reason = "no probe reports: estimated from progress or the table"
+            elif now > deadline:
+                reason = "profiling deadline passed"
+            if reason:
+                self._finish(session, row, view, done[row.id], config, now, reason)
+                finished.append(row.id)
+        return finished
+
+    # -- after the snapshot: start, stop and hold profiling runs --------------------------
+
+    def step(
+        self,
+        session: Session,
+        rows: Sequence[JobRow],
+        obs: Observation,
+        snapshot: Snapshot,
+        view: ClusterView,
+        config: HopsConfig,
+        now: float,
+    ) -> ProfilingStep:
+        step = ProfilingStep()
+        profiling = sorted(
+            (r for r in rows if r.state == JobState.PROFILING), key=lambda r: (r.submit_time, r.id)
+        )
+        self._prune({r.id for r in profiling})
+        if not profiling:
+            return step
+        types = managed_types(snapshot.cluster)
+        done = profiled_types(session, [r.id for r in profiling])
+        free = free_gpus(snapshot)
+        observed = obs.job_map()
+        for row in profiling:
+            seen = observed.get(int(row.slurm_job_id or -1))
+            if seen is None or seen.final:
+                continue
+            if seen.busy:
+                self._running(row, seen, snapshot.cluster, done[row.id], step, now)
+            elif seen.pending and not seen.held:
+                self._released(row, seen, step, now)
+            elif seen.pending and seen.held:
+                placed = self._place(session, row, seen, view, types, done[row.id], free, step, now)
+                if not placed and done[row.id]:
+                    # no free GPU on the types left, but one profile exists: stop waiting
+                    reason = "no free GPU on the types left"
+                    self._finish(session, row, view, done[row.id], config, now, reason)
+                    step.finished.append(row.id)
+        return step
+
+    def _running(
+        self,
+        row: JobRow,
+        seen: ObservedJob,
+        cluster: Cluster,
+        done: set[str],
+        step: ProfilingStep,
+        now: float,
+    ) -> None:
+        config = observed_config(seen, cluster)
+        if config is None or seen.state != RUNNING:
+            return
+        attempt = self._attempts.get(row.id)
+        if attempt is None or attempt.gpu_type != config.gpu_type:
+            attempt = Attempt(config.gpu_type, config.node_ids[0], now)
+            self._attempts[row.id] = attempt
+        if config.gpu_type in done:
+            self._stop(row, seen, step, f"profiled on {config.gpu_type}")
+        elif now - attempt.since > self.options.timeout_s:
+            self._failed.setdefault(row.id, set()).add(config.gpu_type)
+            if row.id not in self.sensing.reported:
+                self._no_probe.add(row.id)
+            self._stop(row, seen, step, f"no profile from {config.gpu_type} in time")
+
+    def _released(self, row: JobRow, seen: ObservedJob, step: ProfilingStep, now: float) -> None:
+        attempt = self._attempts.get(row.id)
+        if attempt is None:
+            return
+        step.reserve(attempt.node)
+        if now - attempt.since > self.options.timeout_s:
+            self._failed.setdefault(row.id, set()).add(attempt.gpu_type)
+            self._attempts.pop(row.id, None)
+            step.actions.append(Action(row.id, seen.slurm_id, HOLD, None, "", seen.restarts, True))
+            step.reasons[row.id] = f"profiling run on {attempt.gpu_type} did not start in time"
+
+    def _stop(self, row: JobRow, seen: ObservedJob, step: ProfilingStep, why: str) -> None:
+        self._attempts.pop(row.id, None)
+        step.actions.append(Action(row.id, seen.slurm_id, PREEMPT, None, "", seen.restarts, True))
+        step.reasons[row.id] = f"profiling: {why}"
+        log.info("event=profile-stop job=%s reason=%r", row.id, why)
+
+    def _place(
+        self,
+        session: Session,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        types: Sequence[str],
+        done: set[str],
+        free: dict[str, int],
+        step: ProfilingStep,
+        now: float,
+    ) -> bool:
+        """Start a profiling run on the next type with a free GPU; False when none can start."""
+        remaining = self._remaining(row.id, types, done)
+        spool = self.spool
+        if not remaining or spool is None:
+            return False
+        node = _pick_node(view.cluster, remaining, free)
+        if node is None:
+            return False
+        gpu_type = view.cluster.node(node).gpu_type
+        write_mode(spool, seen.slurm_id, self.options.iterations, seen.restarts)
+        config = Configuration(gpu_type, ((node, 1),))
+        free[node] -= 1
+        step.reserve(node)
+        self._attempts[row.id] = Attempt(gpu_type, node, now)
+        step.actions.append(
+            Action(
+                row.id,
+                seen.slurm_id,
+                PROFILE,
+                config,
+                view.partition_of[node],
+                seen.restarts,
+                seen.restarts > 0,
+            )
+        )
+        step.reasons[row.id] = f"profiling on {gpu_type} ({node}) at {now:.3f}"
+        record_allocation(session, None, row.id, AllocationReason.START, config, now)
+        log.info("event=profile-start job=%s gpu_type=%s node=%s", row.id, gpu_type, node)
+        return True
+
+    def _finish(
+        self,
+        session: Session,
+        row: JobRow,
+        view: ClusterView,
+        done: set[str],
+        config: HopsConfig,
+        now: float,
+        reason: str,
+    ) -> None:
+        if self.spool is not None:
+            remove_mode(self.spool, int(row.slurm_job_id or 0))
+        self._derive(session, row.id, view.cluster, done, config, now)
+        transition(row, JobState.QUEUED, now, f"profiling over: {reason}")
+        self._attempts.pop(row.id, None)
+        log.info("event=profile-done job=%s types=%s reason=%r", row.id, sorted(done), reason)
+
+    @staticmethod
+    def _derive(
+        session: Session,
+        job_id: str,
+        cluster: Cluster,
+        done: set[str],
+        config: HopsConfig,
+        now: float,
+    ) -> None:
+        """Scaled profiles for the managed types the job was not profiled on."""
+        if not done:
+            return
+        base_type = sorted(done)[0]
+        base_row = session.get(ProfileRow, (job_id, base_type))
+        if base_row is None:
+            return
+        base = profile_from_row(base_row)
+        store = SqlThroughputStore(session, now)
+        base_speed = config.gpu_type(base_type).speed
+        for gpu_type in managed_types(cluster):
+            if gpu_type in done or session.get(ProfileRow, (job_id, gpu_type)) is not None:
+                continue
+            speed = config.gpu_type(gpu_type).speed
+            store.set_profile(job_id, gpu_type, scaled_profile(base, base_speed, speed), 0)
+
+    def _remaining(self, job_id: str, types: Sequence[str], done: set[str]) -> list[str]:
+        failed = self._failed.get(job_id, set())
+        return [t for t in types if t not in done and t not in failed]
+
+    def _prune(self, live: set[str]) -> None:
+        for table in (self._attempts, self._failed):
+            for job_id in [j for j in table if j not in live]:
+                del table[job_id]
+        self._no_probe &= live
+
+
+def _pick_node(cluster: Cluster, types: Sequence[str], free: Mapping[str, int]) -> str | None:
+    """The node with the most free GPUs among the given types (cluster order on ties)."""
+    best: tuple[int, int] | None = None
+    chosen = None
+    for index, node in enumerate(cluster.nodes):
+        if node.gpu_type not in types or free.get(node.id, 0) < 1:
+            continue
+        key = (free[node.id], -index)
+        if best is None or key > best:
+            best, chosen = key, node.id
+    return chosen

@@ -1,0 +1,471 @@
+"""Sensing: read what jobs' probes report, check it, and learn from it.
+
+Each job's probe (:mod:`hopsd.probe`) appends JSON lines to
+``<spool>/<slurm job id>.jsonl``. A report is believed only when
+
+* the file is a regular file (not a link) owned by the job's own user,
+* the job id in the file name and in every record match,
+* the file and each line stay within size limits and every value is sane,
+* it comes from the job's current run (Slurm's restart count) on a node the
+  job holds now -- lines of an earlier placement still count for progress, but
+  are never attributed to the new one.
+
+Anything else is skipped (and logged once per job), never raised.
+
+What is learned:
+
+* ``profile`` records fill the theory layer (``set_profile``) of the GPU type
+  the run was on, plus the entity/type rows at one GPU;
+* ``run`` records fill the entity layer (per node, by GPU count or node count)
+  with the measured per-GPU samples/s (EWMA), and the type layer with the best
+  server of the type measured so far for that size -- the answer for a server
+  the job has not run on, which a slower host's impairment must not drag down;
+* data-time and sync-wait samples accumulate per (job, type) and the
+  hit/miss mixture is re-fitted into the theory layer as they come;
+* a job that reports only progress (no iteration timings) is measured from
+  samples done per wall time, and its estimates are labelled ``progress``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import pwd
+import stat
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
+from hopsd.core.model import Cluster, Configuration
+from hopsd.daemon.views import ObservedJob
+from hopsd.ledger.models import JobRow, ProfileRow, ThroughputLayer, ThroughputRow
+from hopsd.ledger.throughput_store import SqlThroughputStore
+
+log = logging.getLogger("hopsd.sensing")
+
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_READ_BYTES = 1024 * 1024
+MAX_LINE_BYTES = 16 * 1024
+MAX_LIST = 1024
+MAX_TIME_S = 86_400.0
+WINDOW = 512  # data-time samples kept per (job, type) for the mixture fit
+
+UidLookup = Callable[[str], int | None]
+
+
+def system_uid(user: str) -> int | None:
+    """The uid of a user name, or None when the system does not know it."""
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except (KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    run: int
+    node: str
+    at: float
+    iterations: int
+    samples_per_iter: float
+    means: PhaseMeans
+    t_d: tuple[float, ...]
+    t_w: tuple[float, ...]
+    samples_done: float | None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run: int
+    node: str
+    at: float
+    iterations: int
+    samples: float
+    seconds: float
+    t_d: tuple[float, ...]
+    t_w: tuple[float, ...]
+    samples_done: float | None
+
+
+Report = ProfileReport | RunReport
+
+
+class BadRecord(ValueError):
+    """A line that is not a believable probe record."""
+
+
+def _num(record: dict[str, Any], key: str, high: float, *, optional: bool = False) -> float:
+    value = record.get(key)
+    if value is None and optional:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRecord(f"{key} is not a number")
+    if not math.isfinite(value) or not 0 <= value <= high:
+        raise BadRecord(f"{key}={value} outside 0..{high:g}")
+    return float(value)
+
+
+def _int(record: dict[str, Any], key: str, high: int) -> int:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise BadRecord(f"{key} is not an integer in 0..{high}")
+    return value
+
+
+def _times(record: dict[str, Any], key: str) -> tuple[float, ...]:
+    values = record.get(key, [])
+    if not isinstance(values, list) or len(values) > MAX_LIST:
+        raise BadRecord(f"{key} is not a list of at most {MAX_LIST} times")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise BadRecord(f"{key} holds a non-number")
+        if not math.isfinite(v) or not 0 <= v <= MAX_TIME_S:
+            raise BadRecord(f"{key} holds {v}")
+        out.append(float(v))
+    return tuple(out)
+
+
+def parse_record(record: object, slurm_id: int) -> Report:
+    """A typed report from one decoded line, or :class:`BadRecord` saying why not."""
+    if not isinstance(record, dict):
+        raise BadRecord("not a JSON object")
+    if record.get("v") != 1:
+        raise BadRecord("unknown format version")
+    if str(record.get("job")) != str(slurm_id):
+        raise BadRecord(f"claims job {record.get('job')!r}, file belongs to {slurm_id}")
+    node = record.get("node")
+    if not isinstance(node, str) or not 0 < len(node) <= 128:
+        raise BadRecord("node is not a short string")
+    run = _int(record, "run", 1_000_000)
+    at = _num(record, "at", 1e11)
+    done = _num(record, "samples_done", 1e15, optional=True)
+    samples_done = None if math.isnan(done) else done
+    kind = record.get("kind")
+    if kind == "profile":
+        iterations = _int(record, "iterations", 100_000)
+        if iterations == 0:
+            raise BadRecord("a profile of zero iterations")
+        means = PhaseMeans(
+            t_iter=_num(record, "t_iter", MAX_TIME_S),
+            t_d=_num(record, "t_d_wait", MAX_TIME_S),
+            t_f=_num(record, "t_f", MAX_TIME_S),
+            t_b=_num(record, "t_b", MAX_TIME_S),
+            t_u=_num(record, "t_u", MAX_TIME_S),
+            t_w=0.0,
+        )
+        t_d, t_w = _times(record, "t_d"), _times(record, "t_w")
+        means = replace(means, t_w=sum(t_w) / len(t_w) if t_w else 0.0)
+        if t_d:
+            means = replace(means, t_d=sum(t_d) / len(t_d))
+        if means.t_iter <= 0:
+            raise BadRecord("a profile with no iteration time")
+        spi = _num(record, "samples_per_iter", 1e9)
+        return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
+    if kind == "run":
+        return RunReport(
+            run,
+            node,
+            at,
+            _int(record, "iterations", 100_000_000),
+            _num(record, "samples", 1e13),
+            _num(record, "seconds", MAX_TIME_S),
+            _times(record, "t_d"),
+            _times(record, "t_w"),
+            samples_done,
+        )
+    raise BadRecord(f"unknown kind {kind!r}")
+
+
+class ReportReader:
+    """Reads new lines of each job's report file, checking ownership and limits.
+
+    Offsets live in memory: a restarted daemon reads the (bounded) file again.
+    A file that shrank was started afresh by the probe and is read from the top.
+    """
+
+    def __init__(self, uid_of: UidLookup = system_uid) -> None:
+        self.uid_of = uid_of
+        self._offsets: dict[int, int] = {}
+        self._complained: set[tuple[int, str]] = set()
+
+    def path(self, spool: Path, slurm_id: int) -> Path:
+        return spool / f"{slurm_id}.jsonl"
+
+    def exists(self, spool: Path, slurm_id: int) -> bool:
+        return self.path(spool, slurm_id).exists()
+
+    def read(self, spool: Path, slurm_id: int, user: str) -> list[Report]:
+        """New believable records of the job (empty when none or the file is refused)."""
+        path = self.path(spool, slurm_id)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return []
+        problem = self._check_file(info, user)
+        if problem:
+            self._complain(slurm_id, problem)
+            return []
+        start = self._offsets.get(slurm_id, 0)
+        if info.st_size < start:
+            start = 0
+        jumped = info.st_size - start > MAX_READ_BYTES
+        if jumped:
+            start = info.st_size - MAX_READ_BYTES
+        chunk = self._read_chunk(path, start)
+        if chunk is None:
+            return []
+        complete = chunk.rfind(b"\n") + 1
+        self._offsets[slurm_id] = start + complete
+        return self._parse_lines(chunk[:complete], slurm_id, skip_first=jumped)
+
+    def forget(self, slurm_id: int) -> None:
+        self._offsets.pop(slurm_id, None)
+
+    def _check_file(self, info: os.stat_result, user: str) -> str:
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        uid = self.uid_of(user)
+        if uid is None:
+            return f"owner {user!r} unknown to the system"
+        if info.st_uid != uid:
+            return f"owned by uid {info.st_uid}, the job's user {user!r} is uid {uid}"
+        if info.st_size > MAX_FILE_BYTES:
+            return f"{info.st_size} bytes, above the {MAX_FILE_BYTES} limit"
+        return ""
+
+    @staticmethod
+    def _read_chunk(path: Path, start: int) -> bytes | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            os.lseek(fd, start, os.SEEK_SET)
+            return os.read(fd, MAX_READ_BYTES)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def _parse_lines(self, data: bytes, slurm_id: int, skip_first: bool) -> list[Report]:
+        out: list[Report] = []
+        lines = data.split(b"\n")
+        if skip_first:
+            lines = lines[1:]  # cut in the middle by the read limit
+        for line in lines:
+            if not line.strip():
+                continue
+            if len(line) > MAX_LINE_BYTES:
+                self._complain(slurm_id, f"line of {len(line)} bytes skipped")
+                continue
+            try:
+                out.append(parse_record(json.loads(line), slurm_id))
+            except (ValueError, BadRecord) as exc:
+                self._complain(slurm_id, f"record skipped: {exc}")
+        return out
+
+    def _complain(self, slurm_id: int, problem: str) -> None:
+        key = (slurm_id, problem.split(":")[0])
+        if key in self._complained:
+            return
+        self._complained.add(key)
+        log.warning("event=report-ignored slurm_job=%s reason=%r", slurm_id, problem)
+
+
+@dataclass
+class _Progress:
+    run: int
+    at: float
+    samples_done: float
+
+
+class Sensing:
+    """The daemon's memory of job reports between ticks (windows, offsets, flags).
+
+    ``spool`` is the directory of report and mode files (hops.conf
+    ``daemon.spool_dir``); without one nothing is sensed.
+    """
+
+    def __init__(self, spool: Path | None, uid_of: UidLookup = system_uid) -> None:
+        self.spool = spool
+        self.reader = ReportReader(uid_of)
+        self.fresh_profiles: dict[str, str] = {}
+        self.reported: set[str] = set()
+        self.progress_only: set[str] = set()
+        self._windows: dict[tuple[str, str], tuple[deque[float], deque[float]]] = {}
+        self._progress: dict[str, _Progress] = {}
+
+    def has_report_file(self, slurm_id: int) -> bool:
+        return self.spool is not None and self.reader.exists(self.spool, slurm_id)
+
+    def ingest(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        seen: ObservedJob,
+        config: Configuration | None,
+        cluster: Cluster,
+    ) -> bool:
+        """Fold a job's new reports into the ledger; False when it has no report file."""
+        if self.spool is None or not self.has_report_file(seen.slurm_id):
+            return False
+        reports = self.reader.read(self.spool, seen.slurm_id, row.user)
+        for report in reports:
+            self.reported.add(row.id)
+            if report.samples_done is not None:
+                row.samples_done = max(row.samples_done, min(report.samples_done, 1e15))
+            if config is None or report.run != seen.restarts or report.node not in config.node_ids:
+                continue
+            if isinstance(report, ProfileReport):
+                self._learn_profile(store, row, report, config, cluster)
+            else:
+                self._learn_run(store, row, report, config, cluster)
+        return True
+
+    def forget(self, job_id: str, slurm_id: int) -> None:
+        """Drop in-memory state of a job that ended."""
+        self.reader.forget(slurm_id)
+        self._progress.pop(job_id, None)
+        self.fresh_profiles.pop(job_id, None)
+        for key in [k for k in self._windows if k[0] == job_id]:
+            del self._windows[key]
+
+    # -- learning ------------------------------------------------------------------------
+
+    def _learn_profile(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        report: ProfileReport,
+        config: Configuration,
+        cluster: Cluster,
+    ) -> None:
+        profile = profile_from_measurements(report.means, report.t_d, report.t_w)
+        store.set_profile(row.id, config.gpu_type, profile, report.iterations)
+        data, wait = self._window(row.id, config.gpu_type)
+        data.extend(report.t_d)
+        wait.extend(report.t_w)
+        self.fresh_profiles[row.id] = config.gpu_type
+        if report.samples_per_iter > 0:
+            per_gpu = report.samples_per_iter / report.means.t_iter / config.total_gpus
+            self._measured(store, row, config, cluster, per_gpu, report.samples_per_iter)
+        log.info(
+            "event=profiled job=%s gpu_type=%s node=%s iterations=%d pattern=%d t_iter=%.4g",
+            row.id,
+            config.gpu_type,
+            report.node,
+            report.iterations,
+            profile.pattern,
+            report.means.t_iter,
+        )
+
+    def _learn_run(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        report: RunReport,
+        config: Configuration,
+        cluster: Cluster,
+    ) -> None:
+        if report.iterations > 0 and report.samples > 0 and report.seconds > 0:
+            per_gpu = report.samples / report.seconds / config.total_gpus
+            self._measured(store, row, config, cluster, per_gpu, report.samples)
+            self.progress_only.discard(row.id)
+            row.estimate_source = "entity"
+            self._refit(store, row.id, config.gpu_type, report)
+            return
+        if report.samples_done is None:
+            return
+        last = self._progress.get(row.id)
+        self._progress[row.id] = _Progress(report.run, report.at, report.samples_done)
+        if last is None or last.run != report.run or report.at <= last.at:
+            return
+        gained = report.samples_done - last.samples_done
+        if gained > 0:
+            per_gpu = gained / (report.at - last.at) / config.total_gpus
+            self._measured(store, row, config, cluster, per_gpu, gained)
+            self.progress_only.add(row.id)
+            row.estimate_source = "progress"
+
+    def _window(self, job_id: str, gpu_type: str) -> tuple[deque[float], deque[float]]:
+        key = (job_id, gpu_type)
+        if key not in self._windows:
+            self._windows[key] = (deque(maxlen=WINDOW), deque(maxlen=WINDOW))
+        return self._windows[key]
+
+    def _refit(self, store: SqlThroughputStore, job_id: str, gpu_type: str, rep: RunReport) -> None:
+        """Grow the data-time history and re-fit the theory layer's mixtures from it."""
+        data, wait = self._window(job_id, gpu_type)
+        data.extend(rep.t_d)
+        wait.extend(rep.t_w)
+        prow = store.session.get(ProfileRow, (job_id, gpu_type))
+        if prow is None or prow.iterations <= 0 or not rep.t_d:
+            return
+        current = store.profile(job_id, gpu_type)
+        if current is None:
+            return
+        refitted = replace(
+            current,
+            data=fit_mixture(list(data)),
+            sync_wait=fit_mixture(list(wait)) if wait else current.sync_wait,
+        )
+        store.set_profile(job_id, gpu_type, refitted, prow.iterations)
+
+    def _measured(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        config: Configuration,
+        cluster: Cluster,
+        per_gpu: float,
+        samples: float,
+    ) -> None:
+        if not (math.isfinite(per_gpu) and per_gpu > 0):
+            return
+        L = ThroughputLayer
+        if config.distributed:
+            for node in config.node_ids:
+                store.observe(L.ENTITY_DISTRIBUTED, row.id, node, config.n_nodes, per_gpu, samples)
+            self._type_best(store, row.id, config, cluster, L.ENTITY_DISTRIBUTED, config.n_nodes)
+        else:
+            node = config.node_ids[0]
+            store.observe(L.ENTITY_AGGREGATED, row.id, node, config.total_gpus, per_gpu, samples)
+            self._type_best(store, row.id, config, cluster, L.ENTITY_AGGREGATED, config.total_gpus)
+
+    @staticmethod
+    def _type_best(
+        store: SqlThroughputStore,
+        job_id: str,
+        config: Configuration,
+        cluster: Cluster,
+        layer: ThroughputLayer,
+        size: int,
+    ) -> None:
+        nodes = [n.id for n in cluster.nodes if n.gpu_type == config.gpu_type]
+        best = max(_entity_values(store, job_id, layer, size, nodes), default=None)
+        if best is None:
+            return
+        if layer == ThroughputLayer.ENTITY_AGGREGATED:
+            store.set_type_aggregated(job_id, config.gpu_type, size, best)
+        else:
+            store.set_type_distributed(job_id, config.gpu_type, size, best)
+
+
+def _entity_values(
+    store: SqlThroughputStore, job_id: str, layer: ThroughputLayer, size: int, nodes: Iterable[str]
+) -> list[float]:
+    stmt = select(ThroughputRow.per_gpu).where(
+        ThroughputRow.job_id == job_id,
+        ThroughputRow.layer == layer,
+        ThroughputRow.size == size,
+        ThroughputRow.place.in_(list(nodes)),
+    )
+    return [float(v) for v in store.session.scalars(stmt)]
