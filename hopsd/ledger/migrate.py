@@ -20,7 +20,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
-from hopsd.ledger.engine import make_engine, redact
+from hopsd.ledger.engine import make_engine, normalise_url, redact
 from hopsd.ledger.errors import SchemaNewerError, SchemaOutdatedError
 
 # The migration scripts live at the top of the source tree (hops is installed
@@ -52,7 +52,14 @@ def head_revision() -> str:
 
 
 def upgrade(url: str | URL, revision: str = "head") -> None:
-    """Migrate the ledger at ``url`` up to ``revision`` (creating it when empty)."""
+    """Migrate the ledger at ``url`` up to ``revision`` (creating it when empty).
+
+    A new SQLite ledger's directory is created too, so the embedded default
+    (``/var/lib/hops/ledger.sqlite``) works on a fresh machine.
+    """
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
     _run(url, lambda cfg: command.upgrade(cfg, revision))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -112,3 +113,11 @@ def test_check_schema_on_newer_database_says_upgrade_hops(empty_url: str) -> Non
             check_schema(engine)
     finally:
         engine.dispose()
+
+
+def test_upgrade_creates_the_directory_of_a_new_sqlite_ledger(tmp_path: Path) -> None:
+    from hopsd.ledger.migrate import current_revision, head_revision, upgrade
+
+    target = tmp_path / "var" / "lib" / "hops" / "ledger.sqlite"
+    upgrade(f"sqlite:///{target}")
+    assert target.exists() and current_revision(f"sqlite:///{target}") == head_revision()
