@@ -19,32 +19,26 @@ from hopsd.slurm.port import SlurmNode
 
 
 def speed_factors(session: Session, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
-    """Per node: median over jobs of (this node's per-GPU throughput / the type's), and how many.
+    """Per node: median over jobs of (its per-GPU throughput / the job's best server of the type).
 
-    Both sides come from the throughput store at the same GPU count, so a
-    factor below 1 means this server runs the same jobs slower than its
-    siblings of the same GPU type (older CPU, slower disk...).
+    Only jobs measured on at least two servers of one GPU type at the same GPU
+    count are compared, so a factor below 1 means this server ran the very same
+    jobs slower than a sibling of its type (older CPU, slower disk...), and a
+    node no job has been compared on shows no factor.
     """
     rows = session.scalars(
-        select(ThroughputRow).where(
-            ThroughputRow.layer.in_(
-                [ThroughputLayer.ENTITY_AGGREGATED.value, ThroughputLayer.TYPE_AGGREGATED.value]
-            )
-        )
+        select(ThroughputRow).where(ThroughputRow.layer == ThroughputLayer.ENTITY_AGGREGATED.value)
     )
-    entity: dict[tuple[str, str, int], float] = {}
-    by_type: dict[tuple[str, str, int], float] = {}
+    groups: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
     for row in rows:
-        key = (row.job_id, row.place, row.size)
-        if row.layer == ThroughputLayer.ENTITY_AGGREGATED:
-            entity[key] = row.per_gpu
-        else:
-            by_type[key] = row.per_gpu
+        groups[(row.job_id, node_type.get(row.place, ""), row.size)][row.place] = row.per_gpu
     ratios: dict[str, list[float]] = defaultdict(list)
-    for (job_id, node, size), per_gpu in entity.items():
-        reference = by_type.get((job_id, node_type.get(node, ""), size))
-        if reference:
-            ratios[node].append(per_gpu / reference)
+    for per_node in groups.values():
+        best = max(per_node.values())
+        if len(per_node) < 2 or best <= 0:
+            continue
+        for node, per_gpu in per_node.items():
+            ratios[node].append(per_gpu / best)
     return {node: (median(values), len(values)) for node, values in ratios.items()}
 
 
