@@ -66,6 +66,8 @@ class HopsConfig:
     gpu_types: Mapping[str, GpuTypeConfig] = field(default_factory=dict)
     max_demand_gpus: int = 256
     metrics_address: str = "127.0.0.1:9464"
+    # Report and mode files of jobs; "" means each job's own Slurm working
+    # directory, used only under the checks of hopsd.daemon.spool.
     spool_dir: str = ""
     lease_ttl_s: float = 120.0
 

@@ -6,6 +6,7 @@ same input always yields the same plan.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -170,6 +171,12 @@ class Job:
     time spent queued so far (seconds), ``attained_service`` GPU-seconds
     normalised by GPU-type speed, ``samples_done`` progress. ``current`` is the
     placement of a running job (None when queued).
+
+    ``share_factor`` (> 0, default 1) scales the job's *biased* priority in the
+    planner's ordering and ILP weight, ``(prior + bias) * share_factor`` (see
+    :func:`hopsd.core.priorities.share_keys`). It is how an operator's fairness
+    between users or accounts (fair share) enters the plan without changing any
+    priority's definition; 1 everywhere is the method as published.
     """
 
     id: str
@@ -184,10 +191,15 @@ class Job:
     attained_service: float = 0.0
     wait_time: float = 0.0
     current: Configuration | None = None
+    share_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.id:
             raise InvalidInputError("a job needs a non-empty id")
+        if not (math.isfinite(self.share_factor) and self.share_factor > 0):
+            raise InvalidInputError(
+                f"job {self.id!r}: share_factor must be finite and > 0, got {self.share_factor}"
+            )
         _check_demands(self.id, self.demands)
         if self.total_samples <= 0:
             raise InvalidInputError(f"job {self.id!r}: total_samples must be > 0")

@@ -4,16 +4,27 @@ Every priority maps a job to a number where **higher is served first**; values
 may be negative (LAS, SJF, SRTF), which is why the ILP adds a bias before
 raising priorities to the power lambda. Priorities are found by name in a
 registry, so a policy names its ordering in settings instead of branching on it.
+
+Fair share between users or accounts is not a priority of its own: each job's
+``share_factor`` multiplies its *biased* priority, ``(prior + bias) *
+share_factor`` (:func:`share_keys`), and that product is what jobs are ordered
+by and what the ILP weight raises to lambda. Scaling after the bias keeps every
+key positive, so the factor means the same for every priority, negative ones
+(LAS, SJF, SRTF) included: a factor of 2 doubles a job's key whatever the
+priority's sign or scale. With every factor 1 the order and the weights are
+exactly those of the priority alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.estimator import Estimator
+from hopsd.core.gains import priority_bias
 from hopsd.core.metrics import mean_or_zero
 from hopsd.core.model import Cluster, Job
 
@@ -156,14 +167,39 @@ def shortest_remaining_time_first(job: Job, ctx: PriorityContext) -> float:
     return -job.remaining_samples / expected_rate(job, ctx)
 
 
-def order_jobs(jobs: Iterable[Job], priority: Priority, ctx: PriorityContext) -> tuple[Job, ...]:
-    """Jobs sorted by priority, highest first; ties go to the earlier submission, then the id.
+def share_keys(priorities: Sequence[float], factors: Sequence[float]) -> list[float]:
+    """``(prior_i + bias) * share_factor_i`` for jobs scored together (see the module doc).
 
-    The tie-break makes the order (and so the plan) deterministic.
+    ``bias`` is eq. 11's over the priorities given (0 when all are > 0, else
+    ``|min| + 0.01``), so every key is > 0 and the ILP weight is
+    ``(key_i / max key) ** lambda``. Ordering by these keys is ordering by
+    priority when all factors are 1.
     """
-    scored = [(-priority(job, ctx), job.submit_time, job.id, job) for job in jobs]
-    scored.sort(key=lambda item: item[:3])
-    return tuple(item[3] for item in scored)
+    if len(priorities) != len(factors):
+        raise InvalidInputError("share_keys: one share factor per priority")
+    if any(not (math.isfinite(f) and f > 0) for f in factors):
+        raise InvalidInputError("share factors must be finite numbers > 0")
+    bias = priority_bias(priorities)
+    return [(p + bias) * f for p, f in zip(priorities, factors, strict=True)]
+
+
+def order_jobs(jobs: Iterable[Job], priority: Priority, ctx: PriorityContext) -> tuple[Job, ...]:
+    """Jobs sorted by share key, highest first; ties by priority, earlier submission, id.
+
+    The key is :func:`share_keys` of the jobs' priorities and share factors;
+    the tie-breaks make the order (and so the plan) deterministic, and the
+    priority tie-break keeps the pure priority order exact when all factors are
+    1 (adding the bias could round two close priorities to one key).
+    """
+    listed = list(jobs)
+    scores = [float(priority(job, ctx)) for job in listed]
+    keys = share_keys(scores, [job.share_factor for job in listed])
+    scored = [
+        (-key, -score, job.submit_time, job.id, job)
+        for key, score, job in zip(keys, scores, listed, strict=True)
+    ]
+    scored.sort(key=lambda item: item[:4])
+    return tuple(item[4] for item in scored)
 
 
 LR = register_priority(NamedPriority("lr", latency_ratio))

@@ -52,7 +52,7 @@ from hopsd.core.fragments import sensitivity_adjustment
 from hopsd.core.gains import prior_weights, restart_discount
 from hopsd.core.ilp import Solution, solve_assignment
 from hopsd.core.model import Assignment, Configuration, Job, Plan
-from hopsd.core.priorities import PriorityContext, get_priority
+from hopsd.core.priorities import PriorityContext, get_priority, share_keys
 from hopsd.core.sensitivity import is_high_sensitivity, mean_finite, probe_nodes, sensitivity_on
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
@@ -117,8 +117,15 @@ class RoundPlanner:
         priority = get_priority(settings.priority)
         ctx = PriorityContext(snapshot.now, self.cluster, self.estimator, len(snapshot.jobs))
         self.score = {job.id: float(priority(job, ctx)) for job in snapshot.jobs}
+        # Order by (prior + bias) * share_factor (priorities.share_keys); the score
+        # tie-break keeps the pure priority order exact when every factor is 1.
+        keys = share_keys(list(self.score.values()), [j.share_factor for j in snapshot.jobs])
+        key = dict(zip(self.score, keys, strict=True))
         self.order = tuple(
-            sorted(snapshot.jobs, key=lambda j: (-self.score[j.id], j.submit_time, j.id))
+            sorted(
+                snapshot.jobs,
+                key=lambda j: (-key[j.id], -self.score[j.id], j.submit_time, j.id),
+            )
         )
         self.queue = tuple(j for j in self.order if j.current is None)
         self._rho: dict[tuple[str, str], float] = {}
@@ -214,7 +221,8 @@ class RoundPlanner:
         return total
 
     def members(self, jobs: Sequence[Job], keep_only: frozenset[str] = frozenset()) -> list[Member]:
-        weights = prior_weights([self.score[j.id] for j in jobs], self.settings.lam)
+        keys = share_keys([self.score[j.id] for j in jobs], [j.share_factor for j in jobs])
+        weights = prior_weights(keys, self.settings.lam)  # ((prior + bias) * factor) ** lambda
         return [Member(j, w, j.id in keep_only) for j, w in zip(jobs, weights, strict=True)]
 
     def fits_in(self, idle: dict[str, int]) -> Callable[[Job], bool]:

@@ -5,6 +5,9 @@ nodes, as *starting* (running, and pinned) when hops released it and Slurm has
 not launched it yet, and as *queued* when it waits held. Anything else (a job
 completing, running where hops did not put it, or in its profiling runs, which
 the profiling queue owns) is left out, and its GPUs count as occupied.
+
+Every job carries its owner's fair-share factor as ``share_factor``
+(:mod:`hopsd.daemon.fairshare`); the planner scales the job's biased priority by it.
 """
 
 from __future__ import annotations
@@ -98,11 +101,8 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
-        core = to_core_job(row)
-        wait = core.wait_time
-        if current is None:
-            wait *= fairshare.multiplier(row.user, row.account)
-        jobs.append(dataclasses.replace(core, current=current, wait_time=wait))
+        factor = fairshare.multiplier(row.user, row.account)
+        jobs.append(dataclasses.replace(to_core_job(row), current=current, share_factor=factor))
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
         handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
     view = build_cluster_view(obs.nodes, config, held_running)

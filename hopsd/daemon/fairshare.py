@@ -6,10 +6,13 @@ each owner's usage of normalised GPU time decays with a half-life, is compared
 with the owner's configured share, and gives a factor ``F = 2 ** (-usage/share)``
 (Slurm's classic formula: 0.5 means exactly at share, 1 unused, -> 0 far over).
 
-The core is not changed: the daemon multiplies a queued job's ``wait_time`` by
-``(2F_user * 2F_account) ** weight`` before the core sees it. With the latency
-ratio (and finish-time fairness) the priority is proportional to the wait, so
-this scales the job's priority; ``weight = 0`` leaves the pure method.
+The daemon hands each job's owner factor ``(2F_user * 2F_account) ** weight``
+to the core as the job's ``share_factor``; the planner multiplies the job's
+biased priority by it (``(prior + bias) * share_factor``, see
+:func:`hopsd.core.priorities.share_keys`) for the queue order and the ILP
+weight. Priorities keep their definitions, so this works the same for every
+priority (LR, FTF, LAS, SJF, SRTF). ``weight = 0`` gives a factor of exactly 1:
+the pure method.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 ACCOUNT_PREFIX = "account:"
+#: Smallest share factor handed to the planner (it must stay > 0).
+MIN_FACTOR = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +84,17 @@ class FairShare:
     weight: float
 
     def multiplier(self, user: str, account: str) -> float:
-        """What the job's wait time (and so its LR priority) is multiplied by."""
+        """The share factor of the owner's jobs: 1 at share, above 1 under it, below over it.
+
+        Floored at :data:`MIN_FACTOR` so an owner far over a tiny share still
+        has a valid (positive) factor rather than one rounded to zero.
+        """
         if self.weight == 0:
             return 1.0
         f_user = self.users.get(user, 1.0)
         f_account = self.accounts.get(account, 1.0)
-        return math.pow(2.0 * f_user, self.weight) * math.pow(2.0 * f_account, self.weight)
+        value = math.pow(2.0 * f_user, self.weight) * math.pow(2.0 * f_account, self.weight)
+        return max(value, MIN_FACTOR)
 
 
 def compute_fairshare(

@@ -26,6 +26,7 @@ def job_view(job: SlurmJob) -> ObservedJob:
         end_time=job.end_time or 0.0,
         tag=job.tag,
         tag_error=job.tag_error,
+        work_dir=job.work_dir,
     )
 
 

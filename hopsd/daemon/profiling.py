@@ -3,7 +3,11 @@
 How it is enacted on Slurm (22.05 cannot change a pending job's environment,
 and a job cannot run on two partitions at once): the profiling run *is* the
 job itself. hopsd writes ``<spool>/<job>.mode`` (``{"mode": "profile",
-"iterations": N, "run": R}``, R = the restart count the run will have), places
+"iterations": N, "run": R}``, R = the restart count the run will have; the
+spool is hops.conf ``daemon.spool_dir`` or else the job's working directory,
+written only when that directory belongs to the job's user, see
+:mod:`hopsd.daemon.spool` -- a job whose mode file cannot be written safely is
+not profiled, and the reason is logged), places
 the held job on one GPU of a type and releases it. The job's probe reads the
 file, times N iterations, appends a ``profile`` record and goes on training;
 hopsd stores the profile, requeue-holds the job, and places it on the next type.
@@ -31,13 +35,9 @@ wait a whole round to be profiled.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -68,8 +68,8 @@ class ProfilingOptions:
 
     @staticmethod
     def of(config: HopsConfig, shadow: bool = False) -> ProfilingOptions:
-        """Profiling needs a spool (the mode file) and a daemon that enacts (not shadow)."""
-        enabled = config.profiling and bool(config.spool_dir) and not shadow
+        """Profiling needs a daemon that enacts (not shadow); mode files go to each job's spool."""
+        enabled = config.profiling and not shadow
         return ProfilingOptions(enabled, config.profiling_iterations, config.profiling_timeout_s)
 
 
@@ -95,27 +95,9 @@ class ProfilingStep:
         self.reserved[node] = self.reserved.get(node, 0) + 1
 
 
-def mode_path(spool: Path, slurm_id: int) -> Path:
-    return spool / f"{slurm_id}.mode"
-
-
-def write_mode(spool: Path, slurm_id: int, iterations: int, run: int) -> None:
-    """Atomically (re)write the job's mode file; never follows a link planted in the spool."""
-    data = json.dumps({"mode": "profile", "iterations": iterations, "run": run})
-    tmp = spool / f".{slurm_id}.mode.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, mode_path(spool, slurm_id))
-
-
-def remove_mode(spool: Path, slurm_id: int) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(mode_path(spool, slurm_id))
+def mode_body(iterations: int, run: int) -> dict[str, object]:
+    """What the probe reads from ``<spool>/<job>.mode`` (see :func:`hopsd.probe.resolve_mode`)."""
+    return {"mode": "profile", "iterations": iterations, "run": run}
 
 
 def profiled_types(session: Session, job_ids: Sequence[str]) -> dict[str, set[str]]:
@@ -156,10 +138,7 @@ class Profiler:
         self._attempts: dict[str, Attempt] = {}
         self._failed: dict[str, set[str]] = {}
         self._no_probe: set[str] = set()
-
-    @property
-    def spool(self) -> Path | None:
-        return self.sensing.spool
+        self._unsafe: dict[str, str] = {}
 
     # -- before the snapshot: jobs whose profiling is over --------------------------------
 
@@ -231,7 +210,12 @@ class Profiler:
                 self._released(row, seen, step, now)
             elif seen.pending and seen.held:
                 placed = self._place(session, row, seen, view, types, done[row.id], free, step, now)
-                if not placed and done[row.id]:
+                unsafe = self._unsafe.pop(row.id, "")
+                if unsafe:
+                    reason = f"skipped, no mode file: {unsafe}"
+                    self._finish(session, row, view, done[row.id], config, now, reason)
+                    step.finished.append(row.id)
+                elif not placed and done[row.id]:
                     # no free GPU on the types left, but one profile exists: stop waiting
                     reason = "no free GPU on the types left"
                     self._finish(session, row, view, done[row.id], config, now, reason)
@@ -293,14 +277,18 @@ class Profiler:
     ) -> bool:
         """Start a profiling run on the next type with a free GPU; False when none can start."""
         remaining = self._remaining(row.id, types, done)
-        spool = self.spool
-        if not remaining or spool is None:
+        if not remaining:
             return False
         node = _pick_node(view.cluster, remaining, free)
         if node is None:
             return False
         gpu_type = view.cluster.node(node).gpu_type
-        write_mode(spool, seen.slurm_id, self.options.iterations, seen.restarts)
+        body = mode_body(self.options.iterations, seen.restarts)
+        problem = self.sensing.write_mode(seen.slurm_id, row.user, body)
+        if problem:
+            self._unsafe[row.id] = problem
+            log.warning("event=profile-skipped job=%s reason=%r", row.id, problem)
+            return False
         config = Configuration(gpu_type, ((node, 1),))
         free[node] -= 1
         step.reserve(node)
@@ -331,8 +319,7 @@ class Profiler:
         now: float,
         reason: str,
     ) -> None:
-        if self.spool is not None:
-            remove_mode(self.spool, int(row.slurm_job_id or 0))
+        self.sensing.remove_mode(int(row.slurm_job_id or 0))
         self._derive(session, row.id, view.cluster, done, config, now)
         transition(row, JobState.QUEUED, now, f"profiling over: {reason}")
         self._attempts.pop(row.id, None)

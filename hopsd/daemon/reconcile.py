@@ -6,16 +6,23 @@ hops-tagged held jobs (after checking their tags), records starts, ends,
 failures and requeues, learns the final state of jobs that left the queue from
 accounting, and advances wait time, attained service (raw GPU-seconds and
 normalised by GPU-type speed), usage per owner, progress and measured throughput.
+
+Slurm job ids are unique only within one incarnation of a cluster: a controller
+started afresh (``slurmctld -c``) counts from 1 again, so a ledger kept across
+that meets new jobs under old ids. A ledger row whose Slurm id now names a job
+that cannot be the one it recorded (see :func:`reuse_reason`) is retired before
+anything else is done with that id, in the same transaction: its Slurm id is
+cleared, an unfinished row is ended as failed, its pending intents are
+abandoned (they would act on the new job), and a warning is logged. The new
+job is then adopted under a ledger id of its own (``<slurm id>-<n>``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -25,7 +32,9 @@ from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.allocations import record_allocation
+from hopsd.ledger.intents import mark_abandoned, pending_intents
 from hopsd.ledger.jobs import (
+    TERMINAL_STATES,
     WAITING_STATES,
     JobSpec,
     active_jobs,
@@ -53,9 +62,39 @@ AccountingLookup = Callable[[Sequence[int]], Mapping[int, ObservedJob]]
 _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
+REUSED = "slurm job id reused"
+#: Submit times within this many seconds are taken as the same submission.
+SUBMIT_SLACK_S = 1.0
+
+
 def job_id_of(slurm_id: int) -> str:
-    """Ledger id of a Slurm job: its id as text (hops adopts each Slurm job once)."""
+    """Ledger id of a Slurm job: its id as text (hops adopts each Slurm job once).
+
+    A job whose Slurm id an earlier cluster incarnation already used gets a
+    suffixed id instead (:meth:`Reconciler._free_id`).
+    """
     return str(slurm_id)
+
+
+def reuse_reason(row: JobRow, job: ObservedJob) -> str:
+    """Why ``job`` cannot be the Slurm job ``row`` recorded, or "" when it may be.
+
+    Different owners, or a restart count that went down (Slurm's only grows),
+    settle it. Submit times are compared only while neither has restarted:
+    Slurm resets a job's submit time when it requeues it.
+    """
+    if job.user and row.user and job.user != row.user:
+        return f"owner {job.user!r}, the ledger's job belongs to {row.user!r}"
+    recorded = row.restarts or 0
+    if job.restarts < recorded:
+        return f"restart count {job.restarts}, the ledger's job had {recorded}"
+    comparable = job.restarts == 0 and recorded == 0 and job.submit_time and row.submit_time
+    if comparable and abs(job.submit_time - row.submit_time) > SUBMIT_SLACK_S:
+        return (
+            f"submitted at {job.submit_time:.0f}, "
+            f"the ledger's job was submitted at {row.submit_time:.0f}"
+        )
+    return ""
 
 
 @dataclass
@@ -67,6 +106,7 @@ class ReconcileReport:
     started: list[str] = field(default_factory=list)
     requeued: list[str] = field(default_factory=list)
     ended: list[tuple[str, str]] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
 
 
 def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[JobSpec | None, str]:
@@ -116,18 +156,6 @@ def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[J
     return spec, ""
 
 
-def read_report(spool: Path | None, slurm_id: int) -> dict[str, Any] | None:
-    """The job-side progress report, if the job wrote one to the spool."""
-    if spool is None:
-        return None
-    path = spool / f"{slurm_id}.progress.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 @dataclass
 class _Usage:
     gpu_s: float = 0.0
@@ -147,8 +175,8 @@ class Reconciler:
         self.config = config
         self.accounting = accounting
         self.adopt_filter = adopt_filter
-        self.spool = Path(config.spool_dir) if config.spool_dir else None
-        self.sensing = sensing if sensing is not None else Sensing(self.spool)
+        spool = Path(config.spool_dir) if config.spool_dir else None
+        self.sensing = sensing if sensing is not None else Sensing(spool)
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
         self._refused_logged: set[int] = set()
@@ -158,8 +186,15 @@ class Reconciler:
         self, session: Session, obs: Observation, view: ClusterView, now: float
     ) -> ReconcileReport:
         report = ReconcileReport()
+        self.sensing.note(obs.jobs)
         observed = obs.job_map()
         rows = {r.slurm_job_id: r for r in active_jobs(session) if r.slurm_job_id is not None}
+        for slurm_id, row in list(rows.items()):
+            seen = observed.get(slurm_id)
+            why = reuse_reason(row, seen) if seen is not None else ""
+            if why:
+                self._retire(session, row, why, now, report)
+                del rows[slurm_id]
         self._adopt(session, obs, rows, view, now, report)
         usage: dict[tuple[str, str], _Usage] = {}
         store = SqlThroughputStore(session, now)
@@ -198,13 +233,18 @@ class Reconciler:
         if not candidates:
             return
         ids = [j.slurm_id for j in candidates]
-        known = set(
-            session.scalars(select(JobRow.slurm_job_id).where(JobRow.slurm_job_id.in_(ids)))
-        )
+        known = {
+            r.slurm_job_id: r
+            for r in session.scalars(select(JobRow).where(JobRow.slurm_job_id.in_(ids)))
+        }
         largest = view.largest_config()
         for job in candidates:
-            if job.slurm_id in known:
-                continue
+            old = known.get(job.slurm_id)
+            if old is not None:
+                why = reuse_reason(old, job)
+                if not why:
+                    continue  # adopted before (and finished): never adopted twice
+                self._retire(session, old, why, now, report)
             if not (job.pending and job.held):
                 if not job.final:
                     self._refuse(job, "tagged but not submitted held; left to Slurm", report)
@@ -213,6 +253,7 @@ class Reconciler:
             if spec is None:
                 self._refuse(job, reason, report)
                 continue
+            spec = replace(spec, id=self._free_id(session, job.slurm_id))
             added = add_job(session, spec, now)
             if self.profile_new_jobs:
                 transition(added, JobState.PROFILING, now, "profiling on each GPU type")
@@ -224,6 +265,43 @@ class Reconciler:
                 ",".join(map(str, spec.demands)),
                 spec.total_samples,
             )
+
+    def _retire(
+        self, session: Session, row: JobRow, why: str, now: float, report: ReconcileReport
+    ) -> None:
+        """Detach a row from a Slurm id a later cluster incarnation gave to another job."""
+        slurm_id = int(row.slurm_job_id or 0)
+        log.warning(
+            "event=slurm-id-reused slurm_job=%s retired_job=%s state=%s reason=%r "
+            "note='the ledger row is from an earlier cluster incarnation; it is retired'",
+            slurm_id,
+            row.id,
+            row.state,
+            why,
+        )
+        for intent in pending_intents(session, row.id):
+            mark_abandoned(session, intent, REUSED, now)
+        if JobState(row.state) in TERMINAL_STATES:
+            row.state_reason = f"{row.state_reason}; {REUSED}" if row.state_reason else REUSED
+        else:
+            transition(row, JobState.FAILED, now, REUSED)
+            record_allocation(session, None, row.id, AllocationReason.END, None, now)
+            report.ended.append((row.id, JobState.FAILED.value))
+        self.sensing.forget(row.id, slurm_id)
+        self._refused_logged.discard(slurm_id)
+        row.slurm_job_id = None
+        session.flush()  # frees the unique Slurm id before the new job takes it
+        report.retired.append(row.id)
+
+    @staticmethod
+    def _free_id(session: Session, slurm_id: int) -> str:
+        """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id."""
+        base = job_id_of(slurm_id)
+        candidate, n = base, 1
+        while session.get(JobRow, candidate) is not None:
+            n += 1
+            candidate = f"{base}-{n}"
+        return candidate
 
     def _refuse(self, job: ObservedJob, reason: str, report: ReconcileReport) -> None:
         if job.slurm_id in self._refused_logged:
@@ -330,7 +408,7 @@ class Reconciler:
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 
     def _final_samples(self, row: JobRow) -> float | None:
-        data = read_report(self.spool, int(row.slurm_job_id or 0))
+        data = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
         if data is None:
             return None
         value = data.get("samples_done")
@@ -357,7 +435,7 @@ class Reconciler:
             return
         if state != JobState.RUNNING:
             return
-        data = read_report(self.spool, int(row.slurm_job_id or 0))
+        data = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
         if data is None or data.get("at") == self._report_seen.get(row.id):
             return
         self._report_seen[row.id] = data.get("at")  # type: ignore[assignment]

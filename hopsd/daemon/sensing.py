@@ -1,9 +1,12 @@
 """Sensing: read what jobs' probes report, check it, and learn from it.
 
 Each job's probe (:mod:`hopsd.probe`) appends JSON lines to
-``<spool>/<slurm job id>.jsonl``. A report is believed only when
+``<spool>/<slurm job id>.jsonl``, where the spool is hops.conf
+``daemon.spool_dir`` or, when that is empty, the job's own working directory
+(:mod:`hopsd.daemon.spool`). A report is believed only when
 
-* the file is a regular file (not a link) owned by the job's own user,
+* the file is a regular file (not a link) owned by the job's own user --
+  checked on the opened descriptor, so the file cannot be swapped in between,
 * the job id in the file name and in every record match,
 * the file and each line stay within size limits and every value is sane,
 * it comes from the job's current run (Slurm's restart count) on a node the
@@ -44,6 +47,7 @@ from sqlalchemy import select
 
 from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
 from hopsd.core.model import Cluster, Configuration
+from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.models import JobRow, ProfileRow, ThroughputLayer, ThroughputRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
@@ -53,11 +57,12 @@ log = logging.getLogger("hopsd.sensing")
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024
+MAX_PROGRESS_BYTES = 64 * 1024  # the single progress file of jobs without the probe
 MAX_LIST = 1024
 MAX_TIME_S = 86_400.0
 WINDOW = 512  # data-time samples kept per (job, type) for the mixture fit
 
-UidLookup = Callable[[str], int | None]
+UidLookup = Callable[[str], int | None]  # same shape as hopsd.daemon.spool.UidLookup
 
 
 def system_uid(user: str) -> int | None:
@@ -211,7 +216,7 @@ class ReportReader:
             return []
         problem = self._check_file(info, user)
         if problem:
-            self._complain(slurm_id, problem)
+            self.complain(slurm_id, problem)
             return []
         start = self._offsets.get(slurm_id, 0)
         if info.st_size < start:
@@ -219,7 +224,7 @@ class ReportReader:
         jumped = info.st_size - start > MAX_READ_BYTES
         if jumped:
             start = info.st_size - MAX_READ_BYTES
-        chunk = self._read_chunk(path, start)
+        chunk = self._read_chunk(path, start, info.st_uid, slurm_id)
         if chunk is None:
             return []
         complete = chunk.rfind(b"\n") + 1
@@ -241,19 +246,15 @@ class ReportReader:
             return f"{info.st_size} bytes, above the {MAX_FILE_BYTES} limit"
         return ""
 
-    @staticmethod
-    def _read_chunk(path: Path, start: int) -> bytes | None:
+    def _read_chunk(self, path: Path, start: int, uid: int, slurm_id: int) -> bytes | None:
+        """The bytes from ``start``, re-checking link, type and owner on the opened file."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            return read_owned(path, uid, MAX_READ_BYTES, start)[0]
+        except UnsafeSpool as exc:
+            self.complain(slurm_id, str(exc))
+            return None
         except OSError:
             return None
-        try:
-            os.lseek(fd, start, os.SEEK_SET)
-            return os.read(fd, MAX_READ_BYTES)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
 
     def _parse_lines(self, data: bytes, slurm_id: int, skip_first: bool) -> list[Report]:
         out: list[Report] = []
@@ -264,15 +265,15 @@ class ReportReader:
             if not line.strip():
                 continue
             if len(line) > MAX_LINE_BYTES:
-                self._complain(slurm_id, f"line of {len(line)} bytes skipped")
+                self.complain(slurm_id, f"line of {len(line)} bytes skipped")
                 continue
             try:
                 out.append(parse_record(json.loads(line), slurm_id))
             except (ValueError, BadRecord) as exc:
-                self._complain(slurm_id, f"record skipped: {exc}")
+                self.complain(slurm_id, f"record skipped: {exc}")
         return out
 
-    def _complain(self, slurm_id: int, problem: str) -> None:
+    def complain(self, slurm_id: int, problem: str) -> None:
         key = (slurm_id, problem.split(":")[0])
         if key in self._complained:
             return
@@ -291,11 +292,13 @@ class Sensing:
     """The daemon's memory of job reports between ticks (windows, offsets, flags).
 
     ``spool`` is the directory of report and mode files (hops.conf
-    ``daemon.spool_dir``); without one nothing is sensed.
+    ``daemon.spool_dir``); None means each job's own working directory, as
+    reported by Slurm and passed in each tick through :meth:`note`.
     """
 
     def __init__(self, spool: Path | None, uid_of: UidLookup = system_uid) -> None:
-        self.spool = spool
+        self.spools = Spools(spool)
+        self.uid_of = uid_of
         self.reader = ReportReader(uid_of)
         self.fresh_profiles: dict[str, str] = {}
         self.reported: set[str] = set()
@@ -303,8 +306,71 @@ class Sensing:
         self._windows: dict[tuple[str, str], tuple[deque[float], deque[float]]] = {}
         self._progress: dict[str, _Progress] = {}
 
+    @property
+    def spool(self) -> Path | None:
+        """The shared spool directory, None when each job uses its working directory."""
+        return self.spools.shared
+
+    def note(self, jobs: Iterable[ObservedJob]) -> None:
+        """Learn this tick's working directories (used when there is no shared spool)."""
+        self.spools.note(jobs)
+
+    def spool_of(self, slurm_id: int) -> JobSpool | None:
+        return self.spools.of(slurm_id)
+
     def has_report_file(self, slurm_id: int) -> bool:
-        return self.spool is not None and self.reader.exists(self.spool, slurm_id)
+        spool = self.spools.of(slurm_id)
+        return spool is not None and self.reader.exists(spool.path, slurm_id)
+
+    def read_progress(self, slurm_id: int, user: str) -> dict[str, Any] | None:
+        """The single progress file (``<id>.progress.json``) of a job without the probe.
+
+        Held to the same rules as the probe's reports: a regular file owned by
+        the job's user, small, read without following links.
+        """
+        spool = self.spools.of(slurm_id)
+        uid = self.uid_of(user)
+        if spool is None or uid is None:
+            return None
+        try:
+            data, size = read_owned(
+                spool.path / f"{slurm_id}.progress.json", uid, MAX_PROGRESS_BYTES + 1
+            )
+            if size > MAX_PROGRESS_BYTES:
+                raise UnsafeSpool(f"progress file of {size} bytes")
+            parsed = json.loads(data)
+        except UnsafeSpool as exc:
+            self.reader.complain(slurm_id, f"progress file ignored: {exc}")
+            return None
+        except (OSError, ValueError):
+            return None
+        return parsed if isinstance(parsed, dict) else None
+
+    def write_mode(self, slurm_id: int, user: str, body: dict[str, Any]) -> str:
+        """Write the job's mode file; the reason it was not written, or "" when it was.
+
+        In a job's working directory the directory must belong to the job's user
+        (see :mod:`hopsd.daemon.spool`); a job whose directory is unknown or
+        unsafe is simply not profiled.
+        """
+        spool = self.spools.of(slurm_id)
+        if spool is None:
+            return "the job's working directory is unknown or not an absolute path"
+        owner = None
+        if spool.own:
+            owner = self.uid_of(user)
+            if owner is None:
+                return f"user {user!r} unknown to the system"
+        try:
+            write_file(spool.path, f"{slurm_id}.mode", json.dumps(body).encode(), owner)
+        except OSError as exc:
+            return str(exc)
+        return ""
+
+    def remove_mode(self, slurm_id: int) -> None:
+        spool = self.spools.of(slurm_id)
+        if spool is not None:
+            remove_file(spool.path, f"{slurm_id}.mode")
 
     def ingest(
         self,
@@ -315,9 +381,10 @@ class Sensing:
         cluster: Cluster,
     ) -> bool:
         """Fold a job's new reports into the ledger; False when it has no report file."""
-        if self.spool is None or not self.has_report_file(seen.slurm_id):
+        spool = self.spools.of(seen.slurm_id)
+        if spool is None or not self.reader.exists(spool.path, seen.slurm_id):
             return False
-        reports = self.reader.read(self.spool, seen.slurm_id, row.user)
+        reports = self.reader.read(spool.path, seen.slurm_id, row.user)
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -126,6 +127,7 @@ class Tick:
         self.config = config
         self.settings = config.settings()
         self.reconciler.config = config
+        self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
 

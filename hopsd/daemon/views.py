@@ -39,7 +39,8 @@ class ObservedJob:
 
     ``held`` is true for a pending job with priority 0 (user or admin hold);
     ``nodes`` maps node name to the GPUs the job holds there (empty when pending);
-    ``restarts`` is Slurm's restart count, which grows on every requeue.
+    ``restarts`` is Slurm's restart count, which grows on every requeue;
+    ``work_dir`` the job's working directory (its spool when hops.conf names none).
     """
 
     slurm_id: int
@@ -59,6 +60,7 @@ class ObservedJob:
     exit_code: int = 0
     tag: HopsTag | None = None
     tag_error: str | None = None
+    work_dir: str = ""
 
     @property
     def claims_hops(self) -> bool:

@@ -30,6 +30,7 @@ class FakeJob:
     placement: dict[str, int] = field(default_factory=dict)
     restarts: int = 0
     submit_time: float = 0.0
+    work_dir: str = "/tmp"
 
 
 @dataclass
@@ -67,10 +68,17 @@ class FakePort:
         comment: str | None = None,
         running_on: Mapping[str, int] | None = None,
         name: str = "job",
+        work_dir: str = "/tmp",
+        job_id: int | None = None,
+        submit_time: float | None = None,
     ) -> int:
-        self._next += 1
+        """A new job; ``job_id`` reuses a given id (as a fresh Slurm cluster does)."""
+        self._next = max(self._next, job_id or 0) + (0 if job_id else 1)
+        new_id = job_id or self._next
         text = comment if comment is not None else (tag.encode() if tag else "")
-        job = FakeJob(self._next, name, user, account, text, held=held, submit_time=self._next)
+        when = float(new_id) if submit_time is None else submit_time
+        job = FakeJob(new_id, name, user, account, text, held=held, submit_time=when)
+        job.work_dir = work_dir
         if running_on:
             job.state, job.held, job.placement = "RUNNING", False, dict(running_on)
         self.jobs[job.job_id] = job
@@ -211,7 +219,7 @@ class FakePort:
             tag=tag,
             tag_error=error,
             restarts=job.restarts,
-            work_dir="/tmp",
+            work_dir=job.work_dir,
             stdout_path="/tmp/out",
         )
 

@@ -7,11 +7,23 @@ import math
 import pytest
 
 from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.daemon.assemble import assemble
 from hopsd.daemon.decide import JobHandle, actions_from_plan, intent_chain
 from hopsd.daemon.enact import Step, resume_steps
-from hopsd.daemon.fairshare import UsageSample, compute_fairshare, fairshare_factors
+from hopsd.daemon.fairshare import (
+    MIN_FACTOR,
+    FairShare,
+    UsageSample,
+    compute_fairshare,
+    fairshare_factors,
+)
+from hopsd.daemon.observe import observe
+from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
+from hopsd.ledger.jobs import active_jobs
 from hopsd.ledger.models import IntentAction as A
+from hopsd.slurm.tag import HopsTag
 
 
 def step(i: int, action: A, restarts: int = 0, at: float = 100.0) -> Step:
@@ -102,6 +114,34 @@ def test_decay_and_multiplier_by_hand():
     assert zero.multiplier("alice", "lab") == 1.0
     half = compute_fairshare(samples, [("alice", "lab")], {}, hour, 0.5, hour)
     assert half.multiplier("alice", "lab") == pytest.approx(math.sqrt(2 * 2 ** (-4 / 3)))
+
+
+def test_multiplier_of_an_owner_far_over_a_tiny_share_stays_positive():
+    fs = FairShare({"alice": 0.0}, {"lab": 0.0}, 1.0)  # 2 ** -huge underflowed to 0
+    assert fs.multiplier("alice", "lab") == MIN_FACTOR
+    assert FairShare({"alice": 0.0}, {}, 0.0).multiplier("alice", "lab") == 1.0
+
+
+def test_assembled_jobs_carry_the_owner_factor_and_their_true_wait(config, port, sessions, clock):
+    alice = port.add_job(HopsTag((1,), 1e6), user="alice", account="lab")
+    bob = port.add_job(HopsTag((1,), 1e6), user="bob", account="lab")
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.observe_and_reconcile()
+    clock.advance(30)
+    tick.observe_and_reconcile()  # both waited 30 s
+    fs = FairShare({"alice": 0.25, "bob": 1.0}, {"lab": 0.5}, 1.0)
+    with sessions.begin() as s:
+        rows = active_jobs(s)
+        obs = observe(port, clock)
+        store = InMemoryThroughputStore()
+        snap = assemble(rows, obs, config, {}, fs, store, clock()).snapshot
+        pure = assemble(rows, obs, config, {}, FairShare(fs.users, fs.accounts, 0.0), store, 0.0)
+    jobs = {j.id: j for j in snap.jobs}
+    # alice (2 * 0.25) * (2 * 0.5) = 0.5, bob (2 * 1) * (2 * 0.5) = 2
+    assert jobs[str(alice)].share_factor == pytest.approx(0.5)
+    assert jobs[str(bob)].share_factor == pytest.approx(2.0)
+    assert jobs[str(alice)].wait_time == jobs[str(bob)].wait_time == pytest.approx(30.0)
+    assert [j.share_factor for j in pure.snapshot.jobs] == [1.0, 1.0]
 
 
 def test_plan_becomes_ordered_intent_chains():

@@ -51,7 +51,10 @@ def test_start_runs_the_requested_number_of_ticks(config, port, sessions, clock)
     assert service.ticks == 3
 
 
-def test_fair_share_weight_lets_the_light_user_go_first(config, port, sessions, clock):
+@pytest.mark.parametrize("priority", ["lr", "las", "sjf"])
+def test_fair_share_weight_lets_the_light_user_go_first(config, port, sessions, clock, priority):
+    # The owner's factor scales the biased priority, so it works for any priority;
+    # LAS and SJF do not depend on the wait, where the old wait scaling did nothing.
     def run(weight: float) -> str:
         for job in list(port.jobs):
             port.jobs.pop(job)
@@ -61,7 +64,7 @@ def test_fair_share_weight_lets_the_light_user_go_first(config, port, sessions, 
         light = port.add_job(HopsTag((8,), 1e6), user="bob")
         with sessions.begin() as s:
             add_usage(s, "alice", "acct", clock(), 5000.0, 5000.0)
-        cfg = dataclasses.replace(config, fairshare_weight=weight)
+        cfg = dataclasses.replace(config, fairshare_weight=weight, priority=priority)
         tick = Tick(cfg, port, sessions, clock=clock)
         tick.run_once()  # adopted; nothing fits, so both wait equally long
         clock.advance(5)
