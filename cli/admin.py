@@ -21,7 +21,7 @@ def cancel(
 
     ids: list[int] = []
     for text in job_ids:
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):
             fail(f"{text!r} is not a Slurm job id", EXIT_USAGE)
         ids.append(int(text))
     config = config_of(ctx)

@@ -40,7 +40,7 @@ def parse_gpus(text: str) -> tuple[int, ...]:
     text = text.strip()
     if not text:
         raise SubmitError("--gpus: empty demand set (give e.g. 1,2,4 or 2-8)")
-    range_match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", text)
+    range_match = re.fullmatch(r"([0-9]+)\s*-\s*([0-9]+)", text)
     if range_match:
         low, high = int(range_match.group(1)), int(range_match.group(2))
         if low <= 0 or high < low:
@@ -49,7 +49,7 @@ def parse_gpus(text: str) -> tuple[int, ...]:
     counts: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not (part.isascii() and part.isdigit()):
             raise SubmitError(f"--gpus: {part!r} is not a GPU count (give e.g. 1,2,4 or 2-8)")
         counts.append(int(part))
     if any(c <= 0 for c in counts):

@@ -13,8 +13,9 @@ Rows: one per job (at most one column), one per class (its GPUs), packing rows
 per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
 nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
 These rows are necessary, not sufficient, for the pieces to fit the nodes, so
-after solving, pieces are placed best-fit, largest first; a job whose pieces
-do not fit is left out of this plan, and the fragment plans that follow
+after solving, pieces are placed best-fit, largest first; a running job whose
+pieces do not fit keeps its current placement if those GPUs are still free,
+any other such job is left out of this plan, and the fragment plans that follow
 (per-node, exact) use whatever GPUs it leaves idle.
 """
 
@@ -194,12 +195,29 @@ def place(
     for col in by_size:
         parts = _fit(col.pieces, classes, left)
         if parts is None:
+            kept_in_place = _keep_instead(options[col.option], left)
+            if kept_in_place is not None:
+                placed[col.option] = (kept_in_place, True)
             continue
         config = Configuration.of(col.gpu_type, dict(parts))
         current = options[col.option].member.job.current
         kept = current is not None and same_placement(config, current)
         placed[col.option] = (current if kept and current is not None else config, kept)
     return placed
+
+
+def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | None:
+    """A running job the ILP chose to serve, whose pieces found no nodes, stays where it
+    is when its GPUs are still free: the plan meant it to run, and stopping it would
+    cost it its progress and a restart. ``left`` is updated when it stays."""
+    current = option.member.job.current
+    if current is None or option.keep_gain is None:
+        return None
+    if any(left[n] < g for n, g in current.parts):
+        return None
+    for n, g in current.parts:
+        left[n] -= g
+    return current
 
 
 def _fit(

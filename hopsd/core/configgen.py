@@ -97,6 +97,7 @@ class TypeLayout:
             self._suffix[i] = self._suffix[i + 1] + self.idle[i]
         self._walks: dict[int, list[_Parts]] = {}
         self._groups: dict[tuple[int, bool], list[tuple[int, list[_Parts]]]] = {}
+        self._configs: dict[_Parts, Configuration] = {}
 
     @property
     def total_idle(self) -> int:
@@ -192,8 +193,14 @@ class TypeLayout:
         return out
 
     def _config(self, parts: _Parts) -> Configuration:
-        named = sorted((self.nodes[i].id, g) for i, g in parts)
-        return Configuration(self.gpu_type, tuple(named))
+        """The configuration of ``parts``, built once per layout: every job of a pass
+        is offered the same placements, and they are immutable."""
+        found = self._configs.get(parts)
+        if found is None:
+            named = sorted((self.nodes[i].id, g) for i, g in parts)
+            found = Configuration(self.gpu_type, tuple(named))
+            self._configs[parts] = found
+        return found
 
 
 def generate_configurations(

@@ -143,6 +143,7 @@ class Estimator:
         self._config_memo: dict[tuple[str, Configuration], Estimate] = {}
         self._type_memo: dict[tuple[str, str], float] = {}
         self._seconds_per_sample_memo: dict[str, float] = {}
+        self._theory_memo: dict[tuple[str, str, int, int], float | None] = {}
 
     @property
     def cluster(self) -> Cluster:
@@ -265,7 +266,19 @@ class Estimator:
         return self._table[gpu.name], "table"
 
     def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
-        """Per-GPU throughput from the profile, or None when the job was never profiled here."""
+        """Per-GPU throughput from the profile, or None when the job was never profiled here.
+
+        Memoised by shape: every placement of the same GPU and node count shares it,
+        and each node of a distributed placement asks for it again.
+        """
+        key = (job.id, gpu.name, n_gpus, n_nodes)
+        if key in self._theory_memo:
+            return self._theory_memo[key]
+        value = self._theory_uncached(job, gpu, n_gpus, n_nodes)
+        self._theory_memo[key] = value
+        return value
+
+    def _theory_uncached(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
         profile = self._store.profile(job.id, gpu.name)
         if profile is None:
             return None

@@ -276,11 +276,16 @@ class RoundPlanner:
             inside = {j.id for j in waiting}
             beyond = [j for j in candidates if j.id not in inside]
             pending = [j for j in admitted if j.id not in starts and fits(j)]
-            if rho_queue is None:
-                rho_queue = mean_finite(self.job_rho(j) for j in _spread(self.queue, RHO_SAMPLE))
             taken = {j.id for j in admitted}
             fresh = [j for j in beyond if j.id not in taken]
-            more = sensitivity_adjustment(waiting + pending, fresh, self.job_rho, rho_queue, fits)
+            more: tuple[Job, ...] = ()
+            if fresh:  # with nobody behind the window there is nobody to admit
+                if rho_queue is None:
+                    sample = _spread(self.queue, RHO_SAMPLE)
+                    rho_queue = mean_finite(self.job_rho(j) for j in sample)
+                more = sensitivity_adjustment(
+                    waiting + pending, fresh, self.job_rho, rho_queue, fits
+                )
             admitted.extend(more)
             jobs = [j for j in waiting if fits(j)] + (pending + list(more))[:cap]
             if not jobs:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from functools import lru_cache
 
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job
@@ -43,10 +44,21 @@ def sensitivity_on(
     """Eq. 10 on given probe hosts (``None``: the type has one node, ``math.inf``)."""
     if pair is None:
         return math.inf
-    first, second = pair
-    alone = estimator.throughput(job, Configuration(gpu_type, ((first, 1),)))
-    split = estimator.throughput(job, Configuration.of(gpu_type, {first: 1, second: 1}))
+    one, two = probe_configs(gpu_type, pair)
+    alone = estimator.throughput(job, one)
+    split = estimator.throughput(job, two)
     return alone.samples_per_s / split.per_gpu
+
+
+@lru_cache(maxsize=256)
+def probe_configs(gpu_type: str, pair: tuple[str, str]) -> tuple[Configuration, Configuration]:
+    """The two configurations eq. 10 compares, built once per type and host pair
+    (planning asks for them for every job of every round)."""
+    first, second = pair
+    return (
+        Configuration(gpu_type, ((first, 1),)),
+        Configuration.of(gpu_type, {first: 1, second: 1}),
+    )
 
 
 def is_high_sensitivity(rho: float, sigma: float) -> bool:

@@ -99,6 +99,7 @@ class RoundStat:
 
     start: float
     idle_gpu_s_waiting: float = 0.0
+    usable_idle_gpu_s: float = 0.0  # idle GPUs of types where some waiting job's R1 fits
     waiting_s: float = 0.0
     used_gpu_s: float = 0.0
     duration: float = 0.0
@@ -266,6 +267,7 @@ class Engine:
         if waiting:
             stat.waiting_s += dt
             stat.idle_gpu_s_waiting += (self.total_gpus - used) * dt
+            stat.usable_idle_gpu_s += self._usable_idle() * dt
         self.active_integral += self.n_active * dt
         self.now = t
 
@@ -386,6 +388,20 @@ class Engine:
             store=self.store,
             pinned=frozenset(running) if pinned else frozenset(),
         )
+
+    def _usable_idle(self) -> int:
+        """Idle GPUs a waiting job could start on: those of every type whose idle GPUs
+        hold the smallest minimum demand among the waiting jobs."""
+        smallest = min(
+            (j.spec.demands[0] for j in self.active.values() if j.status == "queued"),
+            default=0,
+        )
+        if smallest == 0:
+            return 0
+        idle: dict[str, int] = {}
+        for node in self.cluster.nodes:
+            idle[node.gpu_type] = idle.get(node.gpu_type, 0) + node.gpus - self.used[node.id]
+        return sum(n for n in idle.values() if n >= smallest)
 
     def _idle_with_queue(self) -> bool:
         return sum(self.used.values()) < self.total_gpus and any(

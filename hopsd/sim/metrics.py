@@ -120,6 +120,11 @@ def summarise(result: EngineResult, records: Sequence[JobRecord]) -> dict[str, f
         if waiting_rounds
         else 0.0
     )
+    usable = (
+        float(np.mean([s.usable_idle_gpu_s / s.waiting_s for s in waiting_rounds]))
+        if waiting_rounds
+        else 0.0
+    )
     span = sum(s.duration for s in result.rounds)
     used = sum(s.used_gpu_s for s in result.rounds)
     return {
@@ -132,6 +137,7 @@ def summarise(result: EngineResult, records: Sequence[JobRecord]) -> dict[str, f
         "p99_lr": _pct(lrs, 99),
         "max_ftf": max(r.ftf_rho for r in records),
         "avg_idle_gpus": idle,
+        "avg_usable_idle_gpus": usable,
         "utilization": used / (result.total_gpus * span) if span > 0 else 0.0,
         "preemptions": float(result.preemptions + result.moves),
     }

@@ -236,3 +236,16 @@ def test_db_upgrade_creates_then_reports(tmp_path: Path, monkeypatch: pytest.Mon
 def test_version() -> None:
     result = runner.invoke(app, ["version"])
     assert result.exit_code == 0 and result.stdout.startswith("hops ")
+
+
+@pytest.mark.parametrize("text", ["²", "1,²", "١-٣"])
+def test_non_ascii_digits_are_refused_not_crashed_on(text: str) -> None:
+    from hops_cli.submit_args import SubmitError, parse_gpus
+
+    with pytest.raises(SubmitError):
+        parse_gpus(text)
+
+
+def test_cancel_refuses_non_ascii_digits(port: Any) -> None:
+    result = runner.invoke(app, ["cancel", "²"])
+    assert result.exit_code == 2 and port.cancelled == []

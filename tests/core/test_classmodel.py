@@ -7,7 +7,8 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hopsd.core.classmodel import node_classes
+from hopsd.core.candidates import JobOptions, Member
+from hopsd.core.classmodel import ClassColumn, NodeClass, node_classes, place
 from hopsd.core.configgen import TypeLayout
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.rounds import PlannerOptions, plan_round_with
@@ -123,3 +124,30 @@ def test_class_model_bounds_the_exact_optimum_and_plans_stay_valid(
         assert cfg.total_gpus in jobs[job_id].demands
     running = {j.id for j in snap.running}
     assert {a.job_id for a in fast.keep + fast.move} | set(fast.preempt) == running
+
+
+def _option(index: int, job: Job, keep_gain: float | None) -> JobOptions:
+    return JobOptions(index, Member(job, 1.0), (), (), (), keep_gain, frozenset(), 1.0)
+
+
+def test_running_job_whose_pieces_find_no_node_stays_where_it_is() -> None:
+    # One class of two 8-GPU nodes. q (8) lands on n0, q2 (6) on n1, leaving n1 two GPUs:
+    # r's chosen 4-GPU piece fits nowhere, but its current 2 GPUs on n1 are still free.
+    cls = [NodeClass("t", 8, ("n0", "n1"))]
+    current = Configuration.of("t", {"n1": 2})
+    r = Job("r", (2, 4), 1e6, current=current, samples_done=1.0)
+    options = [
+        _option(0, Job("q", (8,), 1e6), None),
+        _option(1, Job("q2", (6,), 1e6), None),
+        _option(2, r, 1.0),
+    ]
+    chosen = [ClassColumn(o, 1.0, "t", ((0, g),), None, False) for o, g in ((0, 8), (1, 6), (2, 4))]
+    placed = place(chosen, cls, {"n0": 8, "n1": 8}, options)
+    assert placed[0][0].as_dict() == {"n0": 8}
+    assert placed[1][0].as_dict() == {"n1": 6}
+    assert placed[2] == (current, True)
+    # a queued job, or a running one whose old GPUs are gone, is still left out
+    options[2] = _option(2, replace(r, current=Configuration.of("t", {"n1": 4})), 1.0)
+    assert 2 not in place(chosen, cls, {"n0": 8, "n1": 8}, options)
+    options[2] = _option(2, replace(r, current=None, samples_done=0.0), None)
+    assert 2 not in place(chosen, cls, {"n0": 8, "n1": 8}, options)

@@ -454,3 +454,31 @@ def test_seconds_per_sample_is_eq_9_sum_and_memoised() -> None:
     reads = store.reads
     est.seconds_per_sample(job())
     assert store.reads == reads
+
+
+class ProfileCountingStore(InMemoryThroughputStore):
+    """Counts how often the theory layer is read."""
+
+    profile_reads: int = 0
+
+    def profile(self, job_id: str, gpu_type: str) -> PhaseProfile | None:
+        self.profile_reads += 1
+        return super().profile(job_id, gpu_type)
+
+
+def test_theory_is_worked_out_once_per_shape_and_shared_by_equal_shapes() -> None:
+    store = ProfileCountingStore()
+    store.set_profile("j", "A", profile())
+    job = Job(id="j", demands=(2, 4), total_samples=1e6, batch_size=32, params=PARAMS)
+    est = Estimator(cluster(), store, Settings())
+    on_a1 = est.throughput(job, Configuration.of("A", {"a1": 4}))
+    on_a3 = est.throughput(job, Configuration.of("A", {"a3": 4}))
+    assert on_a1.source == on_a3.source == "theory"
+    assert on_a1.samples_per_s == on_a3.samples_per_s
+    split = est.throughput(job, Configuration.of("A", {"a1": 2, "a2": 2}))
+    assert store.profile_reads == 2  # one 4-GPU single-node shape, one 2-node shape
+    store2 = InMemoryThroughputStore()
+    store2.set_profile("j", "A", profile())
+    fresh = Estimator(cluster(), store2, Settings())
+    assert split.samples_per_s == fresh.throughput(job, two_nodes(2)).samples_per_s
+    assert on_a1.samples_per_s == fresh.throughput(job, one_node(4)).samples_per_s

@@ -13,6 +13,7 @@ from hopsd.core.sensitivity import (
     job_sensitivity,
     mean_finite,
     placement_sensitivity,
+    probe_configs,
     probe_nodes,
 )
 from hopsd.core.settings import Settings
@@ -76,3 +77,11 @@ def test_single_node_type_counts_as_infinitely_sensitive_and_is_left_out_of_mean
 def test_mean_finite_skips_infinities() -> None:
     assert mean_finite([1.0, math.inf, 2.0]) == pytest.approx(1.5)
     assert mean_finite([math.inf]) == 0.0
+
+
+def test_probe_configurations_are_one_gpu_alone_and_one_gpu_on_each_host() -> None:
+    alone, split = probe_configs("v100", ("a", "b"))
+    assert alone.as_dict() == {"a": 1} and alone.gpu_type == "v100"
+    assert split.as_dict() == {"a": 1, "b": 1} and split.distributed
+    assert probe_configs("v100", ("a", "b")) is probe_configs("v100", ("a", "b"))
+    assert probe_configs("v100", ("b", "a"))[0].as_dict() == {"b": 1}

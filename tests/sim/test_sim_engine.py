@@ -180,3 +180,30 @@ def test_without_refill_a_preempted_job_waits_for_an_event() -> None:
     config = EngineConfig(refill_after_round=False, max_horizon_s=3_600.0)
     with pytest.raises(SimulationError, match="unfinished past the horizon"):
         Engine(tiny_truth(), jobs, PreemptAllPolicy(), config).run()
+
+
+def test_usable_idle_gpus_count_only_types_a_waiting_job_fits() -> None:
+    # Fast type: one 4-GPU node, 1 busy -> 3 idle. Slow type: two 4-GPU nodes, 2 busy
+    # -> 6 idle. A waiting job needing 4 fits only the slow type's idle GPUs: 6 of 9.
+    jobs = [JobSpec("q4", 0.0, (4,), 1_000.0, "toy"), JobSpec("q1", 0.0, (1, 2), 1_000.0, "toy")]
+    engine = Engine(tiny_truth(), jobs, get_policy("fifo"), EngineConfig())
+    fast = [n.id for n in engine.cluster.nodes if n.gpu_type == "fast"]
+    slow = [n.id for n in engine.cluster.nodes if n.gpu_type == "slow"]
+    engine.used[fast[0]] = 1
+    engine.used[slow[1]] = 2
+    assert engine._usable_idle() == 0  # nobody waits yet
+    q4, q1 = engine.by_id["q4"], engine.by_id["q1"]
+    q4.status = "queued"
+    engine.active["q4"] = q4
+    assert engine._usable_idle() == 6
+    q1.status = "queued"
+    engine.active["q1"] = q1
+    assert engine._usable_idle() == 9
+
+
+def test_usable_idle_never_exceeds_idle_and_shows_in_the_figures() -> None:
+    result = Engine(tiny_truth(), tiny_jobs(), get_policy("gavel"), EngineConfig()).run()
+    for stat in result.rounds:
+        assert stat.usable_idle_gpu_s <= stat.idle_gpu_s_waiting + 1e-9
+    figures = summarise(result, job_records(tiny_truth(), result))
+    assert 0.0 <= figures["avg_usable_idle_gpus"] <= figures["avg_idle_gpus"]

@@ -12,7 +12,8 @@ from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.policies import get_policy, policy_names, register_policy
 from hopsd.core.policies.common import pack, rigid_demand
 from hopsd.core.policies.gavel import max_min_allocation
-from hopsd.core.policies.sia import realloc_factor, sia_weight
+from hopsd.core.policies.sia import Column as SiaColumn
+from hopsd.core.policies.sia import realloc_factor, sia_weight, undominated
 from hopsd.core.rounds import plan_round
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
@@ -205,3 +206,18 @@ def test_hops_variants_pass_their_priority_and_lambda() -> None:
         snap, replace(SETTINGS, priority="ftf", lam=2.0)
     )
     assert get_policy("hops").plan(snap, SETTINGS).placements()
+
+
+def test_sia_drops_columns_a_cheaper_column_of_the_same_type_beats() -> None:
+    # Type a: 1 GPU 0.5, 2 GPUs 0.4 (dominated by 1), 4 GPUs 0.7, 8 GPUs 0.7 (not better).
+    # Type b: 2 GPUs 0.3, 4 GPUs 0.6. Type a's weights do not dominate type b's columns.
+    cols = [
+        SiaColumn(0, "a", 8, 0.7),
+        SiaColumn(0, "a", 2, 0.4),
+        SiaColumn(0, "b", 4, 0.6),
+        SiaColumn(0, "a", 1, 0.5),
+        SiaColumn(0, "a", 4, 0.7),
+        SiaColumn(0, "b", 2, 0.3),
+    ]
+    kept = {(c.gpu_type, c.count) for c in undominated(cols)}
+    assert kept == {("a", 1), ("a", 4), ("b", 2), ("b", 4)}

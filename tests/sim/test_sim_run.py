@@ -53,6 +53,7 @@ KEYS = {
     "p99_lr",
     "max_ftf",
     "avg_idle_gpus",
+    "avg_usable_idle_gpus",
     "utilization",
     "preemptions",
 }
@@ -112,3 +113,23 @@ def test_simulate_refuses_bad_requests(files: tuple[Path, Path, Path]) -> None:
         simulate("paper-1", policies=["fifo"])
     with pytest.raises(InvalidInputError, match="trace"):
         simulate(None, cluster=cluster, policies=["fifo"])
+
+
+def test_parallel_workers_give_the_same_figures(files: tuple[Path, Path, Path]) -> None:
+    cluster, profiles, trace = files
+    kwargs = {"cluster": cluster, "trace": trace, "profiles": profiles, "seed": 3}
+    names = ["fifo", "gavel", "hops"]
+    one = simulate(None, policies=names, **kwargs)  # type: ignore[arg-type]
+    seen: list[str] = []
+    two = simulate(
+        None,
+        policies=names,
+        workers=2,
+        progress_callback=lambda name, *_: seen.append(name),
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert list(two["policies"]) == names
+    assert two["policies"] == one["policies"]
+    assert seen == names
+    with pytest.raises(InvalidInputError, match="workers"):
+        simulate(None, policies=names, workers=0, **kwargs)  # type: ignore[arg-type]

@@ -93,10 +93,12 @@ def undominated(columns: Sequence[Column]) -> list[Column]:
     optimum unchanged and the MILP smaller.
     """
     kept: list[Column] = []
+    best: dict[str, float] = {}  # per type, the best weight kept so far (kept weights rise)
     for col in sorted(columns, key=lambda c: (c.gpu_type, c.count)):
-        if any(k.gpu_type == col.gpu_type and k.weight >= col.weight for k in kept):
+        if col.gpu_type in best and best[col.gpu_type] >= col.weight:
             continue
         kept.append(col)
+        best[col.gpu_type] = col.weight
     return kept
 
 
