@@ -206,11 +206,24 @@ recorded_names() {
 
 is_alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 
-name_alive() {
+# The program a recorded name stands for: slurmd-k80n1 -> slurmd.
+program_of() { echo "${1%%-*}"; }
+
+# A recorded PID counts only while it still runs the program it was recorded
+# for: after a reboot or a killed session the number may belong to anything.
+runs_program() {
+    local pid="$1" program="$2" comm
+    comm="$(cat "/proc/${pid}/comm" 2>/dev/null)" || return 1
+    [[ "${comm}" == "${program}" || "${comm}" == "${program:0:15}" ]]
+}
+
+recorded_live_pid() {
     local pid
     pid="$(recorded_pid "$1")" || return 1
-    is_alive "${pid}"
+    is_alive "${pid}" && runs_program "${pid}" "$(program_of "$1")" && echo "${pid}"
 }
+
+name_alive() { recorded_live_pid "$1" >/dev/null; }
 
 # Start a daemon detached from our stdout (so `$(cluster.sh up)` returns) and
 # in its own session (so the caller's terminal signals do not reach it).
@@ -227,8 +240,8 @@ spawn() {
 stop_names() {
     local name pid pids=() i
     for name in "$@"; do
-        pid="$(recorded_pid "${name}")" || continue
-        is_alive "${pid}" && kill -TERM "${pid}" 2>/dev/null && pids+=("${pid}")
+        pid="$(recorded_live_pid "${name}")" || continue
+        kill -TERM "${pid}" 2>/dev/null && pids+=("${pid}")
     done
     for ((i = 0; i < STOP_GRACE * 10; i++)); do
         any_alive "${pids[@]}" || break
@@ -245,8 +258,8 @@ stop_names() {
         sleep 0.1
     done
     for name in "$@"; do
-        pid="$(recorded_pid "${name}")" || continue
-        is_alive "${pid}" || forget_pid "${name}"
+        recorded_pid "${name}" >/dev/null || continue
+        name_alive "${name}" || forget_pid "${name}"
     done
     STOPPED_PIDS+=("${pids[@]}")
 }
@@ -632,7 +645,7 @@ cmd_status() {
         ok=1
     }
     while read -r name pid; do
-        if is_alive "${pid}"; then
+        if name_alive "${name}"; then
             echo "${name} ${pid} alive"
         else
             echo "${name} ${pid} DEAD"
