@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import time
 from typing import Annotated, Any
 
@@ -137,6 +138,9 @@ def fairness(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Also write a PNG bar chart of latency ratios.")
     ] = None,
+    mine: Annotated[
+        bool, typer.Option("--mine", help="Only your jobs (users and Jain's index stay global).")
+    ] = False,
 ) -> None:
     """How fair the cluster is right now: per job and per user.
 
@@ -149,6 +153,9 @@ def fairness(
     config = config_of(ctx)
     with reading(config) as session:
         payload = fairness_payload(session, config, window_h)
+    if mine:
+        me = getpass.getuser()
+        payload["jobs"] = [j for j in payload["jobs"] if j["user"] == me]
     if plot:
         try:
             _plot(payload, plot)

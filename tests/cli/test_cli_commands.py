@@ -249,3 +249,12 @@ def test_non_ascii_digits_are_refused_not_crashed_on(text: str) -> None:
 def test_cancel_refuses_non_ascii_digits(port: Any) -> None:
     result = runner.invoke(app, ["cancel", "²"])
     assert result.exit_code == 2 and port.cancelled == []
+
+
+def test_fairness_mine_keeps_only_the_callers_jobs(
+    ledger: str, port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("getpass.getuser", lambda: "bob")
+    payload = json.loads(runner.invoke(app, ["fairness", "--mine", "--json"]).stdout)
+    assert [j["user"] for j in payload["jobs"]] == ["bob"]
+    assert {u["user"] for u in payload["users"]} == {"alice", "bob"}
