@@ -5,12 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from daemon_fakeport import FakePort, small_cluster
-from sqlalchemy.orm import Session, sessionmaker
+from daemon_fakeport import FakeClock, FakePort, small_cluster
 
 from hopsd.config import HopsConfig, parse_config
-from hopsd.ledger.engine import make_engine, make_sessionmaker
-from hopsd.ledger.models import Base
 
 CONF = """
 [slurm]
@@ -29,13 +26,6 @@ address = ""
 
 
 @pytest.fixture
-def sessions(tmp_path: Path) -> sessionmaker[Session]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}", sqlite_begin="immediate")
-    Base.metadata.create_all(engine)
-    return make_sessionmaker(engine)
-
-
-@pytest.fixture
 def config(tmp_path: Path) -> HopsConfig:
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -45,17 +35,6 @@ def config(tmp_path: Path) -> HopsConfig:
 @pytest.fixture
 def port() -> FakePort:
     return FakePort(small_cluster())
-
-
-class FakeClock:
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

@@ -232,3 +232,16 @@ def small_cluster() -> list[FakeNode]:
         FakeNode("fast1", "fast", "a100", 4),
         FakeNode("fast2", "fast", "a100", 4),
     ]
+
+
+class FakeClock:
+    """A clock the test advances by hand."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -7,57 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
-from daemon_fakeport import FakePort, small_cluster
+from daemon_fakeport import FakeClock, FakePort, small_cluster
+from sensing_conf import CONF
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig, parse_config
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
-from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import get_job
-from hopsd.ledger.models import Base, JobState, ProfileRow, ThroughputLayer, ThroughputRow
+from hopsd.ledger.models import JobState, ProfileRow, ThroughputLayer, ThroughputRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.probe import Probe
 from hopsd.slurm.tag import HopsTag
-
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-profiling = {profiling}
-profiling_iterations = 3
-profiling_timeout_s = 5.0
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-"""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> sessionmaker[Session]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}", sqlite_begin="immediate")
-    Base.metadata.create_all(engine)
-    return make_sessionmaker(engine)
 
 
 @pytest.fixture
@@ -71,7 +33,7 @@ def config_of(spool: Path, profiling: bool) -> HopsConfig:
     return parse_config(CONF.format(spool=spool, profiling=str(profiling).lower()))
 
 
-def make_tick(spool: Path, sessions: sessionmaker[Session], port: FakePort, clock: Clock, *,
+def make_tick(spool: Path, sessions: sessionmaker[Session], port: FakePort, clock: FakeClock, *,
               profiling: bool = True) -> Tick:  # fmt: skip
     sensing = Sensing(spool, uid_of=lambda user: os.getuid())
     return Tick(config_of(spool, profiling), port, sessions, clock=clock, sensing=sensing)
@@ -113,7 +75,7 @@ PHASES = {"data": 0.02, "forward": 0.02, "backward": 0.05, "update": 0.01}  # 0.
 
 
 def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -> None:
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((2,), 1e6))
     tick = make_tick(spool, sessions, port, clock)
     tick.run_once()
@@ -154,7 +116,7 @@ def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -
 
 
 def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path) -> None:
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((1,), 1e6))
     tick = make_tick(spool, sessions, port, clock)
     tick.run_once()
@@ -176,7 +138,7 @@ def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path)
 
 
 def test_profiling_jobs_are_not_planned_and_their_gpus_are_kept(sessions, spool: Path) -> None:
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     prof = port.add_job(HopsTag((1,), 1e6))
     tick = make_tick(spool, sessions, port, clock)
     tick.run_once()  # prof starts profiling on one GPU
@@ -196,7 +158,7 @@ def test_profiling_jobs_are_not_planned_and_their_gpus_are_kept(sessions, spool:
     assert port.jobs[prof].placement == {node: 1}  # never moved by the planner
 
 
-def _running_job(sessions, spool: Path, clock: Clock):  # type: ignore[no-untyped-def]
+def _running_job(sessions, spool: Path, clock: FakeClock):  # type: ignore[no-untyped-def]
     port = FakePort(small_cluster())
     job = port.add_job(HopsTag((1,), 1e6))
     tick = make_tick(spool, sessions, port, clock, profiling=False)
@@ -208,7 +170,7 @@ def _running_job(sessions, spool: Path, clock: Clock):  # type: ignore[no-untype
 
 
 def test_running_reports_fill_entity_and_type_layers(sessions, spool: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     port, tick, job, node = _running_job(sessions, spool, clock)
     probe, t = job_probe(spool, job, node, 0)
     train(probe, t, 20, PHASES)  # 0.1 s per iteration of 32 samples: 320 samples/s
@@ -236,7 +198,7 @@ def test_running_reports_fill_entity_and_type_layers(sessions, spool: Path) -> N
 
 
 def test_reports_of_an_earlier_run_only_count_as_progress(sessions, spool: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     _, tick, job, node = _running_job(sessions, spool, clock)
     probe, t = job_probe(spool, job, node, restarts=3)  # not the run Slurm runs now
     train(probe, t, 20, PHASES)
@@ -251,7 +213,7 @@ def test_reports_of_an_earlier_run_only_count_as_progress(sessions, spool: Path)
 
 
 def test_progress_only_jobs_are_measured_from_samples_per_wall_time(sessions, spool) -> None:
-    clock = Clock()
+    clock = FakeClock()
     _, tick, job, node = _running_job(sessions, spool, clock)
     probe, t = job_probe(spool, job, node, 0)
     probe.progress(0)
@@ -270,7 +232,7 @@ def test_progress_only_jobs_are_measured_from_samples_per_wall_time(sessions, sp
 
 
 def test_data_time_history_refits_the_mixture(sessions, spool: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     port, tick, job, node = _running_job(sessions, spool, clock)
     gpu_type = {"slow": "k80", "fast": "a100"}[port.jobs[job].partition]
     with sessions.begin() as s:

@@ -14,16 +14,16 @@ import stat
 from pathlib import Path
 
 import pytest
-from daemon_fakeport import FakePort, small_cluster
+from daemon_fakeport import FakeClock, FakePort, small_cluster
+from sensing_conf import CONF
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig, parse_config
 from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, write_file
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import get_job
-from hopsd.ledger.models import Base, JobState
+from hopsd.ledger.models import JobState
 from hopsd.probe import Probe
 from hopsd.slurm.tag import HopsTag
 
@@ -31,46 +31,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand fi
 
 USER = "nobody"
 
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-profiling = {profiling}
-profiling_iterations = 3
-profiling_timeout_s = 5.0
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-"""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
 
 def nobody() -> tuple[int, int]:
     entry = pwd.getpwnam(USER)
     return entry.pw_uid, entry.pw_gid
-
-
-@pytest.fixture
-def sessions(tmp_path: Path) -> sessionmaker[Session]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}", sqlite_begin="immediate")
-    Base.metadata.create_all(engine)
-    return make_sessionmaker(engine)
 
 
 @pytest.fixture
@@ -89,7 +53,7 @@ def config(profiling: bool) -> HopsConfig:
     return cfg
 
 
-def make_tick(sessions, port: FakePort, clock: Clock, *, profiling: bool) -> Tick:  # type: ignore[no-untyped-def]
+def make_tick(sessions, port: FakePort, clock: FakeClock, *, profiling: bool) -> Tick:  # type: ignore[no-untyped-def]
     return Tick(config(profiling), port, sessions, clock=clock)
 
 
@@ -107,7 +71,7 @@ def probe_in(workdir: Path, job: int, node: str, monkeypatch: pytest.MonkeyPatch
     return Probe(environ=env)
 
 
-def running_job(sessions, workdir: Path, clock: Clock):  # type: ignore[no-untyped-def]
+def running_job(sessions, workdir: Path, clock: FakeClock):  # type: ignore[no-untyped-def]
     port = FakePort(small_cluster())
     job = port.add_job(HopsTag((1,), 1e6), user=USER, work_dir=str(workdir))
     tick = make_tick(sessions, port, clock, profiling=False)
@@ -121,7 +85,7 @@ def running_job(sessions, workdir: Path, clock: Clock):  # type: ignore[no-untyp
 
 
 def test_reports_in_the_working_directory_are_read(sessions, workdir, monkeypatch) -> None:
-    clock = Clock()
+    clock = FakeClock()
     _, tick, job, node = running_job(sessions, workdir, clock)
     probe = probe_in(workdir, job, node, monkeypatch)
     probe.progress(640)
@@ -134,7 +98,7 @@ def test_reports_in_the_working_directory_are_read(sessions, workdir, monkeypatc
 
 
 def test_a_report_not_owned_by_the_job_user_is_ignored(sessions, workdir, caplog) -> None:
-    clock = Clock()
+    clock = FakeClock()
     _, tick, job, node = running_job(sessions, workdir, clock)
     record = {"v": 1, "job": job, "node": node, "run": 0, "at": 1.0, "kind": "run"}
     record |= {"iterations": 0, "samples": 0, "seconds": 0, "samples_done": 500}
@@ -151,7 +115,7 @@ def test_a_report_not_owned_by_the_job_user_is_ignored(sessions, workdir, caplog
 
 
 def test_a_linked_progress_file_is_not_followed(sessions, workdir, tmp_path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     _, tick, job, _ = running_job(sessions, workdir, clock)
     target = tmp_path / "elsewhere.json"
     target.write_text(json.dumps({"samples_done": 999, "at": 1}))
@@ -203,7 +167,7 @@ def test_spools_keep_a_gone_job_for_one_tick() -> None:
 
 
 def test_profiling_writes_the_mode_file_into_the_users_directory(sessions, workdir) -> None:
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((1,), 1e6), user=USER, work_dir=str(workdir))
     tick = make_tick(sessions, port, clock, profiling=True)
     tick.run_once()
@@ -219,7 +183,7 @@ def test_profiling_writes_the_mode_file_into_the_users_directory(sessions, workd
 def test_a_directory_of_another_owner_skips_profiling(sessions, tmp_path, caplog) -> None:
     rootdir = tmp_path / "roots"
     rootdir.mkdir()  # owned by root, the job's user is nobody
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((1,), 1e6), user=USER, work_dir=str(rootdir))
     tick = make_tick(sessions, port, clock, profiling=True)
     with caplog.at_level(logging.WARNING, logger="hopsd.profiling"):
@@ -235,7 +199,7 @@ def test_a_directory_of_another_owner_skips_profiling(sessions, tmp_path, caplog
 
 
 def test_an_unknown_working_directory_skips_profiling(sessions) -> None:
-    port, clock = FakePort(small_cluster()), Clock()
+    port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((1,), 1e6), user=USER, work_dir="relative/dir")
     tick = make_tick(sessions, port, clock, profiling=True)
     tick.run_once()
