@@ -88,6 +88,28 @@ def canonical_config(cluster: Cluster, gpu_type: str, count: int) -> Configurati
     return pack(cluster, gpu_type, count, {n.id: n.gpus for n in cluster.nodes})
 
 
+class CanonicalThroughput:
+    """Throughput of a job in each type's canonical placement of ``count`` GPUs.
+
+    Baselines that decide (type, count) before nodes value every option on the
+    same canonical placement; it is built once per (type, count) and reused for
+    every job of a round.
+    """
+
+    def __init__(self, cluster: Cluster, estimator: Estimator) -> None:
+        self._cluster = cluster
+        self._estimator = estimator
+        self._configs: dict[tuple[str, int], Configuration | None] = {}
+
+    def __call__(self, job: Job, gpu_type: str, count: int) -> float | None:
+        """Samples/s, or None when the type cannot hold ``count`` GPUs at all."""
+        key = (gpu_type, count)
+        if key not in self._configs:
+            self._configs[key] = canonical_config(self._cluster, gpu_type, count)
+        cfg = self._configs[key]
+        return None if cfg is None else self._estimator.throughput(job, cfg).samples_per_s
+
+
 def place_by_type(
     cluster: Cluster,
     chosen: Mapping[str, tuple[str, int]],

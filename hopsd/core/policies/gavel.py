@@ -34,10 +34,10 @@ from scipy.sparse import coo_matrix
 
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Configuration, Job, Plan
+from hopsd.core.model import Job, Plan
 from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import (
-    canonical_config,
+    CanonicalThroughput,
     diff_plan,
     free_gpus,
     keep_running,
@@ -160,18 +160,15 @@ class GavelPolicy:
         capacity: dict[str, int],
     ) -> np.ndarray:
         thr = np.zeros((len(jobs), len(types)))
-        configs: dict[tuple[str, int], Configuration | None] = {}
+        throughput = CanonicalThroughput(snapshot.cluster, est)
         for m, job in enumerate(jobs):
             count = rigid_demand(job)
             for j, gpu_type in enumerate(types):
                 if count > capacity[gpu_type]:
                     continue
-                key = (gpu_type, count)
-                if key not in configs:
-                    configs[key] = canonical_config(snapshot.cluster, gpu_type, count)
-                cfg = configs[key]
-                if cfg is not None:
-                    thr[m, j] = est.throughput(job, cfg).samples_per_s
+                value = throughput(job, gpu_type, count)
+                if value is not None:
+                    thr[m, j] = value
         return thr
 
     def _priority(self, job: Job, gpu_type: str, fraction: float, now: float) -> float:

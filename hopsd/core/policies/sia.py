@@ -41,10 +41,10 @@ from scipy.sparse import coo_matrix
 
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Configuration, Job, Plan
+from hopsd.core.model import Job, Plan
 from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import (
-    canonical_config,
+    CanonicalThroughput,
     diff_plan,
     free_gpus,
     keep_running,
@@ -167,7 +167,7 @@ class SiaPolicy:
         capacity: dict[str, int],
         settings: Settings,
     ) -> list[Column]:
-        configs: dict[tuple[str, int], Configuration | None] = {}
+        throughput = CanonicalThroughput(snapshot.cluster, est)
         columns: list[Column] = []
         n = len(queue)
         for i, job in enumerate(queue):
@@ -176,12 +176,9 @@ class SiaPolicy:
                 for count in job.demands:
                     if count > capacity[gpu_type]:
                         continue
-                    key = (gpu_type, count)
-                    if key not in configs:
-                        configs[key] = canonical_config(snapshot.cluster, gpu_type, count)
-                    cfg = configs[key]
-                    if cfg is not None:
-                        options.append((gpu_type, count, est.throughput(job, cfg).samples_per_s))
+                    value = throughput(job, gpu_type, count)
+                    if value is not None:
+                        options.append((gpu_type, count, value))
             if not options:
                 continue
             lowest = min(g for _, _, g in options)
