@@ -10,25 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hopsd.slurm.port import FINISHED_STATES
 from hopsd.slurm.tag import HopsTag
 
 PENDING = "PENDING"
 RUNNING = "RUNNING"
-# Slurm states after which a job holds no GPUs and never runs again.
-FINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "PREEMPTED",
-        "REVOKED",
-    }
-)
+# Slurm states after which a job holds no GPUs and never runs again: the port's.
+FINAL_STATES = FINISHED_STATES
 # Transitional states: the job still holds (or is about to hold) its GPUs.
 BUSY_STATES = frozenset({RUNNING, "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED"})
 

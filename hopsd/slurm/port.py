@@ -48,9 +48,10 @@ FINISHED_STATES = frozenset(
         "BOOT_FAIL",
         "DEADLINE",
         "REVOKED",
-        "SPECIAL_EXIT",
     }
 )
+"""Slurm states after which a job holds no GPUs and never runs again. SPECIAL_EXIT is
+not one: Slurm keeps such a job queued and held, and it may be released."""
 
 
 @dataclass(frozen=True, slots=True)
