@@ -14,7 +14,6 @@ from hops_cli.nodes import nodes
 from hops_cli.simulate import simulate
 from hops_cli.status import status
 from hops_cli.submit import submit
-from hopsd.solver_banner import silence_solver_banner
 
 app = typer.Typer(
     name="hops",
@@ -39,7 +38,6 @@ def main(
     `hops fairness`, `hops nodes`, `hops db upgrade`. Planners: `hops simulate`.
     """
     ctx.obj = CliState(config_path=config)
-    silence_solver_banner()
 
 
 app.command(

@@ -63,6 +63,9 @@ def simulate(
     """
     from hopsd.core.errors import HopsError
     from hopsd.sim.run import simulate as run_simulation
+    from hopsd.solver_banner import silence_solver_banner
+
+    silence_solver_banner()  # the only command that solves; keep --json clean
 
     if preset is None and (cluster is None or trace is None):
         if cluster is not None or trace is not None:
