@@ -8,6 +8,7 @@
 # very same script inside a container.
 #
 #   docker/cluster.sh up            start a fresh cluster (idempotent), print exports
+#   docker/cluster.sh up --container  the same cluster in a container (container.sh)
 #   docker/cluster.sh down          cancel all jobs, stop what `up` started
 #   docker/cluster.sh status        sinfo summary and liveness of recorded daemons
 #   docker/cluster.sh stop-ctld     stop slurmctld only (jobs keep running)
@@ -19,7 +20,8 @@
 # Environment: HOPS_CLUSTER_DIR (state directory, default /var/tmp/hops-cluster),
 # HOPS_ACCOUNTING=0 to run without slurmdbd, HOPS_UP_TIMEOUT (seconds, default 60),
 # HOPS_CLUSTER_PORT (slurmctld port, default 6817) to run a second cluster
-# beside the first one (give it its own HOPS_CLUSTER_DIR too).
+# beside the first one (give it its own HOPS_CLUSTER_DIR too), HOPS_SLURM
+# (22.05, the host's, or 24.11 from a Debian trixie root: chroot.sh).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +29,13 @@ readonly SCRIPT_DIR
 readonly CONF_SRC="${SCRIPT_DIR}/conf"
 readonly CLUSTER_DIR="${HOPS_CLUSTER_DIR:-/var/tmp/hops-cluster}"
 readonly SLURM_CONF_PATH="${CLUSTER_DIR}/slurm.conf"
-readonly PIDS_FILE="${CLUSTER_DIR}/pids"
+PIDS_FILE="${CLUSTER_DIR}/pids"
+# Daemons (munged, dockerd) that the host starts for a containerised cluster;
+# the container's own records stay in PIDS_FILE, which it wipes on each start.
+readonly HOST_DIR="${CLUSTER_DIR}/host"
+# The Slurm release: 22.05 is this host's own (Debian 12); 24.11 runs from a
+# Debian trixie root (a chroot natively, or the image with --container).
+RELEASE="${HOPS_SLURM:-}"
 readonly CLUSTER_NAME="hops"
 # One cluster per port base: slurmctld on it, slurmdbd on +2, nodes from +10.
 readonly CTLD_PORT="${HOPS_CLUSTER_PORT:-6817}"
@@ -42,7 +50,7 @@ readonly DB_USER="hops_slurm"
 readonly DB_PASS="hops_slurm_pw"
 readonly UP_TIMEOUT="${HOPS_UP_TIMEOUT:-60}"
 readonly STOP_GRACE=10
-readonly PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd)
+PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd)
 export SLURM_CONF="${SLURM_CONF_PATH}"
 
 log() { echo "cluster: [$(date +%T.%N | cut -c1-12)] $*" >&2; }
@@ -55,17 +63,39 @@ die() {
 
 is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 
-ensure_packages() {
+install_packages() {
+    log "installing $*"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+install_missing() {
     local missing=() pkg
-    for pkg in "${PACKAGES[@]}"; do
+    for pkg in "$@"; do
         is_installed "${pkg}" || missing+=("${pkg}")
     done
-    [[ ${#missing[@]} -eq 0 ]] && return 0
-    log "installing ${missing[*]}"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}" >&2
+    [[ ${#missing[@]} -eq 0 ]] || install_packages "${missing[@]}"
 }
+
+ensure_packages() { install_missing "${PACKAGES[@]}"; }
+
+# The release of this host's own Slurm (installed, else what its apt offers).
+host_release() {
+    local version codename
+    version="$(dpkg-query -W -f='${Version}' slurm-client 2>/dev/null || true)"
+    if [[ -n "${version}" ]] && is_installed slurm-client; then
+        echo "${version}" | cut -d. -f1,2
+        return
+    fi
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+    case "${codename}" in
+    trixie) echo 24.11 ;;
+    *) echo 22.05 ;;
+    esac
+}
+
+# True when the chosen release is not the host's: it then runs from a root.
+in_root() { [[ "${RELEASE}" != "${HOST_RELEASE}" ]]; }
 
 # ---------------------------------------------------------------- layout
 
@@ -158,6 +188,11 @@ write_configs() {
     )
     chmod 600 "${CLUSTER_DIR}/slurmdbd.conf"
     cp "${CONF_SRC}/node-speed.json" "${CLUSTER_DIR}/node-speed.json"
+    if [[ "${RELEASE}" != 22.05 ]]; then
+        # Slurm 23.x+ slurmd otherwise fails without a mounted cgroup filesystem.
+        echo "CgroupPlugin=disabled" >"${CLUSTER_DIR}/cgroup.conf"
+        chmod 644 "${CLUSTER_DIR}/cgroup.conf"
+    fi
     render "${CONF_SRC}/task-prolog.sh.in" >"${CLUSTER_DIR}/task-prolog.sh"
     chmod 755 "${CLUSTER_DIR}/task-prolog.sh"
     chmod 644 "${SLURM_CONF_PATH}" "${CLUSTER_DIR}/gres.conf" "${CLUSTER_DIR}/node-speed.json"
@@ -233,6 +268,19 @@ spawn() {
     # Run from the state directory so no daemon (nor slurmstepd) pins the caller's cwd.
     (cd "${CLUSTER_DIR}" && exec setsid "$@" </dev/null >>"${logfile}" 2>&1) &
     record_pid "${name}" "$!"
+    # Through the release wrappers the PID runs a few exec steps before it is
+    # the daemon itself; liveness checks must not catch it in between.
+    in_root && settle "$!" "$(program_of "${name}")"
+    return 0
+}
+
+settle() {
+    local i
+    for ((i = 0; i < 50; i++)); do
+        runs_program "$1" "$2" && return 0
+        is_alive "$1" || return 0
+        sleep 0.1
+    done
 }
 
 # Stop the named daemons together: SIGTERM, wait up to STOP_GRACE seconds,
@@ -299,7 +347,7 @@ ensure_munge() {
     chown munge:munge /run/munge /var/log/munge /var/lib/munge
     chmod 755 /run/munge
     [[ -f /etc/munge/munge.key ]] || die "/etc/munge/munge.key is missing (reinstall munge)"
-    spawn munged "${CLUSTER_DIR}/log/munged.out" \
+    spawn munged "${MUNGE_LOG:-${CLUSTER_DIR}/log/munged.out}" \
         setpriv --reuid=munge --regid=munge --init-groups munged -F
     wait_for 10 munge_works || die "munged did not come up; see ${CLUSTER_DIR}/log/munged.out"
 }
@@ -321,7 +369,8 @@ wait_for() {
 
 # ---------------------------------------------------------------- accounting
 
-mysql_root() { mysql --protocol=socket -u root "$@"; }
+# --skip-ssl: MariaDB 11's client (trixie) insists on TLS, the local socket needs none.
+mysql_root() { mysql --protocol=socket -u root --skip-ssl "$@"; }
 
 mariadb_works() { mysql_root -e 'SELECT 1' >/dev/null 2>&1; }
 
@@ -474,6 +523,10 @@ only_ctld_down() {
 }
 
 print_exports() {
+    if [[ "${1:-}" != plain ]] && in_root; then
+        chroot_exports
+        return
+    fi
     echo "export SLURM_CONF=${SLURM_CONF_PATH}"
     echo "export HOPS_CLUSTER_DIR=${CLUSTER_DIR}"
     # hops.conf for this cluster (present once docker/conf/hops.conf.in exists).
@@ -511,6 +564,12 @@ on_failed_up() {
 
 cmd_up() {
     [[ ${EUID} -eq 0 ]] || die "run as root"
+    if in_root; then
+        # The host only runs munged (and MariaDB); Slurm comes from the root.
+        PACKAGES=(munge)
+        [[ -f "${WRAPPER_DIR}/slurm-exec" ]] || write_exec_wrappers
+        use_wrappers_on_path
+    fi
     ensure_packages
     if is_healthy; then
         log "already up"
@@ -535,6 +594,10 @@ cmd_up() {
     # A failed start stops whatever it already launched; the logs stay.
     trap 'on_failed_up' EXIT
     prepare_dir
+    if in_root; then
+        prepare_root
+        write_exec_wrappers
+    fi
     [[ "${HOPS_ACCOUNTING:-1}" == 0 ]] && accounting=0
     write_configs "${accounting}"
     make_fake_gpus
@@ -577,8 +640,10 @@ cancel_all_jobs() {
 # of their slurmd, which spawn() sets to CLUSTER_DIR.
 our_stepds() {
     local pid
+    local cwd
     for pid in $(pgrep -x slurmstepd || true); do
-        if [[ "$(readlink "/proc/${pid}/cwd" 2>/dev/null)" == "${CLUSTER_DIR}" ]]; then
+        cwd="$(readlink "/proc/${pid}/cwd" 2>/dev/null || true)"
+        if [[ "${cwd}" == "${CLUSTER_DIR}" || "${cwd}" == "${CLUSTER_DIR}/root${CLUSTER_DIR}" ]]; then
             echo "${pid}"
         fi
     done
@@ -610,6 +675,7 @@ kill_left_over_steps() {
 cmd_down() {
     [[ ${EUID} -eq 0 ]] || die "run as root"
     [[ -f "${PIDS_FILE}" ]] || {
+        [[ -f "${MOUNTS_FILE}" ]] && unmount_root
         log "nothing recorded in ${PIDS_FILE}; nothing to stop"
         return 0
     }
@@ -630,6 +696,7 @@ cmd_down() {
     done
     [[ ${#left[@]} -eq 0 ]] || die "still running: ${left[*]}"
     rm -f "${PIDS_FILE}"
+    [[ -f "${MOUNTS_FILE}" ]] && unmount_root
     log "down"
 }
 
@@ -681,10 +748,24 @@ cmd_start_ctld() {
     log "slurmctld started (state kept)"
 }
 
+# shellcheck source=container.sh
+source "${SCRIPT_DIR}/container.sh"
+# shellcheck source=chroot.sh
+source "${SCRIPT_DIR}/chroot.sh"
+
 main() {
+    HOST_RELEASE="$(host_release)"
+    readonly HOST_RELEASE
+    [[ -n "${RELEASE}" ]] || RELEASE="${HOST_RELEASE}"
+    readonly RELEASE
     case "${1:-}" in
-    up) cmd_up ;;
-    down) cmd_down ;;
+    up)
+        if [[ "${2:-}" == --container ]]; then cmd_up_container; else cmd_up; fi
+        ;;
+    down)
+        if [[ -f "${CONTAINER_MARK}" ]]; then cmd_down_container; else cmd_down; fi
+        ;;
+    serve) cmd_serve ;;
     status) cmd_status ;;
     stop-ctld) cmd_stop_ctld ;;
     start-ctld) cmd_start_ctld ;;
@@ -693,7 +774,7 @@ main() {
         cmd_start_ctld
         ;;
     *)
-        echo "usage: $0 up|down|status|stop-ctld|start-ctld|restart-ctld" >&2
+        echo "usage: $0 up [--container]|down|status|stop-ctld|start-ctld|restart-ctld" >&2
         exit 2
         ;;
     esac
