@@ -25,7 +25,11 @@ def cancel(
             fail(f"{text!r} is not a Slurm job id", EXIT_USAGE)
         ids.append(int(text))
     config = config_of(ctx)
-    port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+    port = make_port(
+        config.slurm_backend,
+        timeout_s=config.slurm_timeout_s,
+        command_prefix=config.slurm_command_prefix,
+    )
     failed = 0
     for job_id in ids:
         try:

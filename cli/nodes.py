@@ -77,7 +77,11 @@ def nodes(
 
     config = config_of(ctx)
     try:
-        listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
+        listed = make_port(
+            config.slurm_backend,
+            timeout_s=config.slurm_timeout_s,
+            command_prefix=config.slurm_command_prefix,
+        ).list_nodes()
     except (SlurmError, ValueError) as exc:
         fail(f"cannot list nodes: {exc}")
     overrides = dict(config.node_types)

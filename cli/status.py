@@ -25,7 +25,11 @@ def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
     from hopsd.slurm.factory import make_port
 
     try:
-        port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+        port = make_port(
+            config.slurm_backend,
+            timeout_s=config.slurm_timeout_s,
+            command_prefix=config.slurm_command_prefix,
+        )
         return port.list_nodes(), None
     except (SlurmError, ValueError) as exc:
         return [], str(exc)

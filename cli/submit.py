@@ -21,7 +21,11 @@ def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
     from hopsd.slurm.factory import make_port
 
     config = config_of(ctx)
-    port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+    port = make_port(
+        config.slurm_backend,
+        timeout_s=config.slurm_timeout_s,
+        command_prefix=config.slurm_command_prefix,
+    )
     per_type: dict[str, int] = {}
     for node in port.list_nodes():
         if not node.gpu_type or node.gpus_total <= 0:
@@ -105,7 +109,11 @@ def submit(
         from hopsd.slurm.factory import make_port
 
         config = config_of(ctx)
-        port = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s)
+        port = make_port(
+            config.slurm_backend,
+            timeout_s=config.slurm_timeout_s,
+            command_prefix=config.slurm_command_prefix,
+        )
         job_id = port.submit(str(info.path), sbatch_args=extra, tag=tag)
     if parsable:
         typer.echo(str(job_id))

@@ -198,7 +198,9 @@ write_configs() {
     chmod 644 "${SLURM_CONF_PATH}" "${CLUSTER_DIR}/gres.conf" "${CLUSTER_DIR}/node-speed.json"
     # hops.conf for this cluster: written only once a template exists.
     if [[ -f "${CONF_SRC}/hops.conf.in" ]]; then
-        render "${CONF_SRC}/hops.conf.in" >"${CLUSTER_DIR}/hops.conf"
+        local prefix="[]"
+        in_root && prefix="[\"${WRAPPER_DIR}/slurm-exec\"]"
+        render "${CONF_SRC}/hops.conf.in" "SLURM_COMMAND_PREFIX=${prefix}" >"${CLUSTER_DIR}/hops.conf"
         chmod 644 "${CLUSTER_DIR}/hops.conf"
     fi
 }

@@ -46,6 +46,9 @@ class HopsConfig:
     ledger_url: str = DEFAULT_LEDGER_URL
     slurm_backend: str = "cli"
     slurm_timeout_s: float = 20.0
+    # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
+    # hopsd may run on a service host, or beside another Slurm release.
+    slurm_command_prefix: tuple[str, ...] = ()
     partitions: tuple[str, ...] = ()
     node_types: Mapping[str, str] = field(default_factory=dict)
     round_length_s: float = 300.0
@@ -94,6 +97,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
     "slurm": {
         "backend": ("slurm_backend", str),
         "timeout_s": ("slurm_timeout_s", float),
+        "command_prefix": ("slurm_command_prefix", list),
         "partitions": ("partitions", list),
         "node_types": ("node_types", dict),
     },
@@ -175,6 +179,11 @@ def _check(config: HopsConfig) -> None:
     if config.slurm_backend not in ("cli", "pyslurm"):
         raise ConfigError(
             f"slurm.backend: must be 'cli' or 'pyslurm', got {config.slurm_backend!r}"
+        )
+    if not all(isinstance(word, str) and word for word in config.slurm_command_prefix):
+        raise ConfigError(
+            "slurm.command_prefix: must be a list of non-empty strings, "
+            f"got {list(config.slurm_command_prefix)!r}"
         )
     if config.priority not in priority_names():
         known = ", ".join(priority_names())

@@ -20,13 +20,54 @@ echo "== mypy --strict hopsd/core; mypy hopsd cli"
 echo "== import contracts"
 .venv/bin/lint-imports
 
+# The live subset that runs again on Slurm 24.11 (port contract, the wrapped
+# commands, cluster basics, daemon end to end, the CLI as a user).
+LIVE_SUBSET=(tests/slurm tests/cluster tests/daemon/test_cli_e2e.py
+    tests/daemon/test_live_workload.py tests/cli/test_cli_live.py)
+BASE_PORT="${HOPS_CLUSTER_PORT:-6817}"
+BASE_DIR="${HOPS_CLUSTER_DIR:-/var/tmp/hops-cluster}"
+UP_CLUSTERS=()
+
+cluster_down_all() {
+    local spec
+    for spec in "${UP_CLUSTERS[@]}"; do
+        echo "== Slurm test cluster down (${spec})"
+        # shellcheck disable=SC2086
+        env ${spec} bash docker/cluster.sh down || true
+    done
+    UP_CLUSTERS=()
+}
+trap cluster_down_all EXIT
+
+# cluster_up "VAR=VALUE ...": bring a cluster up and export what it prints.
+cluster_up() {
+    local spec="$1" out
+    UP_CLUSTERS+=("${spec}")
+    # shellcheck disable=SC2086
+    out="$(env ${spec} bash docker/cluster.sh up)"
+    echo "${out}" | tail -n 6
+    eval "$(echo "${out}" | grep '^export ')"
+}
+
 if [ -f docker/cluster.sh ]; then
-    echo "== Slurm test cluster up"
-    cluster_out="$(bash docker/cluster.sh up)"
-    echo "$cluster_out" | tail -n 5
-    eval "$(echo "$cluster_out" | grep '^export ')"
-    trap 'echo "== Slurm test cluster down"; bash docker/cluster.sh down || true' EXIT
+    echo "== Slurm 22.05 test cluster up"
+    cluster_up "HOPS_CLUSTER_PORT=${BASE_PORT} HOPS_CLUSTER_DIR=${BASE_DIR}"
 fi
 
-echo "== pytest"
+echo "== pytest (Slurm 22.05; the container cluster test uses port $((BASE_PORT + 100)))"
+pass_start=${SECONDS}
 .venv/bin/pytest "$@"
+echo "== pass on Slurm 22.05: $((SECONDS - pass_start)) s"
+
+# A targeted run (`scripts/test.sh tests/x -q`) stops here; the whole suite
+# goes on with the live subset on Slurm 24.11 (HOPS_TEST_2411=0 skips it).
+if [ $# -eq 0 ] && [ -f docker/cluster.sh ] && [ "${HOPS_TEST_2411:-1}" != 0 ]; then
+    cluster_down_all
+    echo "== Slurm 24.11 test cluster up (Debian trixie root, port $((BASE_PORT + 200)))"
+    pass_start=${SECONDS}
+    # Wrappers for 24.11's commands go first on PATH (printed by `up`).
+    cluster_up "HOPS_SLURM=24.11 HOPS_CLUSTER_PORT=$((BASE_PORT + 200)) HOPS_CLUSTER_DIR=${BASE_DIR}-24.11"
+    echo "== pytest (Slurm 24.11, live subset)"
+    .venv/bin/pytest -m slurm "${LIVE_SUBSET[@]}"
+    echo "== pass on Slurm 24.11: $((SECONDS - pass_start)) s (with the cluster's start)"
+fi

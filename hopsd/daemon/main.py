@@ -127,7 +127,12 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEASE
     runner = CountingRunner(SubprocessRunner())
-    port = make_port(config.slurm_backend, run=runner, timeout_s=config.slurm_timeout_s)
+    port = make_port(
+        config.slurm_backend,
+        run=runner,
+        timeout_s=config.slurm_timeout_s,
+        command_prefix=config.slurm_command_prefix,
+    )
     tick = Tick(
         config,
         port,

@@ -112,8 +112,12 @@ class CliSlurm:
 
     # ------------------------------------------------------------------- reads
     def list_jobs(self) -> list[SlurmJob]:
-        """Every job in one ``squeue --json`` (it carries per-node GPUs in 22.05 too)."""
-        return self._read(["squeue", "--json"], lambda r: parse_jobs(r.stdout))
+        """Every job in one ``squeue --json`` (it carries per-node GPUs in 22.05 too).
+
+        ``--states=all``: 22.05 lists finished jobs in JSON anyway, but 23.02+
+        apply squeue's default filter and would hide the endings hops must see.
+        """
+        return self._read(["squeue", "--json", "--states=all"], lambda r: parse_jobs(r.stdout))
 
     def list_nodes(self) -> list[SlurmNode]:
         return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))

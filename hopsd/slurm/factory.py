@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.port import SlurmPort
-from hopsd.slurm.runner import Runner, SubprocessRunner
+from hopsd.slurm.runner import PrefixRunner, Runner, SubprocessRunner
 
 log = logging.getLogger(__name__)
 BACKENDS = ("cli", "pyslurm")
@@ -22,12 +23,22 @@ def pyslurm_unavailable_reason() -> str | None:
 
 
 def make_port(
-    backend: str = "cli", *, run: Runner | None = None, timeout_s: float = 30.0
+    backend: str = "cli",
+    *,
+    run: Runner | None = None,
+    timeout_s: float = 30.0,
+    command_prefix: Sequence[str] = (),
 ) -> SlurmPort:
-    """The port for ``backend``; an unusable pyslurm falls back to the CLI with a log line."""
+    """The port for ``backend``; an unusable pyslurm falls back to the CLI with a log line.
+
+    ``command_prefix`` (``[slurm] command_prefix``) goes before every Slurm command.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"unknown Slurm backend {backend!r}; choose one of {BACKENDS}")
-    cli = CliSlurm(run=run or SubprocessRunner(), timeout_s=timeout_s)
+    runner = run or SubprocessRunner()
+    if command_prefix:
+        runner = PrefixRunner(runner, tuple(command_prefix))
+    cli = CliSlurm(run=runner, timeout_s=timeout_s)
     if backend == "cli":
         return cli
     reason = pyslurm_unavailable_reason()

@@ -4,7 +4,9 @@ Verified on 22.05.8: ``squeue --json`` is produced with ``SHOW_DETAIL``, so
 ``gres_detail`` holds one ``gpu:TYPE:N(IDX:..)`` string per allocated node, in
 the order of ``job_resources.allocated_nodes``. Newer releases (23.02+) keep
 ``gres_detail`` but wrap numbers, list states and nest ``job_resources``;
-both shapes are read here.
+both shapes are read here (recorded on 24.11.5 too). From 23.02 on a requeued
+job is first PENDING with a COMPLETING flag while its last run lets go of the
+nodes: it still holds their GPUs then.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
     tag, tag_error = try_decode(comment)
     nodes = _expand(jsonshape.text(rec.get("nodes")))
     holds = state in _HOLDING_STATES or "COMPLETING" in flags
+    # A pending job's times are the scheduler's estimates (24.11 gives a requeued,
+    # held job a start in the future and an end decades away), never facts.
+    pending = state == "PENDING"
     by_node = _gpus_by_node(rec, nodes) if holds else ()
     return SlurmJob(
         job_id=int(job_id),
@@ -60,8 +65,8 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         gpu_type=gres.gpu_type(",".join(jsonshape.string_list(rec.get("gres_detail")))),
         gres_request=_gres_request(rec),
         submit_time=jsonshape.timestamp(rec.get("submit_time")),
-        start_time=jsonshape.timestamp(rec.get("start_time")),
-        end_time=jsonshape.timestamp(rec.get("end_time")),
+        start_time=None if pending else jsonshape.timestamp(rec.get("start_time")),
+        end_time=None if pending else jsonshape.timestamp(rec.get("end_time")),
         comment=comment,
         tag=tag,
         tag_error=tag_error,

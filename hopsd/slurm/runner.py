@@ -90,6 +90,25 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
     proc.communicate()
 
 
+@dataclass(frozen=True)
+class PrefixRunner:
+    """Puts ``prefix`` before every command: ``ssh slurm-head``, or a wrapper that runs
+    another Slurm release's commands (``docker/cluster.sh`` writes ``slurm-exec``).
+
+    Why a runner: every Slurm command of the CLI backend already goes through one,
+    so hopsd on a service host needs no other change. The prefix is given as
+    separate words and never goes through a shell on this side.
+    """
+
+    inner: Runner
+    prefix: tuple[str, ...]
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        done = self.inner([*self.prefix, *argv], timeout)
+        # Callers and their error messages speak of the Slurm command itself.
+        return CompletedRun(tuple(argv), done.returncode, done.stdout, done.stderr, done.duration_s)
+
+
 @dataclass
 class CountingRunner:
     """Wraps a runner and records every argv it was asked to run (benchmarks and tests)."""

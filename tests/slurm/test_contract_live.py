@@ -220,8 +220,11 @@ def test_dead_controller_raises_typed_error_quickly(tmp_path: Path) -> None:
 
 
 def _held(port: SlurmPort, job_id: int) -> SlurmJob | None:
+    """Held again once its last run has let go of the nodes: 23.02+ first list a
+    requeued job as PENDING+COMPLETING, still holding its GPUs (22.05 does not say)."""
     current = job(port, job_id)
-    return current if current.pending and current.held else None
+    settled = "COMPLETING" not in current.flags
+    return current if current.pending and current.held and settled else None
 
 
 def _both_ended(port: SlurmPort, job_ids: list[int]) -> list[AccountingRecord] | None:

@@ -171,7 +171,7 @@ def test_reads_retry_once_when_the_controller_did_not_answer() -> None:
     squeue = (FIXTURES / "squeue.22.05.json").read_text()
     run = Replay(failed("err_scontrol_no_controller.22.05.txt"), ok(squeue))
     assert len(CliSlurm(run=run).list_jobs()) == 5
-    assert run.calls == [("squeue", "--json"), ("squeue", "--json")]
+    assert run.calls == [("squeue", "--json", "--states=all")] * 2
     twice = Replay(
         failed("err_scontrol_no_controller.22.05.txt"),
         failed("err_scontrol_no_controller.22.05.txt"),
