@@ -198,9 +198,11 @@ write_configs() {
     chmod 644 "${SLURM_CONF_PATH}" "${CLUSTER_DIR}/gres.conf" "${CLUSTER_DIR}/node-speed.json"
     # hops.conf for this cluster: written only once a template exists.
     if [[ -f "${CONF_SRC}/hops.conf.in" ]]; then
-        local prefix="[]"
-        in_root && prefix="[\"${WRAPPER_DIR}/slurm-exec\"]"
-        render "${CONF_SRC}/hops.conf.in" "SLURM_COMMAND_PREFIX=${prefix}" >"${CLUSTER_DIR}/hops.conf"
+        render "${CONF_SRC}/hops.conf.in" >"${CLUSTER_DIR}/hops.conf"
+        if in_root; then
+            sed -i "s|^command_prefix = \[\]|command_prefix = [\"${WRAPPER_DIR}/slurm-exec\"]|" \
+                "${CLUSTER_DIR}/hops.conf"
+        fi
         chmod 644 "${CLUSTER_DIR}/hops.conf"
     fi
 }
