@@ -105,7 +105,10 @@ class CliSlurm:
         self._call(["scontrol", "requeuehold", str(job_id)])
 
     def make_eligible(self, job_id: int) -> None:
-        self._call(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+        """Eligible two seconds from now, not at once: slurmd refuses a launch whose
+        credential dates from the second it revoked the job's last run in ("Job
+        credential revoked"), and 24.11 restarts a requeued job fast enough to hit it."""
+        self._call(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"])
 
     def cancel(self, job_id: int, as_user: str | None = None) -> None:
         self._call([*_as_user(as_user), "scancel", str(job_id)])

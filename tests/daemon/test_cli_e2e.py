@@ -74,7 +74,7 @@ def status(*args: str) -> dict:  # type: ignore[type-arg]
 
 
 def test_submit_status_fairness_cancel_with_hopsd(env: LiveEnv) -> None:
-    short = hops_submit(env, "short", 600, "1,2")
+    short = hops_submit(env, "short", 2400, "1,2")  # runs a few s: seen running
     long = hops_submit(env, "long", 10**7, "1")
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
 
