@@ -179,8 +179,12 @@ write_configs() {
     while read -r name; do
         ports+=("PORT_${name}=$(node_port "${name}")")
     done < <(node_names)
+    install_job_submit
+    local job_submit="# no job_submit.lua here: plain jobs stay plain"
+    [[ -f "${CLUSTER_DIR}/job_submit.lua" ]] && job_submit="JobSubmitPlugins=lua"
     render "${CONF_SRC}/slurm.conf.in" "${ports[@]}" \
-        "ACCOUNTING=$(accounting_block "${accounting}")" >"${SLURM_CONF_PATH}"
+        "ACCOUNTING=$(accounting_block "${accounting}")" "JOB_SUBMIT=${job_submit}" \
+        >"${SLURM_CONF_PATH}"
     render "${CONF_SRC}/gres.conf.in" >"${CLUSTER_DIR}/gres.conf"
     (
         umask 077
@@ -204,6 +208,16 @@ write_configs() {
                 "${CLUSTER_DIR}/hops.conf"
         fi
         chmod 644 "${CLUSTER_DIR}/hops.conf"
+    fi
+}
+
+# Slurm reads job_submit.lua next to slurm.conf. Inside the container the
+# repository's contrib/ is absent: the host put the file there before.
+install_job_submit() {
+    local source="${SCRIPT_DIR}/../contrib/job_submit.lua"
+    if [[ -f "${source}" ]]; then
+        cp "${source}" "${CLUSTER_DIR}/job_submit.lua"
+        chmod 644 "${CLUSTER_DIR}/job_submit.lua"
     fi
 }
 

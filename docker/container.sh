@@ -191,6 +191,7 @@ cmd_up_container() {
     build_image
     local up_start=${SECONDS} mounts
     rm -f "${CLUSTER_DIR}/container.ready" "${CLUSTER_DIR}/pids"
+    install_job_submit
     echo "${CONTAINER_NAME}" >"${CONTAINER_MARK}"
     mounts="$(container_mounts)"
     # shellcheck disable=SC2086

@@ -20,9 +20,10 @@ echo "== mypy --strict hopsd/core; mypy hopsd cli"
 echo "== import contracts"
 .venv/bin/lint-imports
 
-# The live subset that runs again on Slurm 24.11 (port contract, the wrapped
-# commands, cluster basics, daemon end to end, the CLI as a user).
-LIVE_SUBSET=(tests/slurm tests/cluster tests/daemon/test_cli_e2e.py
+# The live subset that runs again on Slurm 24.11 (cluster basics, port
+# contract, the wrapped commands, job_submit.lua, daemon end to end, the CLI
+# as a user).
+LIVE_SUBSET=(tests/cluster tests/slurm tests/daemon/test_cli_e2e.py
     tests/daemon/test_live_workload.py tests/cli/test_cli_live.py)
 BASE_PORT="${HOPS_CLUSTER_PORT:-6817}"
 BASE_DIR="${HOPS_CLUSTER_DIR:-/var/tmp/hops-cluster}"
