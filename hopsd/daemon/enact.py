@@ -22,7 +22,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.daemon.requeue_check import RunEnd, RunVerdict, judge_requeued_run, last_requeued_run
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.allocations import record_allocation
-from hopsd.ledger.intents import mark_abandoned, mark_done, mark_failed, record_intent
+from hopsd.ledger.intents import (
+    last_requeue_was_relaunch,
+    mark_abandoned,
+    mark_done,
+    mark_failed,
+    record_intent,
+)
 from hopsd.ledger.jobs import record_finished_run, run_reported_complete
 from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow
 from hopsd.slurm.errors import SlurmCommandError
@@ -64,6 +70,8 @@ class EnactReport:
     abandoned: list[tuple[Step, str]] = field(default_factory=list)
     deferred: list[Step] = field(default_factory=list)
     finished_early: list[str] = field(default_factory=list)
+    # rounds of waiting for requeued jobs; each costs two batched reads (queue, accounting)
+    settle_polls: int = 0
 
     def count(self, action: IntentAction) -> int:
         return sum(1 for s in self.done if s.action == action)
@@ -230,6 +238,7 @@ class Enactor:
         """Poll (one queue read and one accounting read per round) until each chain may go on."""
         deadline = self.monotonic() + self.settle.timeout_s
         while waiting:
+            report.settle_polls += 1
             jobs = {j.job_id: j for j in self.port.list_jobs()}
             runs = self._runs([c[0].slurm_id for c in waiting.values()])
             now = self.clock()
@@ -284,8 +293,7 @@ class Enactor:
             return None  # still COMPLETING on its old nodes
         tick = self.monotonic()
         waited = tick - self._pending_since.setdefault(slurm_id, tick)
-        relaunch = any(s.payload.get("relaunch") for s in chain)
-        if runs is None or relaunch:
+        if runs is None or self._after_relaunch(chain[0].job_id):
             return self._ready_after_quiet(slurm_id, waited, now, None, "")
         verdict = judge_requeued_run(last_requeued_run(runs, slurm_id))
         if verdict.end == RunEnd.UNSETTLED:
@@ -328,6 +336,11 @@ class Enactor:
         else:
             for step in chain:
                 self._take(step, skip, broken, report)
+
+    def _after_relaunch(self, job_id: str) -> bool:
+        """The job's last requeue retried a failed launch: its run never ran, nothing finished."""
+        with self.sessions.begin() as session:
+            return last_requeue_was_relaunch(session, job_id)
 
     def _progress_complete(self, job_id: str) -> bool:
         with self.sessions.begin() as session:
@@ -473,6 +486,9 @@ def resume_steps(
         by_job.setdefault(step.job_id, []).append(step)
     for steps in by_job.values():
         seen = observed.get(steps[0].slurm_id)
+        if seen is not None and seen.final and all(s.payload.get("relaunch") for s in steps):
+            to_run.extend(steps)  # requeueing a job whose launch failed: Slurm allows it
+            continue
         if seen is None or seen.final:
             drop.extend((s, "job left the queue") for s in steps)
             continue

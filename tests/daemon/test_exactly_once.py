@@ -94,7 +94,7 @@ class RacingPort(FakePort):
             ended = RunRecord(job_id, "REQUEUED", 0.0, 10.0, "COMPLETED", 0, 0, 9.0)
         else:
             ended = RunRecord(job_id, "REQUEUED", 0.0, 10.0, "CANCELLED", 0, 15, 10.0)
-        if job.state not in ("RUNNING", "COMPLETED"):
+        if job.state not in ("RUNNING", "COMPLETED", "FAILED"):
             raise SlurmCommandError(["scontrol", "requeuehold"], 1, "Job is pending")
         job.state, job.held, job.placement = "PENDING", True, {}
         job.restarts += 1
@@ -105,6 +105,8 @@ class RacingPort(FakePort):
         jobs = super().list_jobs()
         out = []
         for job in jobs:
+            if job.job_id in self.failed_launches and job.state == "FAILED":
+                job = dataclasses.replace(job, start_time=500.0, end_time=501.0, reason="None")
             left = self.leaving.get(job.job_id, 0)
             if left > 0:
                 self.leaving[job.job_id] = left - 1
@@ -203,3 +205,46 @@ def test_a_job_still_completing_waits_for_a_later_tick_and_is_not_planned_twice(
     assert racing.jobs[job].state == "RUNNING"
     with sessions.begin() as s:
         assert not pending_intents(s)
+
+
+def test_a_launch_that_fails_at_once_is_requeued_and_placed_again(config, racing, sessions, clock):  # type: ignore[no-untyped-def]
+    """A job hops released that Slurm ends FAILED within a second is retried, not failed."""
+    job = racing.add_job(HopsTag((1,), 10_000))
+    tick = Tick(config, racing, sessions, clock=clock)
+    tick.run_once()
+    assert racing.jobs[job].state == "RUNNING"
+    racing.failed_launches.add(job)
+    racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
+    clock.advance(1)
+    result = tick.run_once()  # seen failed at once: requeued held, and placed again
+    assert result.reconcile is not None and result.reconcile.requeued == [str(job)]
+    # the failed run is not taken for a finished one: no cancel, a new start
+    assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
+    assert racing.jobs[job].state == "RUNNING"
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.state in (JobState.REQUEUED, JobState.RUNNING)
+        requeue = s.scalars(
+            select(IntentRow).where(IntentRow.action == IntentAction.REQUEUE_HOLD)
+        ).one()
+        assert (
+            requeue.payload["kind"] == "relaunch" and "launch failed" in requeue.payload["reason"]
+        )
+
+
+def test_a_job_that_keeps_failing_at_launch_fails_after_three_tries(
+    config, racing, sessions, clock
+):  # type: ignore[no-untyped-def]
+    job = racing.add_job(HopsTag((1,), 10_000))
+    tick = Tick(config, racing, sessions, clock=clock)
+    tick.run_once()
+    racing.failed_launches.add(job)
+    for _ in range(12):
+        if racing.jobs[job].state == "RUNNING":
+            racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
+        clock.advance(1)
+        tick.run_once()
+    assert racing.actions(job).count("requeue_hold") == 3
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.state == JobState.FAILED
