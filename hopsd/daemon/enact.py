@@ -19,7 +19,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from hopsd.daemon.requeue_check import RunEnd, RunVerdict, judge_requeued_run, last_requeued_run
+from hopsd.daemon.requeue_check import (
+    RunEnd,
+    RunVerdict,
+    hit_an_ended_run,
+    judge_requeued_run,
+    last_requeued_run,
+)
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.allocations import record_allocation
 from hopsd.ledger.intents import (
@@ -293,7 +299,12 @@ class Enactor:
             return None  # still COMPLETING on its old nodes
         tick = self.monotonic()
         waited = tick - self._pending_since.setdefault(slurm_id, tick)
-        if runs is None or self._after_relaunch(chain[0].job_id):
+        if self._after_relaunch(chain[0].job_id):
+            return self._ready_after_quiet(slurm_id, waited, now, None, "")
+        if runs is None:
+            if hit_an_ended_run(job) or self._progress_complete(chain[0].job_id):
+                said = "Slurm kept the ended run's allocation record (no accounting)"
+                return Readiness("finished", said, RunVerdict(RunEnd.FINISHED, said, "COMPLETED"))
             return self._ready_after_quiet(slurm_id, waited, now, None, "")
         verdict = judge_requeued_run(last_requeued_run(runs, slurm_id))
         if verdict.end == RunEnd.UNSETTLED:
@@ -302,8 +313,12 @@ class Enactor:
             return None
         if verdict.end == RunEnd.FINISHED:
             return Readiness("finished", verdict.detail, verdict)
-        if verdict.end == RunEnd.AMBIGUOUS and self._progress_complete(chain[0].job_id):
-            return Readiness("finished", f"{verdict.detail}; all samples reported", verdict)
+        if verdict.end == RunEnd.AMBIGUOUS:
+            if hit_an_ended_run(job):
+                said = f"{verdict.detail}; Slurm kept the ended run's allocation record"
+                return Readiness("finished", said, verdict)
+            if self._progress_complete(chain[0].job_id):
+                return Readiness("finished", f"{verdict.detail}; all samples reported", verdict)
         return self._ready_after_quiet(slurm_id, waited, now, verdict.ended_at, verdict.detail)
 
     def _ready_after_quiet(

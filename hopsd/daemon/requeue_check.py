@@ -14,14 +14,17 @@ run's batch script ended with when Slurm requeued the run:
   held requeue cancelled, never released;
 * script ended in a later second, or was killed by a signal: the requeue
   stopped it -> the job may be placed again;
-* same second, clean exit: the clock cannot tell (sacct keeps whole seconds).
-  A job that checkpoints and exits 0 on the requeue's SIGTERM looks exactly
-  like one that finished a moment before; the job's own progress report
-  decides (all samples done -> finished), and without one the run counts as
-  stopped, so a job is never cancelled on a guess.
+* same second, clean exit: sacct cannot tell (it keeps whole seconds), and a
+  job that checkpoints and exits 0 on the requeue's SIGTERM looks exactly like
+  one that finished a moment before. Slurm's own job record decides: a requeue
+  that stops a running job clears the job's allocation record
+  (``tres_alloc_str``), one that hits a job that had already ended keeps it
+  (seen on 22.05, recorded in the parser fixtures; a stress run hit this case
+  11 times in 361 requeues). The job's own progress report (all samples done)
+  is taken as evidence too.
 
-Where the cluster keeps no accounting, only the fresh read and progress
-reports guard the release; the daemon logs that once.
+Where the cluster keeps no accounting, the allocation record and progress
+reports alone guard the release; the daemon logs that once.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hopsd.slurm.port import RunRecord
+from hopsd.slurm.port import RunRecord, SlurmJob
 
 #: Batch-step states that mean the script is still there (no end recorded yet).
 _STILL_RUNNING = frozenset({"RUNNING", "PENDING", "COMPLETING", "SUSPENDED", "REQUEUED"})
@@ -60,6 +63,15 @@ class RunVerdict:
         if self.script_state == "COMPLETED" and self.exit_code == 0:
             return "COMPLETED"
         return "FAILED"
+
+
+def hit_an_ended_run(job: SlurmJob) -> bool:
+    """Slurm's record of a held, requeued job still shows its last run's allocation.
+
+    Slurm clears ``tres_alloc_str`` when a requeue stops a running job and keeps
+    it when the requeue hits a job whose run had already ended.
+    """
+    return job.pending and bool(job.alloc_tres)
 
 
 def last_requeued_run(runs: Sequence[RunRecord], job_id: int) -> RunRecord | None:

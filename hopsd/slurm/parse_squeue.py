@@ -71,6 +71,7 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         priority=None if priority is None else int(priority),
         flags=flags,
         requested_nodes=_expand(jsonshape.text(rec.get("required_nodes"))),
+        alloc_tres=jsonshape.text(rec.get("tres_alloc_str")),
     )
 
 

@@ -90,6 +90,10 @@ class SlurmJob:
     priority: int | None = None
     flags: tuple[str, ...] = ()
     requested_nodes: tuple[str, ...] = ()
+    #: Slurm's record of what the job's last run was allocated (``tres_alloc_str``).
+    #: Slurm 22.05 clears it when a requeue stops a running job but keeps it when
+    #: the requeue hits a job that had already ended (see ``requeue_check``).
+    alloc_tres: str = ""
 
     @property
     def gpus(self) -> int:

@@ -16,7 +16,12 @@ from daemon_fakeport import FakeClock, FakePort, small_cluster
 from sqlalchemy import select
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.requeue_check import RunEnd, judge_requeued_run, last_requeued_run
+from hopsd.daemon.requeue_check import (
+    RunEnd,
+    hit_an_ended_run,
+    judge_requeued_run,
+    last_requeued_run,
+)
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
@@ -24,6 +29,7 @@ from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.parse_sacct import parse_runs
+from hopsd.slurm.parse_squeue import parse_jobs
 from hopsd.slurm.port import RunRecord, SlurmJob
 from hopsd.slurm.tag import HopsTag
 
@@ -49,6 +55,22 @@ def test_recorded_runs_tell_a_finished_script_from_a_stopped_one(
     assert (first.batch_state, first.batch_exit_code, first.batch_signal) == ("COMPLETED", 0, 0)
     assert first.batch_end_time is not None and first.end_time is not None
     assert first.end_time - first.batch_end_time == 3.0
+
+
+def test_recorded_same_second_runs_are_told_apart_by_the_allocation_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Job 233 ended 150 ms before the requeue, job 234 exited 0 on the requeue's SIGTERM:
+    sacct shows both COMPLETED 0:0 in the requeue's second; squeue tells them apart."""
+    monkeypatch.setenv("TZ", "UTC")
+    runs = parse_runs((FIXTURE / "sacct_runs_same_second.22.05.txt").read_text())
+    for job in (233, 234):
+        assert judge_requeued_run(last_requeued_run(runs, job)).end == RunEnd.AMBIGUOUS
+    text = (FIXTURE / "squeue_requeued_finished_vs_stopped.22.05.json").read_text()
+    jobs = {j.job_id: j for j in parse_jobs(text)}
+    assert all(jobs[j].pending and jobs[j].held for j in (233, 234))
+    assert hit_an_ended_run(jobs[233]) and not hit_an_ended_run(jobs[234])
+    assert jobs[230].alloc_tres and not jobs[231].alloc_tres  # cancelled since; same pattern
 
 
 @pytest.mark.parametrize(
@@ -84,14 +106,20 @@ class RacingPort(FakePort):
         self.completing_reads = 0
         self.leaving: dict[int, int] = {}
         self.failed_launches: set[int] = set()
+        self.exit_on_term: set[int] = set()  # scripts that exit 0 at once on SIGTERM
+        self.kept_alloc: set[int] = set()  # Slurm kept the ended run's allocation record
 
     def requeue_hold(self, job_id: int) -> None:
         job = self._act("requeue_hold", job_id)
         if job_id in self.finish_at_requeue:
             # the script completed an instant before the command arrived: Slurm
             # requeues the finished job all the same, and accounting shows it
+            # ... in the very second of the requeue: sacct cannot tell it apart
             job.state, job.placement = "COMPLETED", {}
-            ended = RunRecord(job_id, "REQUEUED", 0.0, 10.0, "COMPLETED", 0, 0, 9.0)
+            ended = RunRecord(job_id, "REQUEUED", 0.0, 10.6, "COMPLETED", 0, 0, 10.2)
+            self.kept_alloc.add(job_id)
+        elif job_id in self.exit_on_term:
+            ended = RunRecord(job_id, "REQUEUED", 0.0, 10.2, "COMPLETED", 0, 0, 10.6)
         else:
             ended = RunRecord(job_id, "REQUEUED", 0.0, 10.0, "CANCELLED", 0, 15, 10.0)
         if job.state not in ("RUNNING", "COMPLETED", "FAILED"):
@@ -105,6 +133,8 @@ class RacingPort(FakePort):
         jobs = super().list_jobs()
         out = []
         for job in jobs:
+            if job.job_id in self.kept_alloc:
+                job = dataclasses.replace(job, alloc_tres="cpu=1,node=1,gres/gpu=4")
             if job.job_id in self.failed_launches and job.state == "FAILED":
                 job = dataclasses.replace(job, start_time=500.0, end_time=501.0, reason="None")
             left = self.leaving.get(job.job_id, 0)
@@ -166,6 +196,17 @@ def test_requeue_that_hits_a_finished_job_never_runs_it_again(config, racing, se
     with sessions.begin() as s:
         row = get_job(s, str(job))
         assert row is not None and row.state == JobState.DONE
+
+
+def test_a_script_that_exits_0_on_the_requeue_in_the_same_second_is_moved(  # type: ignore[no-untyped-def]
+    config, racing, sessions, clock
+):
+    """The same accounting as a finished run, but Slurm cleared the allocation: stopped."""
+    tick, job = moving_job(config, racing, sessions, clock)
+    racing.exit_on_term.add(job)
+    tick.run_once()
+    assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
+    assert racing.jobs[job].state == "RUNNING"
 
 
 def test_move_releases_only_after_the_old_run_left_its_nodes(config, racing, sessions, clock):  # type: ignore[no-untyped-def]

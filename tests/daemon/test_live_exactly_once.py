@@ -81,14 +81,20 @@ def move_steps(env: LiveEnv, job: int, node: str, partition: str, gpu_type: str)
         return [Step.of(r) for r in record_intents(s, chains([action], {}), None, time.time())]
 
 
-def test_requeue_racing_the_job_end_never_runs_the_job_again(env):
-    """Fault 1: the job's script ends just before hops's requeue reaches Slurm."""
+@pytest.mark.parametrize("lag", ["ended-seconds-before", "same-second"])
+def test_requeue_racing_the_job_end_never_runs_the_job_again(env, lag):
+    """Fault 1: the job's script ends just before hops's requeue reaches Slurm, seconds
+    before (accounting tells) or within the same second (Slurm's job record tells)."""
     gate = env.root / "finish"
-    job = submit_script(env, "race", f"while [ ! -e {gate} ]; do sleep 0.1; done")
+    job = submit_script(env, "race", f"while [ ! -e {gate} ]; do sleep 0.02; done")
     tick = started_tick(env, job)
     seen_running = {job}  # the fresh read hops takes right before requeueing
     gate.touch()
-    assert drive(lambda: None, lambda: slurm_state(env, job) == "COMPLETED", deadline_s=20)
+    if lag == "same-second":
+        time.sleep(0.15)
+    else:
+        assert drive(lambda: None, lambda: slurm_state(env, job) == "COMPLETED", 20, 0.1)
+        time.sleep(1.5)
     enactor = Enactor(env.port, env.sessions, time.time, lambda: seen_running)
     report = enactor.run(move_steps(env, job, "a100n2", "a100", "a100"))
     assert report.finished_early == [env.rows()[job].id]
