@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -243,6 +244,7 @@ class Tick:
                 self._fairshare(session, owners, now),
                 load_throughput_store(session, ids),
                 now,
+                self.reconciler.problems.guard,
             )
             built = self._profile(session, rows, obs, built, result, now)
             snap = built.snapshot
@@ -302,7 +304,15 @@ class Tick:
         snap = built.snapshot
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
-        ratios = {j.id: latency_ratio(j, ctx) for j in snap.jobs}
+        handles = built.handles
+        ratios: dict[str, float] = {}
+        for job in snap.jobs:
+            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
+            ratio = self.reconciler.problems.guard(
+                slurm_id, "latency", partial(latency_ratio, job, ctx)
+            )
+            if ratio is not None:
+                ratios[job.id] = ratio
         result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
         for job_id, row in load_jobs(session, [*ratios, *ended]).items():
