@@ -70,6 +70,8 @@ class HopsConfig:
     # directory, used only under the checks of hopsd.daemon.spool.
     spool_dir: str = ""
     lease_ttl_s: float = 120.0
+    # Seconds after a job's end at which hopsd removes its spool files.
+    spool_retention_s: float = 3600.0
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -118,7 +120,11 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "shares": ("shares", dict),
     },
     "metrics": {"address": ("metrics_address", str)},
-    "daemon": {"spool_dir": ("spool_dir", str), "lease_ttl_s": ("lease_ttl_s", float)},
+    "daemon": {
+        "spool_dir": ("spool_dir", str),
+        "lease_ttl_s": ("lease_ttl_s", float),
+        "spool_retention_s": ("spool_retention_s", float),
+    },
 }
 
 
@@ -199,6 +205,7 @@ def _check(config: HopsConfig) -> None:
         "scheduler.lambda": config.lam,
         "scheduler.restart_penalty_s": config.restart_penalty_s,
         "fairshare.weight": config.fairshare_weight,
+        "daemon.spool_retention_s": config.spool_retention_s,
     }
     for key, value in non_negative.items():
         if value < 0:

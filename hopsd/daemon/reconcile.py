@@ -230,6 +230,8 @@ class Reconciler:
                 add_usage(session, user, account, now, used.gpu_s, used.gpu_s_norm)
         for row in rows.values():
             self._record_problem(row)
+        live = {j.slurm_id for j in obs.jobs if not j.final}
+        self.sensing.clean(now, self.config.spool_retention_s, live)
         return report
 
     def _one(
@@ -486,6 +488,7 @@ class Reconciler:
         row.restarts = restarts
         record_allocation(session, None, row.id, AllocationReason.END, None, ended_at)
         self._record_problem(row)
+        self.sensing.ended(int(row.slurm_job_id or 0), row.user, now)
         self.sensing.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)

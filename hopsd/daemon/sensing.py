@@ -39,7 +39,7 @@ import pwd
 import re
 import stat
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from sqlalchemy import select
 
 from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
 from hopsd.core.model import Cluster, Configuration
+from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
@@ -364,6 +365,7 @@ class Sensing:
         self.spools = Spools(spool, self.problems)
         self.uid_of = uid_of
         self.reader = ReportReader(uid_of, self.problems)
+        self.janitor = SpoolJanitor(uid_of)
         self.fresh_profiles: dict[str, str] = {}
         self.reported: set[str] = set()
         self.progress_only: set[str] = set()
@@ -462,6 +464,19 @@ class Sensing:
             else:
                 self._learn_run(store, row, report, config, cluster)
         return True
+
+    def ended(self, slurm_id: int, user: str, now: float) -> None:
+        """A job ended: its spool files are removed after the retention (:mod:`.hygiene`)."""
+        self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
+
+    def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
+        """Remove the spool files of jobs whose retention is over; never raises for a file."""
+        try:
+            self.janitor.sweep(now, retention_s, active)
+            if self.spools.shared is not None:
+                self.janitor.scan(self.spools.shared, now, retention_s, active)
+        except OSError as exc:
+            log.warning("event=spool-clean-failed error=%r", str(exc))
 
     def forget(self, job_id: str, slurm_id: int) -> None:
         """Drop in-memory state of a job that ended."""

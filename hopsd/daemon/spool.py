@@ -180,3 +180,19 @@ def remove_file(directory: Path, name: str) -> None:
             os.unlink(name, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def remove_files(directory: Path, names: Iterable[str], owner_uid: int | None) -> None:
+    """Remove ``directory/name`` for each name present, relative to the directory's descriptor.
+
+    With ``owner_uid`` the directory must still belong to that user (a job's own
+    working directory); :class:`UnsafeSpool` says why it does not. Unlink never
+    follows a link, and a name that is a directory is left alone.
+    """
+    dir_fd = _open_dir(directory, owner_uid)
+    try:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
