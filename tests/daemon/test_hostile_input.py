@@ -91,11 +91,9 @@ def test_nested_lines_streamed_into_a_report_cost_only_that_job(config, port, se
 
 
 @pytest.mark.parametrize("number", ["Infinity", "-Infinity", "NaN", "1e999", "1" + "0" * 5000])
-def test_a_progress_file_with_a_non_finite_number_is_refused(
-    config, port, sessions, clock, number
-):
+def test_a_progress_file_with_a_non_finite_number_is_refused(config, port, sessions, clock, number):
     tick, bad = running_attacker(config, port, sessions, clock)
-    text = '{"samples_done": %s, "at": 5}' % number
+    text = '{"samples_done": ' + number + ', "at": 5}'
     (Path(config.spool_dir) / f"{bad}.progress.json").write_text(text)
     ticks_with_a_victim(tick, port, clock)
     row = row_of(sessions, bad)
