@@ -105,8 +105,10 @@ def hostile_text(base: str) -> st.SearchStrategy[str]:
         st.sampled_from(HOSTILE_SNIPPETS),
         st.recursive(
             st.one_of(st.none(), st.booleans(), st.floats(), st.integers(), st.text(max_size=8)),
-            lambda inner: st.lists(inner, max_size=4)
-            | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+            lambda inner: (
+                st.lists(inner, max_size=4)
+                | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+            ),
             max_leaves=30,
         ).map(lambda v: json.dumps(v, allow_nan=True)),
     )
