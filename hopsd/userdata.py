@@ -60,7 +60,9 @@ class JsonLimits:
 JSON_LIMITS = JsonLimits(max_bytes=16 * 1024)
 """A small record: one probe line, one progress file."""
 
-_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"\[\]|\{\}")
 _CONSTANTS = ("NaN", "Infinity", "-Infinity")
 
 
@@ -78,13 +80,7 @@ def load_json(data: bytes | str, limits: JsonLimits, what: str) -> Any:
         text = data
     _check_depth(text, limits.max_depth, what)
     try:
-        value = json.loads(
-            text,
-            parse_constant=_no_constant,
-            parse_float=_finite_float,
-            parse_int=lambda s: _bounded_int(s, limits.max_int_digits),
-            object_pairs_hook=_no_repeats,
-        )
+        value = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_repeats)
     except UserDataError as exc:
         raise UserDataError(f"{what}: {exc}") from None
     except (ValueError, RecursionError) as exc:  # RecursionError cannot pass the depth check
@@ -94,33 +90,40 @@ def load_json(data: bytes | str, limits: JsonLimits, what: str) -> Any:
 
 
 def _check_depth(text: str, max_depth: int, what: str) -> None:
-    """Refuse nesting deeper than ``max_depth`` in time linear in the text, without recursion.
+    """Refuse nesting deeper than ``max_depth`` without recursion, in C-speed passes.
 
-    Brackets inside strings do not count; the quick count of every bracket
-    settles the common case of small records.
+    Strings are cut out (brackets inside them do not count), everything but
+    brackets is dropped, then the innermost pairs are removed ``max_depth``
+    times: brackets left over are nested deeper (or unbalanced, which the
+    decoder would refuse anyway). The quick count settles small records.
     """
     if text.count("[") + text.count("{") <= max_depth:
         return
-    depth = 0
-    for match in _TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > max_depth:
-                raise UserDataError(f"{what} is nested deeper than {max_depth} levels")
-        elif token in "]}":
-            depth -= 1
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    for _ in range(max_depth):
+        brackets = _INNERMOST.sub("", brackets)
+        if not brackets:
+            return
+    if brackets:
+        raise UserDataError(f"{what} is nested deeper than {max_depth} levels (or unbalanced)")
 
 
 def _check_values(value: Any, limits: JsonLimits, what: str) -> None:
     """Count every value and measure every string, iteratively (the depth is bounded anyway)."""
     stack = [value]
     count = 0
+    int_bound = 10**limits.max_int_digits
     while stack:
         item = stack.pop()
         count += 1
         if count > limits.max_values:
             raise UserDataError(f"{what} holds more than {limits.max_values} values")
+        if isinstance(item, float) and not math.isfinite(item):  # 1e999 decodes as inf
+            raise UserDataError(f"{what} holds a number that is not finite")
+        if isinstance(item, int) and not -int_bound < item < int_bound:
+            raise UserDataError(
+                f"{what} holds an integer of more than {limits.max_int_digits} digits"
+            )
         if isinstance(item, str) and len(item) > limits.max_string:
             raise UserDataError(f"{what} holds a string longer than {limits.max_string}")
         if isinstance(item, dict):
@@ -134,19 +137,6 @@ def _check_values(value: Any, limits: JsonLimits, what: str) -> None:
 
 def _no_constant(name: str) -> Any:
     raise UserDataError(f"{name} is not a finite number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise UserDataError(f"{text[:32]} is not a finite number")
-    return value
-
-
-def _bounded_int(text: str, max_digits: int) -> int:
-    if len(text.lstrip("-")) > max_digits:
-        raise UserDataError(f"an integer of {len(text)} digits")
-    return int(text)
 
 
 def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
