@@ -7,7 +7,8 @@ Inputs covered (generated from scratch and mutated from valid examples):
 * probe report lines ``<job>.jsonl`` (:func:`hopsd.daemon.sensing.parse_line`);
 * progress files ``<job>.progress.json`` (:func:`hopsd.daemon.sensing.parse_progress`);
 * Slurm job fields: working directory, owner, account, name, output pattern
-  (:func:`hopsd.userdata.work_dir_problem`, :func:`hopsd.userdata.slurm_field_problem`);
+  (:func:`hopsd.userdata.work_dir_problem`, :func:`hopsd.userdata.slurm_field_problem`),
+  also inside a recorded ``squeue --json`` reply parsed and checked for adoption;
 * a whole tick over an in-memory Slurm where one user's jobs carry a fuzzed
   tag, a fuzzed progress file and a fuzzed report, beside an honest user's job.
 
@@ -32,12 +33,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hopsd.config import parse_config
+from hopsd.daemon.observe import job_view
+from hopsd.daemon.reconcile import check_tag
 from hopsd.daemon.sensing import ProgressReport, Sensing, parse_line, parse_progress
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import Base, JobState
 from hopsd.slurm.errors import TagError
+from hopsd.slurm.parse_squeue import parse_jobs
 from hopsd.slurm.tag import HopsTag, decode
 from hopsd.userdata import (
     JSON_LIMITS,
@@ -243,3 +247,36 @@ def test_a_tick_over_fuzzed_inputs_completes_and_plans_the_honest_job(
                 assert mine is not None and math.isfinite(mine.samples_done)
         assert port.jobs[by_tag].state in ("PENDING", "RUNNING")
         engine.dispose()
+
+
+# -- the user-controlled fields of a recorded squeue reply ---------------------------------
+
+SQUEUE = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "squeue.22.05.json"
+USER_FIELDS = ("comment", "name", "current_working_directory", "standard_output", "account")
+
+
+@FUZZ
+@given(
+    field=st.sampled_from(USER_FIELDS),
+    value=st.one_of(
+        hostile_text(TAG_TEXT).map(lambda t: "hops1:" + t),
+        st.text(max_size=300),
+        st.sampled_from(["%j%u%x%A%a%%" * 500, "/" + "d" * 5000, "rel/dir", "a" * 200]),
+        st.none(),
+        st.integers(),
+        st.lists(st.integers(), max_size=3),
+    ),
+)
+def test_squeue_records_with_fuzzed_user_fields_parse_into_checked_jobs(
+    field: str, value: Any
+) -> None:
+    doc = json.loads(SQUEUE.read_text())
+    for record in doc["jobs"]:
+        record[field] = value
+    for job in parse_jobs(json.dumps(doc)):
+        seen = job_view(job)
+        spec, reason = check_tag(seen, largest_config=8, max_demand=256)
+        assert (spec is None) == bool(reason)
+        if spec is not None:
+            assert len(spec.user) <= 64 and len(spec.account) <= 64
+        assert isinstance(work_dir_problem(seen.work_dir), str)
