@@ -70,6 +70,10 @@ class HopsConfig:
     # directory, used only under the checks of hopsd.daemon.spool.
     spool_dir: str = ""
     lease_ttl_s: float = 120.0
+    # A requeued job is released only this long after its previous run left its
+    # nodes, and a release waits at most requeue_wait_s per tick for that.
+    requeue_quiet_s: float = 1.5
+    requeue_wait_s: float = 20.0
     # Seconds after a job's end at which hopsd removes its spool files.
     spool_retention_s: float = 3600.0
 
@@ -123,6 +127,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
     "daemon": {
         "spool_dir": ("spool_dir", str),
         "lease_ttl_s": ("lease_ttl_s", float),
+        "requeue_quiet_s": ("requeue_quiet_s", float),
+        "requeue_wait_s": ("requeue_wait_s", float),
         "spool_retention_s": ("spool_retention_s", float),
     },
 }
@@ -202,6 +208,8 @@ def _check(config: HopsConfig) -> None:
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}")
     non_negative = {
+        "daemon.requeue_quiet_s": config.requeue_quiet_s,
+        "daemon.requeue_wait_s": config.requeue_wait_s,
         "scheduler.lambda": config.lam,
         "scheduler.restart_penalty_s": config.restart_penalty_s,
         "fairshare.weight": config.fairshare_weight,

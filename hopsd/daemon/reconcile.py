@@ -34,7 +34,14 @@ from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.allocations import record_allocation
-from hopsd.ledger.intents import mark_abandoned, pending_intents
+from hopsd.ledger.intents import (
+    IntentRequest,
+    mark_abandoned,
+    pending_intents,
+    record_intents,
+    relaunches,
+    released_by_hops,
+)
 from hopsd.ledger.jobs import (
     TERMINAL_STATES,
     WAITING_STATES,
@@ -48,6 +55,7 @@ from hopsd.ledger.jobs import (
 )
 from hopsd.ledger.models import (
     AllocationReason,
+    IntentAction,
     JobRow,
     JobState,
     LrRule,
@@ -66,6 +74,21 @@ _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
 REUSED = "slurm job id reused"
+#: A run that failed within this many seconds of its start never really ran.
+LAUNCH_FAILURE_S = 2.0
+#: Launch failures hops requeues a job after, before it lets the job fail.
+MAX_RELAUNCHES = 3
+
+
+def launch_failed(seen: ObservedJob) -> bool:
+    """Slurm ended the job FAILED (not by its script's exit code) at once after its start."""
+    if seen.state not in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "LAUNCH_FAILED"):
+        return False
+    if not (seen.start_time and seen.end_time):
+        return False
+    return seen.end_time - seen.start_time <= LAUNCH_FAILURE_S
+
+
 #: Submit times within this many seconds are taken as the same submission.
 SUBMIT_SLACK_S = 1.0
 
@@ -453,7 +476,46 @@ class Reconciler:
             row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
             report.requeued.append(row.id)
         elif seen.final:
+            if self._relaunch(session, row, seen, now, report):
+                return
             self._end(session, row, seen, now, report)
+
+    def _relaunch(
+        self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
+    ) -> bool:
+        """Requeue a job whose launch failed right after hops released it, instead of ending it.
+
+        A launch can fail for reasons of the moment (the node still revoking the
+        credential of the job's previous run, a node not responding): Slurm then
+        ends the job FAILED within a second of its start. Such a job is requeued
+        held (Slurm requeues failed batch jobs too) and placed afresh, at most
+        :data:`MAX_RELAUNCHES` times; a job hops started must not die of that.
+        """
+        if not launch_failed(seen):
+            return False
+        tries = relaunches(session, row.id)
+        if tries >= MAX_RELAUNCHES or not released_by_hops(session, row.id):
+            return False
+        said = seen.reason if seen.reason not in ("", "None") else seen.state
+        reason = f"launch failed ({said}); requeued by hops, try {tries + 1}"
+        payload = {
+            "slurm_id": seen.slurm_id,
+            "kind": "relaunch",
+            "relaunch": True,
+            "restarts": seen.restarts,
+            "reason": reason,
+        }
+        record_intents(
+            session, [IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now
+        )
+        if JobState(row.state) != JobState.RUNNING:
+            transition(row, JobState.RUNNING, seen.start_time or now, "ran between ticks")
+        transition(row, JobState.REQUEUED, now, reason)
+        set_current_config(row, None)
+        report.requeued.append(row.id)
+        log.warning("event=launch-failed job=%s slurm_state=%s action=relaunch try=%d",
+                    row.id, seen.state, tries + 1)  # fmt: skip
+        return True
 
     def _follow_profiling(
         self,

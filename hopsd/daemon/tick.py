@@ -31,11 +31,14 @@ from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
     EnactReport,
+    SettleOptions,
     Step,
+    by_job,
     crash_point,
     resume_steps,
 )
 from hopsd.daemon.fairshare import FairShare, UsageSample, compute_fairshare
+from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
@@ -45,8 +48,7 @@ from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
 from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
-from hopsd.ledger.lease import renew_lease
-from hopsd.ledger.models import AllocationReason, JobRow, UsageRow
+from hopsd.ledger.models import AllocationReason, IntentAction, JobRow, UsageRow
 from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
 from hopsd.ledger.throughput_store import load_throughput_store
 from hopsd.slurm.errors import SlurmCommandError
@@ -103,7 +105,7 @@ class Tick:
         *,
         shadow: bool = False,
         clock: Callable[[], float] = time.time,
-        holder: str | None = None,
+        lease: LeaseKeeper | None = None,
         call_count: Callable[[], int] | None = None,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
         sensing: Sensing | None = None,
@@ -114,12 +116,19 @@ class Tick:
         self.sessions = sessions
         self.shadow = shadow
         self.clock = clock
-        self.holder = holder
+        self.lease = lease
         self.call_count = call_count or (lambda: 0)
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
-        self.enactor = Enactor(port, sessions, clock, self._running_now)
+        self.enactor = Enactor(
+            port,
+            sessions,
+            clock,
+            self._running_now,
+            settle=_settle_of(config),
+            guard=lease.check if lease is not None else None,
+        )
         self.last_round_at: float | None = None
         self._steps: list[Step] = []
 
@@ -131,6 +140,7 @@ class Tick:
         self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
+        self.enactor.settle = _settle_of(config)
 
     # -- the tick ------------------------------------------------------------------------
 
@@ -181,8 +191,6 @@ class Tick:
     def _reconcile(self, obs: Observation, now: float) -> ReconcileReport:
         view = build_cluster_view(obs.nodes, self.config, {})
         with self.sessions.begin() as session:
-            if self.holder is not None:
-                renew_lease(session, self.holder, self.config.lease_ttl_s, now)
             return self.reconciler.run(session, obs, view, now)
 
     def _resume(self, obs: Observation, result: TickResult) -> Observation:
@@ -246,6 +254,7 @@ class Tick:
                 now,
                 self.reconciler.problems.guard,
             )
+            built = self._hold_back(session, built)
             built = self._profile(session, rows, obs, built, result, now)
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
@@ -270,6 +279,31 @@ class Tick:
             started = time.perf_counter()
             self._record(session, built, decision, result, now)
             result.record_s = time.perf_counter() - started
+
+    def _hold_back(self, session: Session, built: Assembled) -> Assembled:
+        """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
+
+        Such a job is neither planned again nor its target given away: the GPUs its
+        pending placement names stay reserved until the chain is taken or dropped.
+        """
+        waiting = by_job([Step.of(r) for r in pending_intents(session)])
+        if not waiting:
+            return built
+        snap = built.snapshot
+        reserved: dict[str, int] = {}
+        for chain in waiting.values():
+            for step in chain:
+                if step.action == IntentAction.UPDATE:
+                    for node, gpus in step.payload.get("nodes", []):
+                        reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
+        capacity = {
+            n.id: max(snap.capacity_of(n.id) - reserved.get(n.id, 0), 0) for n in snap.cluster.nodes
+        }
+        jobs = tuple(j for j in snap.jobs if j.id not in waiting)
+        pinned = frozenset(j for j in snap.pinned if j not in waiting)
+        snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
+        handles = {k: v for k, v in built.handles.items() if k not in waiting}
+        return dataclasses.replace(built, snapshot=snapshot, handles=handles)
 
     def _profile(
         self,
@@ -433,6 +467,10 @@ def _drop_overbooked_starts(plan: Plan, snap: Snapshot) -> Plan:
             return trial
         starts.pop()
     return dataclasses.replace(plan, start=())
+
+
+def _settle_of(config: HopsConfig) -> SettleOptions:
+    return SettleOptions(timeout_s=config.requeue_wait_s, quiet_s=config.requeue_quiet_s)
 
 
 def _worth_recording(change: AllocationChange, kind: str) -> bool:
