@@ -27,8 +27,13 @@ from typing import TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from hopsd.ledger.errors import LedgerError
-from hopsd.slurm.errors import SlurmError
+from hopsd.ledger.errors import (
+    LeaseHeldError,
+    LedgerUnavailableError,
+    SchemaNewerError,
+    SchemaOutdatedError,
+)
+from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.problems")
 
@@ -36,7 +41,17 @@ T = TypeVar("T")
 Counter = Callable[[str], None]
 
 MAX_REASON_CHARS = 300
-_INFRASTRUCTURE = (SQLAlchemyError, LedgerError, SlurmError)
+# hopsd's own infrastructure: the database, the lease, Slurm. A ledger error about
+# one job (an illegal transition, say) is that job's and is contained.
+_INFRASTRUCTURE = (
+    SQLAlchemyError,
+    LedgerUnavailableError,
+    SchemaOutdatedError,
+    SchemaNewerError,
+    LeaseHeldError,
+    SlurmUnavailableError,
+    SlurmCommandError,
+)
 _DIGITS = re.compile(r"\d+")
 
 

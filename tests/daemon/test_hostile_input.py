@@ -253,3 +253,23 @@ def test_a_restarted_daemon_sweeps_stale_files_from_the_shared_spool(config, por
     assert sorted(p.name for p in spool.iterdir()) == sorted(
         ["997.jsonl", f"{live}.jsonl", "notes.txt"]
     )
+
+
+def test_a_ledger_error_about_one_job_is_contained_but_infrastructure_errors_are_not() -> None:
+    from hopsd.ledger.errors import IllegalTransitionError, LedgerUnavailableError
+
+    problems = InputProblems()
+    assert (
+        problems.guard(5, "reconcile", _raise(IllegalTransitionError("5", "done", "running")))
+        is None
+    )
+    assert "IllegalTransitionError" in (problems.take(5) or "")
+    with pytest.raises(LedgerUnavailableError):
+        problems.guard(5, "reconcile", _raise(LedgerUnavailableError("database is gone")))
+
+
+def _raise(exc: Exception):  # type: ignore[no-untyped-def]
+    def work() -> None:
+        raise exc
+
+    return work
