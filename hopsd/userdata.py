@@ -63,7 +63,6 @@ JSON_LIMITS = JsonLimits(max_bytes=16 * 1024)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _INNERMOST = re.compile(r"\[\]|\{\}")
-_CONSTANTS = ("NaN", "Infinity", "-Infinity")
 
 
 def load_json(data: bytes | str, limits: JsonLimits, what: str) -> Any:

@@ -119,6 +119,11 @@ class InputProblems:
         """A job that ended: its log de-duplication is no longer needed."""
         self._logged = {k for k in self._logged if k[0] != slurm_id}
 
+    def retain(self, slurm_ids: set[int]) -> None:
+        """Forget jobs Slurm no longer lists (refused ones never get a row), bounding memory."""
+        self._latest = {k: v for k, v in self._latest.items() if k in slurm_ids}
+        self._logged = {k for k in self._logged if k[0] in slurm_ids}
+
     def _first(self, slurm_id: int, cause: str) -> bool:
         key = (slurm_id, _DIGITS.sub("#", cause)[:80])
         if key in self._logged:

@@ -255,6 +255,7 @@ class Reconciler:
             self._record_problem(row)
         live = {j.slurm_id for j in obs.jobs if not j.final}
         self.sensing.clean(now, self.config.spool_retention_s, live)
+        self.problems.retain(set(observed))
         return report
 
     def _one(

@@ -74,7 +74,9 @@ class Spools:
         once per job when no shared spool is configured (it would be the spool).
         """
         current: dict[int, str] = {}
+        seen: set[int] = set()
         for job in jobs:
+            seen.add(job.slurm_id)
             if not (job.claims_hops and job.work_dir):
                 continue
             problem = work_dir_problem(job.work_dir)
@@ -86,6 +88,7 @@ class Spools:
                     self.problems.note(job.slurm_id, problem, "work_dir")
         self._gone = {k: v for k, v in self._dirs.items() if k not in current}
         self._dirs = current
+        self._refused &= seen  # bounded by the jobs Slurm still lists
 
     def of(self, slurm_id: int) -> JobSpool | None:
         """The job's spool, or None when its working directory is unknown or unusable."""
