@@ -129,8 +129,8 @@ def test_move_waits_until_the_old_run_has_left_its_node(env):
     runs = [r for r in env.port.runs([job]) if r.state == "REQUEUED"]
     assert runs and runs[-1].batch_end_time is not None
     assert released >= runs[-1].batch_end_time + 1.5
-    assert drive(tick.run_once, lambda: slurm_state(env, job) == "RUNNING", deadline_s=30)
-    assert runs_of(env, "slowstop") == 2
+    assert drive(tick.run_once, lambda: runs_of(env, "slowstop") == 2, deadline_s=30)
+    assert slurm_state(env, job) == "RUNNING"
 
 
 def cluster(command: str) -> None:
