@@ -74,6 +74,8 @@ class HopsConfig:
     # nodes, and a release waits at most requeue_wait_s per tick for that.
     requeue_quiet_s: float = 1.5
     requeue_wait_s: float = 20.0
+    # Seconds after a job's end at which hopsd removes its spool files.
+    spool_retention_s: float = 3600.0
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -127,6 +129,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "lease_ttl_s": ("lease_ttl_s", float),
         "requeue_quiet_s": ("requeue_quiet_s", float),
         "requeue_wait_s": ("requeue_wait_s", float),
+        "spool_retention_s": ("spool_retention_s", float),
     },
 }
 
@@ -210,6 +213,7 @@ def _check(config: HopsConfig) -> None:
         "scheduler.lambda": config.lam,
         "scheduler.restart_penalty_s": config.restart_penalty_s,
         "fairshare.weight": config.fairshare_weight,
+        "daemon.spool_retention_s": config.spool_retention_s,
     }
     for key, value in non_negative.items():
         if value < 0:

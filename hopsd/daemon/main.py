@@ -140,6 +140,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         adopt_filter=adopt_filter(),
     )
     metrics = DaemonMetrics()
+    metrics.watch(tick.reconciler.problems)
     try:
         metrics.serve(config.metrics_address)
     except OSError as exc:

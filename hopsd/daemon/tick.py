@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,7 +26,7 @@ from hopsd.core.model import Assignment, Plan
 from hopsd.core.priorities import PriorityContext, latency_ratio
 from hopsd.core.snapshot import Snapshot
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
-from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
+from hopsd.daemon.decide import Action, Decision, JobHandle, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -251,6 +252,7 @@ class Tick:
                 self._fairshare(session, owners, now),
                 load_throughput_store(session, ids),
                 now,
+                self.reconciler.problems.guard,
             )
             built = self._hold_back(session, built)
             built = self._profile(session, rows, obs, built, result, now)
@@ -336,7 +338,15 @@ class Tick:
         snap = built.snapshot
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
-        ratios = {j.id: latency_ratio(j, ctx) for j in snap.jobs}
+        handles = built.handles
+        ratios: dict[str, float] = {}
+        for job in snap.jobs:
+            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
+            ratio = self.reconciler.problems.guard(
+                slurm_id, "latency", partial(latency_ratio, job, ctx)
+            )
+            if ratio is not None:
+                ratios[job.id] = ratio
         result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
         for job_id, row in load_jobs(session, [*ratios, *ended]).items():
@@ -356,7 +366,7 @@ class Tick:
         result: TickResult,
         now: float,
     ) -> None:
-        plan = self._spare_finishing(decision.plan, built.snapshot)
+        plan = self._spare_finishing(decision.plan, built.snapshot, built.handles)
         actions = actions_from_plan(plan, built.handles, built.view.partition_of)
         if decision.kind == "fragment" and not actions:
             return
@@ -393,13 +403,17 @@ class Tick:
         for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
             config = next(a.config for a in actions if a.job_id == row.id)
             if config is not None:
-                row.estimate_source = estimator.throughput(jobs[row.id], config).source
+                estimate = partial(estimator.throughput, jobs[row.id], config)
+                got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
+                row.estimate_source = got.source if got is not None else row.estimate_source
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         intents = record_intents(session, chains(actions, reasons), round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
-    def _spare_finishing(self, plan: Plan, snap: Snapshot) -> Plan:
+    def _spare_finishing(
+        self, plan: Plan, snap: Snapshot, handles: Mapping[str, JobHandle] | None = None
+    ) -> Plan:
         """Keep running jobs the plan would requeue although they finish within the guard.
 
         Requeueing a job seconds before it ends wastes its restart penalty and
@@ -416,7 +430,12 @@ class Tick:
             rate = estimator.throughput(job, job.current).samples_per_s
             return rate > 0 and job.remaining_samples / rate < guard
 
-        spared = [j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j)]
+        slurm_ids = {job_id: h.slurm_id for job_id, h in (handles or {}).items()}
+        contain = self.reconciler.problems.guard
+        candidates = (*plan.preempt, *(a.job_id for a in plan.move))
+        spared = [
+            j for j in candidates if contain(slurm_ids.get(j, 0), "planning", partial(finishing, j))
+        ]
         if not spared:
             return plan
         for job_id in spared:
