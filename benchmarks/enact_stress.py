@@ -83,13 +83,18 @@ def churning_daemon(conf: str) -> int:
     import hopsd.daemon.main as daemon_main
     from hopsd.core.model import Assignment, Configuration, Plan
     from hopsd.core.snapshot import Snapshot
+    from hopsd.core.step import StepOptions
     from hopsd.daemon.tick import Tick
 
     rng = random.Random(11)
 
     class ChurningTick(Tick):
-        def _spare_finishing(self, plan: Plan, snap: Snapshot) -> Plan:
-            return self._churn(plan, snap)  # no sparing: ends and requeues should collide
+        def _step_options(self) -> StepOptions:
+            return StepOptions(spare_guard_s=0.0)  # no sparing: ends and requeues should collide
+
+        def _record(self, session, built, decision, result, now):  # type: ignore[no-untyped-def]
+            plan = self._churn(decision.plan, built.snapshot)
+            super()._record(session, built, dataclasses.replace(decision, plan=plan), result, now)
 
         def _churn(self, plan: Plan, snap: Snapshot) -> Plan:
             used = plan.gpus_used()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.model import GpuType
+from hopsd.core.policies import policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
 
@@ -53,6 +54,8 @@ class HopsConfig:
     lam: float = 1.0
     sigma: float = 1.4
     priority: str = "lr"
+    # Which policy plans (hops, or a baseline run live for comparison).
+    policy: str = "hops"
     restart_penalty_s: float = 30.0
     profiling_iterations: int = 20
     profiling: bool = False
@@ -109,6 +112,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "lambda": ("lam", float),
         "sigma": ("sigma", float),
         "priority": ("priority", str),
+        "policy": ("policy", str),
         "restart_penalty_s": ("restart_penalty_s", float),
         "profiling_iterations": ("profiling_iterations", int),
         "profiling": ("profiling", bool),
@@ -188,6 +192,9 @@ def _check(config: HopsConfig) -> None:
         raise ConfigError(
             f"slurm.backend: must be 'cli' or 'pyslurm', got {config.slurm_backend!r}"
         )
+    if config.policy not in policy_names():
+        known = ", ".join(policy_names())
+        raise ConfigError(f"scheduler.policy: unknown {config.policy!r} (known: {known})")
     if config.priority not in priority_names():
         known = ", ".join(priority_names())
         raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")

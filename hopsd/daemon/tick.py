@@ -22,11 +22,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Assignment, Plan
+from hopsd.core.model import Plan
+from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, latency_ratio
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
-from hopsd.daemon.decide import Action, Decision, JobHandle, actions_from_plan, chains, decide
+from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -129,13 +130,17 @@ class Tick:
             settle=_settle_of(config),
             guard=lease.check if lease is not None else None,
         )
-        self.last_round_at: float | None = None
+        self.round_clock = RoundClock(self.settings.round_length_s)
+        self.policy = get_policy(config.policy)
         self._steps: list[Step] = []
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
         self.config = config
         self.settings = config.settings()
+        self.round_clock = RoundClock(self.settings.round_length_s, self.round_clock.last_round_at)
+        if config.policy != self.policy.name:
+            self.policy = get_policy(config.policy)
         self.reconciler.config = config
         self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
@@ -235,9 +240,6 @@ class Tick:
 
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
-        full_round = (
-            self.last_round_at is None or now - self.last_round_at >= self.settings.round_length_s
-        )
         self._steps = []
         with self.sessions.begin() as session:
             rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
@@ -259,26 +261,30 @@ class Tick:
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
             self._note_latency(built, result, session)
-            if not snap.queued and not (full_round and snap.running):
-                return
             started = time.perf_counter()
             try:
-                decision = decide(snap, self.settings, full_round)
-            except HopsError as exc:
-                log.error(
-                    "event=plan-failed kind=%s error=%r",
-                    "round" if full_round else "fragment",
-                    str(exc),
+                decision, clock = decide(
+                    snap, self.round_clock, self.policy, self.settings, self._step_options()
                 )
+            except HopsError as exc:
+                log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
+            self.round_clock = clock
+            if decision.kind == IDLE:
+                return
             result.decision = decision
-            if full_round:
-                self.last_round_at = now
+            for job_id in decision.spared:
+                log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
             started = time.perf_counter()
             self._record(session, built, decision, result, now)
             result.record_s = time.perf_counter() - started
+
+    def _step_options(self) -> StepOptions:
+        """Sparing guards a job that ends within a restart or two ticks of hopsd."""
+        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        return StepOptions(spare_guard_s=guard)
 
     def _hold_back(self, session: Session, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
@@ -366,7 +372,7 @@ class Tick:
         result: TickResult,
         now: float,
     ) -> None:
-        plan = self._spare_finishing(decision.plan, built.snapshot, built.handles)
+        plan = decision.plan
         actions = actions_from_plan(plan, built.handles, built.view.partition_of)
         if decision.kind == "fragment" and not actions:
             return
@@ -411,62 +417,8 @@ class Tick:
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
-    def _spare_finishing(
-        self, plan: Plan, snap: Snapshot, handles: Mapping[str, JobHandle] | None = None
-    ) -> Plan:
-        """Keep running jobs the plan would requeue although they finish within the guard.
-
-        Requeueing a job seconds before it ends wastes its restart penalty and
-        races with its end (a finished job can be requeued and run again).
-        """
-        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
-        estimator = Estimator(snap.cluster, snap.store, self.settings)
-        jobs = {j.id: j for j in snap.jobs}
-
-        def finishing(job_id: str) -> bool:
-            job = jobs.get(job_id)
-            if job is None or job.current is None:
-                return False
-            rate = estimator.throughput(job, job.current).samples_per_s
-            return rate > 0 and job.remaining_samples / rate < guard
-
-        slurm_ids = {job_id: h.slurm_id for job_id, h in (handles or {}).items()}
-        contain = self.reconciler.problems.guard
-        candidates = (*plan.preempt, *(a.job_id for a in plan.move))
-        spared = [
-            j for j in candidates if contain(slurm_ids.get(j, 0), "planning", partial(finishing, j))
-        ]
-        if not spared:
-            return plan
-        for job_id in spared:
-            log.info("event=spare job=%s reason=%r", job_id, "finishes within the restart guard")
-        keep = list(plan.keep)
-        for job_id in spared:
-            current = jobs[job_id].current
-            if current is not None:
-                keep.append(Assignment(job_id, current))
-        spared_plan = dataclasses.replace(
-            plan,
-            keep=tuple(keep),
-            move=tuple(a for a in plan.move if a.job_id not in spared),
-            preempt=tuple(j for j in plan.preempt if j not in spared),
-        )
-        return _drop_overbooked_starts(spared_plan, snap)
-
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
-
-
-def _drop_overbooked_starts(plan: Plan, snap: Snapshot) -> Plan:
-    """Drop the last starts until no node holds more than its capacity."""
-    starts = list(plan.start)
-    while starts:
-        trial = dataclasses.replace(plan, start=tuple(starts))
-        used = trial.gpus_used()
-        if all(used.get(n.id, 0) <= snap.capacity_of(n.id) for n in snap.cluster.nodes):
-            return trial
-        starts.pop()
-    return dataclasses.replace(plan, start=())
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:
