@@ -49,7 +49,9 @@ class RoundClock:
     last_round_at: float | None = None
 
     def due(self, now: float) -> bool:
-        return self.last_round_at is None or now - self.last_round_at >= self.round_length_s
+        if self.last_round_at is None:
+            return True
+        return now - self.last_round_at >= self.round_length_s - 1e-6  # float round boundaries
 
     def after_round(self, now: float) -> RoundClock:
         return dataclasses.replace(self, last_round_at=now)
@@ -99,7 +101,9 @@ def schedule_step(
     """
     opts = options or StepOptions()
     now = snapshot.now
-    if clock.due(now) and snapshot.jobs:
+    if clock.due(now) and not snapshot.jobs:
+        return StepResult(IDLE, Plan(), clock.after_round(now))  # the boundary passes anyway
+    if clock.due(now):
         plan = policy.plan(snapshot, settings)
         validate_plan(snapshot, plan, fragment=False)
         plan, spared = spare_finishing(plan, snapshot, settings, opts.spare_guard_s)
