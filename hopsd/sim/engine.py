@@ -290,7 +290,7 @@ class Engine:
             nodes = self.cluster.nodes_of_type(gpu_type)
             if not nodes:
                 continue
-            true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id))
+            true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id), job.batch_size)
             data = true.data
             noisy_data = Mixture(
                 data.p_hit,
@@ -341,7 +341,7 @@ class Engine:
         productive = self.now - max(job.config_since, job.penalty_until)
         if productive < self.config.measure_after_s:
             return
-        rates = self.truth.node_rates(job.spec.model, cfg)
+        rates = self.truth.node_rates(job.spec.model, cfg, job.batch_size)
         jid = job.spec.job_id
         noisy = [self._noisy(r, self.config.measure_noise) for r in rates]
         if cfg.distributed:
@@ -455,7 +455,7 @@ class Engine:
                     f"{self.used[node_id]} GPUs of {cap} handed out"
                 )
         job.config = cfg
-        job.rate = self.truth.throughput(job.spec.model, cfg)
+        job.rate = self.truth.throughput(job.spec.model, cfg, job.batch_size)
         job.config_since = self.now
         job.types_used.add(cfg.gpu_type)
         if job.first_start is None:

@@ -2,11 +2,14 @@
 
 Formulation (Narayanan et al., OSDI '20): ``X[m, j]`` is the fraction of time job
 ``m`` should spend on GPU type ``j``; ``T[m, j]`` the job's throughput on ``j``
-with its (rigid) GPU count ``s_m``. Each job's effective throughput is
-normalised by what it would get from an equal, type-proportional share of the
-cluster, ``P_m = sum_j T[m, j] * G_j / G``:
+with its (rigid) GPU count, its scale factor ``s_m``. Each job's effective
+throughput is normalised by what it would get from an equal, type-proportional
+share of the cluster, ``P_m = sum_j T[m, j] * G_j / G``, and weighted by its
+scale factor, so that jobs are equalised in GPU-time rather than in time (a
+1-GPU job gets ``s`` times the time share of an ``s``-GPU job of equal
+throughput, as in Gavel's policies):
 
-    maximise   min_m  sum_j T[m, j] * X[m, j] / P_m
+    maximise   min_m  sum_j T[m, j] * s_m * X[m, j] / P_m
     s.t.       sum_j X[m, j] <= 1                 (time fractions of one job)
                sum_m s_m * X[m, j] <= G_j         (GPUs of each type)
                X >= 0
@@ -58,7 +61,9 @@ def max_min_allocation(
 ) -> np.ndarray:
     """Solve Gavel's max-min LP; ``thr`` is jobs x types (0 where a type cannot hold the job).
 
-    Returns the time-fraction matrix ``X`` (same shape as ``thr``).
+    ``scale`` holds each job's scale factor (GPU count), which weights its
+    normalised throughput in the objective. Returns the time-fraction matrix
+    ``X`` (same shape as ``thr``).
     """
     n, k = thr.shape
     if n == 0:
@@ -68,7 +73,7 @@ def max_min_allocation(
     proportional = thr @ share
     norm = np.divide(
         thr, proportional[:, None], out=np.zeros_like(thr), where=proportional[:, None] > 0
-    )
+    ) * np.asarray(scale, dtype=float)[:, None]
     n_x = n * k
     rows: list[int] = []
     cols: list[int] = []

@@ -24,6 +24,15 @@ The MILP is solved to the operator's gap (``settings.mip_gap``, 1 % by default);
 Sia's own artifact asks its solver for 0.01 %, which here costs about three
 times the solver time and did not make Sia's schedules better on paper-512.
 
+Two rules of Sia's scheduler shape which configurations a job is offered:
+
+* **scale-out growth**: a job is offered at most twice the GPUs it has been seen
+  on so far (never less than its smallest demand), so a new job starts small and
+  grows round by round as its goodput on larger allocations is learnt;
+* **no move while restoring**: a job that was just moved or restarted is still
+  restoring its checkpoint until the restart penalty has passed; its allocation
+  is kept as it is (neither moved nor preempted) until the restore is over.
+
 Sia plans only at round boundaries. Ties between equal objective terms (the
 rounding makes them common) are broken by the shared queue order -- LR by
 default, as in the Hops paper's comparison; ``sia-arrival`` uses submission order
@@ -32,6 +41,7 @@ default, as in the Hops paper's comparison; ``sia-arrival`` uses submission orde
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -136,6 +146,17 @@ def solve_columns(
     return [c for c in range(n) if result.x[c] > 0.5]
 
 
+#: Sia grows a job to at most this many times the GPUs it has been seen on.
+GROWTH_FACTOR = 2
+#: Slack on time comparisons (seconds).
+_EPS = 1e-6
+
+
+def growth_cap(demands: Sequence[int], seen: int) -> int:
+    """Largest GPU count Sia may offer a job seen on at most ``seen`` GPUs so far."""
+    return max(demands[0], GROWTH_FACTOR * seen)
+
+
 class SiaPolicy:
     """Sia behind the Policy interface (see the module docstring)."""
 
@@ -143,20 +164,56 @@ class SiaPolicy:
         self.name = name
         self._order = queue_order
         self._restarts: dict[str, int] = {}
+        self._seen: dict[str, int] = {}  # most GPUs each job has held
+        self._restoring_until: dict[str, float] = {}
+        self._has_run: set[str] = set()
 
     def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        self._observe(snapshot)
         est = Estimator(snapshot.cluster, snapshot.store, settings)
-        queue = ordered_queue(snapshot, est, self._order)
         capacity = type_capacity(snapshot)
         types = sorted(t for t, g in capacity.items() if g > 0)
-        columns = self._columns(snapshot, est, queue, types, capacity, settings)
-        picked = solve_columns(columns, len(queue), types, capacity, settings)
+        locked = {
+            j.id: (j.current.gpu_type, j.current.total_gpus)
+            for j in snapshot.running
+            if j.current is not None
+            and self._restoring_until.get(j.id, -math.inf) > snapshot.now + _EPS
+        }
+        left = dict(capacity)
+        for gpu_type, count in locked.values():
+            left[gpu_type] -= count
+        queue = [j for j in ordered_queue(snapshot, est, self._order) if j.id not in locked]
+        columns = self._columns(snapshot, est, queue, types, left, settings)
+        picked = solve_columns(columns, len(queue), types, left, settings)
         chosen = {queue[columns[c].job].id: (columns[c].gpu_type, columns[c].count) for c in picked}
+        chosen.update(locked)
         by_id = {j.id: j for j in snapshot.jobs}
         placements = place_by_type(snapshot.cluster, chosen, by_id, free_gpus(snapshot))
         plan = diff_plan(snapshot, placements, ("sia",))
         self._count_restarts(snapshot, plan)
+        self._note_restores(snapshot, plan, settings)
         return plan
+
+    def _observe(self, snapshot: Snapshot) -> None:
+        """Forget finished jobs; remember the most GPUs each live job has held."""
+        live = {j.id for j in snapshot.jobs}
+        for table in (self._seen, self._restoring_until):
+            for job_id in [k for k in table if k not in live]:
+                del table[job_id]
+        self._has_run &= live
+        for job in snapshot.running:
+            if job.current is not None:
+                self._seen[job.id] = max(self._seen.get(job.id, 0), job.current.total_gpus)
+
+    def _note_restores(self, snapshot: Snapshot, plan: Plan, settings: Settings) -> None:
+        """Jobs moved, or restarted after running before, restore until the penalty passes."""
+        until = snapshot.now + settings.restart_penalty_s
+        restarted = [a for a in plan.start if a.job_id in self._has_run]
+        for a in [*plan.move, *restarted]:
+            self._restoring_until[a.job_id] = until
+        for a in [*plan.start, *plan.move]:
+            self._has_run.add(a.job_id)
+            self._seen[a.job_id] = max(self._seen.get(a.job_id, 0), a.config.total_gpus)
 
     def _columns(
         self,
@@ -172,9 +229,10 @@ class SiaPolicy:
         n = len(queue)
         for i, job in enumerate(queue):
             options: list[tuple[str, int, float]] = []
+            cap = growth_cap(job.demands, self._seen.get(job.id, 0))
             for gpu_type in types:
                 for count in job.demands:
-                    if count > capacity[gpu_type]:
+                    if count > capacity[gpu_type] or count > cap:
                         continue
                     value = throughput(job, gpu_type, count)
                     if value is not None:
