@@ -71,9 +71,12 @@ def max_min_allocation(
     share = np.asarray(capacity, dtype=float)
     share = share / share.sum() if share.sum() > 0 else share
     proportional = thr @ share
-    norm = np.divide(
-        thr, proportional[:, None], out=np.zeros_like(thr), where=proportional[:, None] > 0
-    ) * np.asarray(scale, dtype=float)[:, None]
+    norm = (
+        np.divide(
+            thr, proportional[:, None], out=np.zeros_like(thr), where=proportional[:, None] > 0
+        )
+        * np.asarray(scale, dtype=float)[:, None]
+    )
     n_x = n * k
     rows: list[int] = []
     cols: list[int] = []

@@ -45,12 +45,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
-
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
+from hopsd.core.ilp import AssignmentProblem, solve_assignment
 from hopsd.core.model import Job, Plan
 from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import (
@@ -119,31 +116,29 @@ def solve_columns(
     capacity: dict[str, int],
     settings: Settings,
 ) -> list[int]:
-    """Pick at most one column per job within each type's GPUs, maximising total weight."""
+    """Pick at most one column per job within each type's GPUs, maximising total weight.
+
+    The same assignment ILP as hops's planner (one row per job, one capacity row
+    per GPU type), solved by the same HiGHS binding with the operator's gap and
+    time limit.
+    """
     if not columns:
         return []
-    n = len(columns)
-    type_row = {t: n_jobs + i for i, t in enumerate(types)}
-    rows, cols, vals = [], [], []
-    for c, col in enumerate(columns):
-        rows += [col.job, type_row[col.gpu_type]]
-        cols += [c, c]
-        vals += [1.0, float(col.count)]
-    a = coo_matrix((vals, (rows, cols)), shape=(n_jobs + len(types), n)).tocsr()
-    upper = np.concatenate([np.ones(n_jobs), [float(capacity[t]) for t in types]])
-    result = milp(
-        c=-np.array([col.weight for col in columns]),
-        constraints=LinearConstraint(a, -np.inf, upper),
-        integrality=np.ones(n),
-        bounds=Bounds(0, 1),
-        options={
-            "mip_rel_gap": settings.mip_gap,
-            "time_limit": settings.time_limit_s,
-        },
+    row = {t: i for i, t in enumerate(types)}
+    problem = AssignmentProblem(
+        n_jobs=n_jobs,
+        col_job=[col.job for col in columns],
+        value=[col.weight for col in columns],
+        usage=[((row[col.gpu_type], col.count),) for col in columns],
+        capacity=[max(capacity[t], 0) for t in types],
     )
-    if result.x is None:
-        raise SolverError(f"Sia ILP found no solution: {result.message}")
-    return [c for c in range(n) if result.x[c] > 0.5]
+    try:
+        solution = solve_assignment(
+            problem, mip_gap=settings.mip_gap, time_limit=settings.time_limit_s
+        )
+    except SolverError as exc:
+        raise SolverError(f"Sia ILP found no solution: {exc}") from exc
+    return list(solution.chosen)
 
 
 #: Sia grows a job to at most this many times the GPUs it has been seen on.
