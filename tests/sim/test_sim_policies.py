@@ -255,3 +255,43 @@ def test_sia_drops_columns_a_cheaper_column_of_the_same_type_beats() -> None:
     ]
     kept = {(c.gpu_type, c.count) for c in undominated(cols)}
     assert kept == {("a", 1), ("a", 4), ("b", 2), ("b", 4)}
+
+
+def test_sia_solution_is_within_the_gap_of_the_exact_optimum() -> None:
+    # Random Sia-shaped instances: the rounded LP (or the MILP it falls back to) must be
+    # feasible and within settings.mip_gap of the exact ILP optimum (gap 0).
+    from hopsd.core.ilp import AssignmentProblem, solve_assignment
+    from hopsd.core.policies.sia import round_relaxation, solve_columns
+
+    rng = np.random.default_rng(7)
+    types = ["a", "b", "c"]
+    capacity = {"a": 32, "b": 24, "c": 16}
+    for _ in range(20):
+        n_jobs = int(rng.integers(5, 40))
+        columns = [
+            SiaColumn(j, t, int(n), round(float(rng.uniform(0.05, 0.8)), 2))
+            for j in range(n_jobs)
+            for t in types
+            for n in (1, 2, 4, 8)
+            if rng.random() < 0.7
+        ]
+        picked = solve_columns(columns, n_jobs, types, capacity, SETTINGS)
+        assert len({columns[c].job for c in picked}) == len(picked)
+        for t in types:
+            assert sum(columns[c].count for c in picked if columns[c].gpu_type == t) <= capacity[t]
+        row = {t: i for i, t in enumerate(types)}
+        exact = solve_assignment(
+            AssignmentProblem(
+                n_jobs,
+                [c.job for c in columns],
+                [c.weight for c in columns],
+                [((row[c.gpu_type], c.count),) for c in columns],
+                [capacity[t] for t in types],
+            ),
+            mip_gap=0.0,
+            time_limit=30.0,
+        )
+        got = sum(columns[c].weight for c in picked)
+        assert got >= (1 - SETTINGS.mip_gap) * exact.objective - 1e-9
+        _, rounded, bound = round_relaxation(columns, n_jobs, types, capacity)
+        assert rounded <= exact.objective + 1e-9 <= bound + 2e-9
