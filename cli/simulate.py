@@ -102,6 +102,13 @@ def simulate(
         str | None, typer.Option("--cluster", help="Cluster description (TOML).")
     ] = None,
     trace: Annotated[str | None, typer.Option("--trace", help="Job trace (CSV).")] = None,
+    trace_format: Annotated[
+        str,
+        typer.Option(
+            "--trace-format",
+            help="hops (CSV) or gavel (.trace; --profiles is then Gavel's throughputs JSON).",
+        ),
+    ] = "hops",
     profiles: Annotated[
         str | None, typer.Option("--profiles", help="Model throughput profiles file.")
     ] = None,
@@ -197,6 +204,7 @@ def simulate(
                         knobs=knobs,
                         workers=workers,
                         out_dir=out,
+                        trace_format=trace_format,
                     )
                 else:
                     results = run_simulation(
@@ -210,6 +218,7 @@ def simulate(
                         progress_callback=report,
                         knobs=knobs,
                         workers=workers,
+                        trace_format=trace_format,
                     )
         except HopsError as exc:
             fail(str(exc), EXIT_USAGE)

@@ -22,6 +22,7 @@ from hopsd.core.settings import Settings
 from hopsd.sim.cluster import SimCluster
 from hopsd.sim.cluster_file import load_cluster
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult
+from hopsd.sim.gavel_format import gavel_models, read_gavel_throughputs, read_gavel_trace
 from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
 from hopsd.sim.plots import write_plots
@@ -51,14 +52,29 @@ def build_truth(sim_cluster: SimCluster, profiles: str | Path | None = None) -> 
     return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors)
 
 
+#: Trace formats read: hops's CSV, Gavel's ``.trace`` with its throughputs JSON as profiles.
+TRACE_FORMATS = ("hops", "gavel")
+
+
 def load_inputs(
     preset: str | None,
     cluster: str | Path | None,
     trace: str | Path | None,
     profiles: str | Path | None,
     seed: int,
+    trace_format: str = "hops",
 ) -> tuple[GroundTruth, list[JobSpec]]:
-    """The ground truth and the job list of a run, from a preset and/or files."""
+    """The ground truth and the job list of a run, from a preset and/or files.
+
+    With ``trace_format="gavel"`` the trace is a Gavel ``.trace`` file and
+    ``profiles`` its throughputs JSON (:mod:`hopsd.sim.gavel_format`).
+    """
+    if trace_format not in TRACE_FORMATS:
+        raise InvalidInputError(
+            f"unknown trace format {trace_format!r}; known: {', '.join(TRACE_FORMATS)}"
+        )
+    if trace_format == "gavel":
+        return _load_gavel(cluster, trace, profiles, seed)
     if preset is not None and preset not in PRESETS:
         raise InvalidInputError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
     if cluster is None and preset is None:
@@ -73,6 +89,24 @@ def load_inputs(
         assert preset is not None
         jobs = generate(PRESETS[preset], truth, seed)
     return truth, jobs
+
+
+def _load_gavel(
+    cluster: str | Path | None,
+    trace: str | Path | None,
+    throughputs: str | Path | None,
+    seed: int,
+) -> tuple[GroundTruth, list[JobSpec]]:
+    if cluster is None or trace is None or throughputs is None:
+        raise InvalidInputError(
+            "a Gavel trace needs --cluster, --trace (.trace) and --profiles (throughputs JSON)"
+        )
+    sim_cluster = load_cluster(Path(cluster), seed=seed)
+    jobs = read_gavel_trace(trace)
+    models = gavel_models(
+        read_gavel_throughputs(throughputs), {j.model for j in jobs}, sim_cluster.cluster
+    )
+    return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
 
 
 def run_policy(
@@ -109,6 +143,7 @@ def simulate(
     engine: EngineConfig | None = None,
     workers: int = 1,
     knobs: SimKnobs | None = None,
+    trace_format: str = "hops",
 ) -> dict[str, Any]:
     """Compare ``policies`` on one workload; returns the results object.
 
@@ -135,7 +170,12 @@ def simulate(
     if not policies:
         raise InvalidInputError("give at least one policy")
     truth, jobs = load_inputs(
-        preset if cluster is None or trace is None else None, cluster, trace, profiles, seed
+        preset if cluster is None or trace is None else None,
+        cluster,
+        trace,
+        profiles,
+        seed,
+        trace_format,
     )
     base = engine or EngineConfig()
     config = replace(base, seed=seed, settings=settings or base.settings)
@@ -155,6 +195,7 @@ def simulate(
         "preset": preset,
         "cluster": str(cluster) if cluster is not None else None,
         "trace": str(trace) if trace is not None else None,
+        "trace_format": trace_format,
         "n_jobs": len(jobs),
         "total_gpus": truth.cluster.total_gpus,
         "round_length_s": config.settings.round_length_s,

@@ -81,9 +81,10 @@ def _one_run(
     seed: int,
     name: str,
     config: EngineConfig,
+    trace_format: str = "hops",
 ) -> dict[str, float]:
     """Figures of one policy on one seed (runs in a worker process)."""
-    truth, jobs = load_inputs(preset, cluster, trace, profiles, seed)
+    truth, jobs = load_inputs(preset, cluster, trace, profiles, seed, trace_format)
     result = run_policy(truth, jobs, name, replace(config, seed=seed))
     figures = summarise(result, job_records(truth, result))
     figures["wall_s"] = result.wall_planning_s
@@ -128,6 +129,7 @@ def simulate_seeds(
     knobs: SimKnobs | None = None,
     workers: int = 1,
     out_dir: str | Path | None = None,
+    trace_format: str = "hops",
 ) -> dict[str, Any]:
     """Every policy on every seed; returns per-seed figures, summaries and paired ratios.
 
@@ -145,10 +147,12 @@ def simulate_seeds(
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
     use_preset = preset if cluster is None or trace is None else None
-    load_inputs(use_preset, cluster, trace, profiles, seeds[0])  # fail early on bad inputs
+    load_inputs(use_preset, cluster, trace, profiles, seeds[0], trace_format)  # fail early
     configs = policy_configs(policies, engine or EngineConfig(), knobs)
     tasks = [(s, p) for s in seeds for p in policies]
-    args = [(use_preset, cluster, trace, profiles, s, p, configs[p]) for s, p in tasks]
+    args = [
+        (use_preset, cluster, trace, profiles, s, p, configs[p], trace_format) for s, p in tasks
+    ]
     if workers == 1:
         figures = [_one_run(*a) for a in args]
     else:

@@ -187,3 +187,37 @@ def test_several_seeds_give_intervals_and_paired_ratios(tmp_path: Path) -> None:
     assert ratio["mean"] == pytest.approx(sum(per_seed) / 3)
     table = runner.invoke(app, [*args, "--seeds", "0,1"])
     assert table.exit_code == 0 and "95% CI" in table.stdout and "hops / baseline" in table.stdout
+
+
+def test_simulate_reads_a_gavel_trace(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(
+        "[gpu_types.v100]\nspeed = 2.0\n[gpu_types.k80]\nspeed = 1.0\n"
+        '[[node_groups]]\nprefix = "v"\ncount = 1\ngpu_type = "v100"\ngpus = 4\n'
+        '[[node_groups]]\nprefix = "k"\ncount = 1\ngpu_type = "k80"\ngpus = 4\n'
+    )
+    trace = tmp_path / "jobs.trace"
+    trace.write_text(
+        "ResNet-18 (batch size 64)\tpython3 m.py\td\t--n\t1\t4000\t2\t1\t-1\t0\n"
+        "A3C\tpython3 m.py\td\t--n\t0\t900\t1\t1\t-1\t30\n"
+    )
+    thr = tmp_path / "throughputs.json"
+    thr.write_text(
+        json.dumps(
+            {
+                worker: {
+                    "('ResNet-18 (batch size 64)', 1)": {"null": 9.0 * speed},
+                    "('ResNet-18 (batch size 64)', 2)": {"null": 16.0 * speed},
+                    "('A3C', 1)": {"null": 3.0 * speed},
+                }
+                for worker, speed in (("v100", 2.0), ("k80", 1.0))
+            }
+        )
+    )
+    args = ["simulate", "--cluster", str(cluster), "--trace", str(trace), "--profiles", str(thr)]
+    result = runner.invoke(app, [*args, "--trace-format", "gavel", "--policies", "gavel", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n_jobs"] == 2 and payload["trace_format"] == "gavel"
+    wrong = runner.invoke(app, [*args, "--trace-format", "sia", "--policies", "gavel"])
+    assert wrong.exit_code == 2 and "unknown trace format" in wrong.stderr
