@@ -59,3 +59,13 @@ def test_paired_ratio_is_per_seed_not_ratio_of_means() -> None:
     out = aggregate(per_seed, "hops")
     assert out["paired_ratio"]["sia"]["avg_jct_h"]["mean"] == pytest.approx(0.75)  # (0.5 + 1) / 2
     assert out["summary"]["sia"]["avg_jct_h"]["mean"] == 2.5
+
+
+def test_the_shipped_published_knobs_parse() -> None:
+    from hopsd.sim.knobs import load_knobs
+    from hopsd.sim.run import preset_path
+
+    knobs = load_knobs(preset_path("published-knobs.toml"))
+    assert knobs.for_policy("gavel") == Knobs(360.0, 0.0, None)
+    assert knobs.for_policy("sia").round_length_s == 60.0
+    assert knobs.for_policy("hops") == Knobs()
