@@ -199,6 +199,16 @@ def test_sia_grows_a_job_to_at_most_twice_the_gpus_it_was_seen_on() -> None:
     assert counts == [1, 2, 4, 8, 16]
 
 
+def test_sia_growth_steps_over_gaps_in_the_demand_set() -> None:
+    from hopsd.core.policies.sia import growth_cap
+
+    assert growth_cap((1, 2, 4), 0) == 1
+    assert growth_cap((2, 5, 8), 2) == 5  # nothing in (2, 4]: the next count
+    assert growth_cap((2, 5, 8), 5) == 10
+    assert growth_cap((2, 3, 8), 2) == 4  # 3 lies within twice what was seen
+    assert growth_cap((4,), 4) == 8
+
+
 def test_sia_does_not_move_a_job_while_it_restores() -> None:
     # t=0: J arrives, K runs on "fast"; both run three times (J) and twice (K) as fast
     # there. Sia gives J the fast GPUs and moves K to "slow", where K restores its

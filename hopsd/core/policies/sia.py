@@ -27,8 +27,9 @@ times the solver time and did not make Sia's schedules better on paper-512.
 Two rules of Sia's scheduler shape which configurations a job is offered:
 
 * **scale-out growth**: a job is offered at most twice the GPUs it has been seen
-  on so far (never less than its smallest demand), so a new job starts small and
-  grows round by round as its goodput on larger allocations is learnt;
+  on so far (never less than its smallest demand; the next count of its demand
+  set when that lies further), so a new job starts small and grows round by
+  round as its goodput on larger allocations is learnt;
 * **no move while restoring**: a job that was just moved or restarted is still
   restoring its checkpoint until the restart penalty has passed; its allocation
   is kept as it is (neither moved nor preempted) until the restore is over.
@@ -248,8 +249,19 @@ _EPS = 1e-6
 
 
 def growth_cap(demands: Sequence[int], seen: int) -> int:
-    """Largest GPU count Sia may offer a job seen on at most ``seen`` GPUs so far."""
-    return max(demands[0], GROWTH_FACTOR * seen)
+    """Largest GPU count Sia may offer a job seen on at most ``seen`` GPUs so far.
+
+    Twice the GPUs seen (never less than the smallest demand). Sia's own
+    configurations double at every step, so doubling always reaches the next
+    one; a hops demand set may have gaps (``2 | 5 | 8``), and a job whose next
+    count lies beyond twice what it has seen may take that next count, so it
+    grows one step per round instead of never.
+    """
+    cap = max(demands[0], GROWTH_FACTOR * seen)
+    larger = [d for d in demands if d > seen]
+    if larger and larger[0] > cap:
+        return larger[0]
+    return cap
 
 
 class SiaPolicy:
