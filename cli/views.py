@@ -48,6 +48,7 @@ def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
         "total_samples": job.total_samples,
         "restarts": job.restarts,
         "age_s": round(now - job.submit_time, 1),
+        "problem": job.input_problem or None,
     }
 
 
