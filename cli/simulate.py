@@ -230,7 +230,9 @@ def simulate(
     if seed_list is not None:
         for table in _seed_tables(results):
             console().print(table)
-    else:
-        console().print(_table(results))
+        if out:
+            console().print(f"results.json (every seed, intervals, ratios) written to {out}")
+        return
+    console().print(_table(results))
     if out:
         console().print(f"results.json, per-job CSVs and plots written to {out}")
