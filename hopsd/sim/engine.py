@@ -13,9 +13,10 @@ itself preempted) are offered to the policy's fragment planning right away
 (``refill_after_round``); round-based baselines answer that with no change.
 
 Costs modelled: a job that is moved, or restarted after a preemption, makes no
-progress for ``restart_penalty_s``; a new job spends ``profile_s`` profiling
-(short runs on every GPU type, in parallel, outside the scheduled GPUs) before
-it can be scheduled. A GPU is never handed to two jobs (checked on every plan).
+progress for ``restart_penalty_s`` (or its model's own ``restore_s``); a new job
+spends ``profile_s`` profiling (short runs on every GPU type, in parallel,
+outside the scheduled GPUs) before it can be scheduled. A GPU is never handed
+to two jobs (checked on every plan).
 """
 
 from __future__ import annotations
@@ -489,6 +490,11 @@ class Engine:
                     f"policy {self.policy.name!r} moved/preempted pinned job {job_id!r}"
                 )
 
+    def _restart_cost(self, job: JobState) -> float:
+        """Seconds without progress after a move or restart: the model's own, else the penalty."""
+        own = job.model.restore_s
+        return own if own is not None else self.settings.restart_penalty_s
+
     def _apply(self, plan: Plan, fragment: bool) -> None:
         self._check_plan(plan, fragment)
         mentioned = {a.job_id for a in (*plan.keep, *plan.move)} | set(plan.preempt)
@@ -508,7 +514,7 @@ class Engine:
         for a in plan.move:
             js = self.by_id[a.job_id]
             self._occupy(js, a.config)
-            js.penalty_until = self.now + self.settings.restart_penalty_s
+            js.penalty_until = self.now + self._restart_cost(js)
             js.restarts += 1
             self.moves += 1
         for a in plan.start:
@@ -516,5 +522,5 @@ class Engine:
             self._occupy(js, a.config)
             js.status = "running"
             if js.has_run:
-                js.penalty_until = self.now + self.settings.restart_penalty_s
+                js.penalty_until = self.now + self._restart_cost(js)
             js.has_run = True

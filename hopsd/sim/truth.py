@@ -37,6 +37,9 @@ class ModelSpec:
     (a fast host, no data stall); ``data_ms_per_sample`` the mean data-loading
     time per sample on a host of factor 1.0; ``p_hit`` the share of iterations
     served from the page cache (a miss costs ``miss_ratio`` times a hit).
+    ``restore_s``, when set, is what a restart of this model really costs
+    (checkpoint restore; Sia measured 15-250 s per model) instead of the
+    common restart penalty.
     """
 
     name: str
@@ -49,6 +52,7 @@ class ModelSpec:
     pattern: int = 1
     comm_scale: float = 1.15
     dataset: str = ""
+    restore_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -59,6 +63,8 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: bad data-loading parameters")
         if self.pattern not in (1, 2) or self.comm_scale <= 0:
             raise InvalidInputError(f"model {self.name!r}: pattern 1|2 and comm_scale > 0")
+        if self.restore_s is not None and self.restore_s < 0:
+            raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
 
     def compute_time(self, gpu_type: str, batch_size: int | None = None) -> float:
         """Seconds of pure compute per iteration on one GPU of ``gpu_type``.
