@@ -7,7 +7,7 @@ completing, running where hops did not put it, or in its profiling runs, which
 the profiling queue owns) is left out, and its GPUs count as occupied.
 
 Every job carries its owner's fair-share factor as ``share_factor``
-(:mod:`hopsd.daemon.fairshare`); the planner scales the job's biased priority by it.
+(:mod:`hopsd.core.fairshare`); the planner scales the job's biased priority by it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
+from hopsd.core.fairshare import FairShare
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
 from hopsd.daemon.decide import JobHandle
-from hopsd.daemon.fairshare import FairShare
 from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
 from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.allocations import allocation_config

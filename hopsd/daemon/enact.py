@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from hopsd.daemon.job_output import stopped_by_requeue
 from hopsd.daemon.requeue_check import (
     RunEnd,
     RunVerdict,
@@ -26,6 +27,7 @@ from hopsd.daemon.requeue_check import (
     judge_requeued_run,
     last_requeued_run,
 )
+from hopsd.daemon.sensing import system_uid
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.allocations import record_allocation
 from hopsd.ledger.intents import (
@@ -145,6 +147,7 @@ class Enactor:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         guard: Callable[[], None] | None = None,
+        uid_of: Callable[[str], int | None] = system_uid,
     ) -> None:
         self.port = port
         self.running_now = running_now
@@ -155,6 +158,7 @@ class Enactor:
         self.monotonic = monotonic
         # Raises when this daemon may no longer act on Slurm (lease lost or unconfirmed).
         self.guard = guard
+        self.uid_of = uid_of
         self.actions_taken = 0
         self.accounting_warned = False
         self._pending_since: dict[int, float] = {}
@@ -302,9 +306,10 @@ class Enactor:
         if self._after_relaunch(chain[0].job_id):
             return self._ready_after_quiet(slurm_id, waited, now, None, "")
         if runs is None:
-            if hit_an_ended_run(job) or self._progress_complete(chain[0].job_id):
-                said = "Slurm kept the ended run's allocation record (no accounting)"
-                return Readiness("finished", said, RunVerdict(RunEnd.FINISHED, said, "COMPLETED"))
+            said = self._ended_on_its_own(chain[0].job_id, job, job.submit_time or now)
+            if said:
+                verdict = RunVerdict(RunEnd.FINISHED, f"{said} (no accounting)", "COMPLETED")
+                return Readiness("finished", verdict.detail, verdict)
             return self._ready_after_quiet(slurm_id, waited, now, None, "")
         verdict = judge_requeued_run(last_requeued_run(runs, slurm_id))
         if verdict.end == RunEnd.UNSETTLED:
@@ -314,11 +319,9 @@ class Enactor:
         if verdict.end == RunEnd.FINISHED:
             return Readiness("finished", verdict.detail, verdict)
         if verdict.end == RunEnd.AMBIGUOUS:
-            if hit_an_ended_run(job):
-                said = f"{verdict.detail}; Slurm kept the ended run's allocation record"
-                return Readiness("finished", said, verdict)
-            if self._progress_complete(chain[0].job_id):
-                return Readiness("finished", f"{verdict.detail}; all samples reported", verdict)
+            said = self._ended_on_its_own(chain[0].job_id, job, verdict.requeued_at or now)
+            if said:
+                return Readiness("finished", f"{verdict.detail}; {said}", verdict)
         return self._ready_after_quiet(slurm_id, waited, now, verdict.ended_at, verdict.detail)
 
     def _ready_after_quiet(
@@ -347,10 +350,32 @@ class Enactor:
             for step in chain:
                 self._abandon(step, readiness.detail, report)
         elif readiness.kind == "finished" and readiness.verdict is not None:
-            self._cancel_finished(chain, readiness.verdict, report)
+            self._cancel_finished(chain, readiness.verdict, readiness.detail, report)
         else:
             for step in chain:
                 self._take(step, skip, broken, report)
+
+    def _ended_on_its_own(self, job_id: str, job: SlurmJob, requeued_at: float) -> str:
+        """Evidence that the run had ended before the requeue reached it ("" for none).
+
+        Asked only where accounting cannot tell (same second, or no accounting):
+        Slurm's kept allocation record, the job's own progress report, and the
+        absence of slurmstepd's requeue line in the job's output.
+        """
+        if hit_an_ended_run(job):
+            return "Slurm kept the ended run's allocation record"
+        if self._progress_complete(job_id):
+            return "all samples reported"
+        stopped = stopped_by_requeue(job, requeued_at, self.uid_of)
+        if stopped is False:
+            return "no requeue line from slurmstepd in the job's output"
+        if stopped is None:
+            log.info(
+                "event=requeue-unverifiable job=%s note='same-second end; no output to read; "
+                "taken as stopped by the requeue'",
+                job_id,
+            )
+        return ""
 
     def _after_relaunch(self, job_id: str) -> bool:
         """The job's last requeue retried a failed launch: its run never ran, nothing finished."""
@@ -362,7 +387,7 @@ class Enactor:
             return run_reported_complete(session, job_id)
 
     def _cancel_finished(
-        self, chain: Sequence[Step], verdict: RunVerdict, report: EnactReport
+        self, chain: Sequence[Step], verdict: RunVerdict, evidence: str, report: EnactReport
     ) -> None:
         """The requeue hit a run that had finished: record it finished, cancel the requeue.
 
@@ -372,7 +397,7 @@ class Enactor:
         """
         first = chain[0]
         now = self.clock()
-        reason = f"finished before hops requeued it ({verdict.detail}); not run again"
+        reason = f"finished before hops requeued it ({evidence}); not run again"
         payload = {"slurm_id": first.slurm_id, "kind": "finished", "reason": reason}
         with self.sessions.begin() as session:
             ended_at = verdict.ended_at if verdict.ended_at is not None else now
@@ -390,7 +415,7 @@ class Enactor:
             first.job_id,
             first.slurm_id,
             verdict.final_state,
-            verdict.detail,
+            evidence,
         )
         report.finished_early.append(first.job_id)
         self._take(cancel, {}, {}, report)

@@ -21,7 +21,10 @@ run's batch script ended with when Slurm requeued the run:
   (``tres_alloc_str``), one that hits a job that had already ended keeps it
   (seen on 22.05, recorded in the parser fixtures; a stress run hit this case
   11 times in 361 requeues). The job's own progress report (all samples done)
-  is taken as evidence too.
+  is taken as evidence too. When the script ended so shortly before the requeue
+  that slurmctld had not yet heard of it, Slurm's record looks like a stop;
+  then slurmstepd's line in the job's output decides (:mod:`job_output`):
+  written when the requeue stopped a running script, absent otherwise.
 
 Where the cluster keeps no accounting, the allocation record and progress
 reports alone guard the release; the daemon logs that once.
@@ -56,6 +59,7 @@ class RunVerdict:
     script_state: str = ""
     exit_code: int = 0
     ended_at: float | None = None
+    requeued_at: float | None = None
 
     @property
     def final_state(self) -> str:
@@ -102,4 +106,6 @@ def judge_requeued_run(run: RunRecord | None) -> RunVerdict:
 
 
 def _verdict(end: RunEnd, said: str, run: RunRecord) -> RunVerdict:
-    return RunVerdict(end, said, run.batch_state or "", run.batch_exit_code, run.batch_end_time)
+    return RunVerdict(
+        end, said, run.batch_state or "", run.batch_exit_code, run.batch_end_time, run.end_time
+    )

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
+from hopsd.core.fairshare import FairShare, fair_share
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, latency_ratio
@@ -38,7 +39,6 @@ from hopsd.daemon.enact import (
     crash_point,
     resume_steps,
 )
-from hopsd.daemon.fairshare import FairShare, UsageSample, compute_fairshare
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
@@ -49,9 +49,10 @@ from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
 from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
-from hopsd.ledger.models import AllocationReason, IntentAction, JobRow, UsageRow
+from hopsd.ledger.models import AllocationReason, IntentAction, JobRow
 from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
 from hopsd.ledger.throughput_store import load_throughput_store
+from hopsd.ledger.usage import decayed_usage
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -225,17 +226,16 @@ class Tick:
     # -- deciding ------------------------------------------------------------------------
 
     def _fairshare(self, session: Session, owners: list[tuple[str, str]], now: float) -> FairShare:
+        """Factors from usage summed per owner in the ledger (two queries, any history)."""
         if self.config.fairshare_weight == 0:
             return FairShare({}, {}, 0.0)
-        rows = session.query(UsageRow).all()
-        samples = [UsageSample(r.user, r.account, r.interval_end, r.gpu_s_norm) for r in rows]
-        return compute_fairshare(
-            samples,
+        half_life = self.config.fairshare_half_life_h * 3600.0
+        return fair_share(
+            decayed_usage(session, now, half_life, by="user"),
+            decayed_usage(session, now, half_life, by="account"),
             owners,
             self.config.shares,
-            self.config.fairshare_half_life_h * 3600.0,
             self.config.fairshare_weight,
-            now,
         )
 
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:

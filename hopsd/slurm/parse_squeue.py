@@ -73,6 +73,7 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         flags=flags,
         requested_nodes=_expand(jsonshape.text(rec.get("required_nodes"))),
         alloc_tres=jsonshape.text(rec.get("tres_alloc_str")),
+        stderr_path=expand_output_pattern(jsonshape.text(rec.get("standard_error")), rec),
     )
 
 

@@ -94,6 +94,7 @@ class SlurmJob:
     #: Slurm 22.05 clears it when a requeue stops a running job but keeps it when
     #: the requeue hits a job that had already ended (see ``requeue_check``).
     alloc_tres: str = ""
+    stderr_path: str = ""
 
     @property
     def gpus(self) -> int:

@@ -108,10 +108,16 @@ class RacingPort(FakePort):
         self.failed_launches: set[int] = set()
         self.exit_on_term: set[int] = set()  # scripts that exit 0 at once on SIGTERM
         self.kept_alloc: set[int] = set()  # Slurm kept the ended run's allocation record
+        self.end_unheard: set[int] = set()  # ended, but slurmctld had not heard of it yet
+        self.outputs: dict[int, Path] = {}
 
     def requeue_hold(self, job_id: int) -> None:
         job = self._act("requeue_hold", job_id)
-        if job_id in self.finish_at_requeue:
+        if job_id in self.end_unheard:
+            # the script had exited, the requeue got there first: Slurm treats it as a
+            # stop (allocation record cleared), only slurmstepd's missing line tells
+            ended = RunRecord(job_id, "REQUEUED", 0.0, 10.6, "COMPLETED", 0, 0, 10.2)
+        elif job_id in self.finish_at_requeue:
             # the script completed an instant before the command arrived: Slurm
             # requeues the finished job all the same, and accounting shows it
             # ... in the very second of the requeue: sacct cannot tell it apart
@@ -120,6 +126,12 @@ class RacingPort(FakePort):
             self.kept_alloc.add(job_id)
         elif job_id in self.exit_on_term:
             ended = RunRecord(job_id, "REQUEUED", 0.0, 10.2, "COMPLETED", 0, 0, 10.6)
+            if job_id in self.outputs:  # slurmstepd notes the requeue in the job's output
+                line = (
+                    f"*** JOB {job_id} ON x CANCELLED AT 1970-01-01T00:00:10 DUE TO JOB REQUEUE ***"
+                )
+                with self.outputs[job_id].open("a") as out:
+                    out.write(f"slurmstepd-x: error: {line}\n")
         else:
             ended = RunRecord(job_id, "REQUEUED", 0.0, 10.0, "CANCELLED", 0, 15, 10.0)
         if job.state not in ("RUNNING", "COMPLETED", "FAILED"):
@@ -133,6 +145,8 @@ class RacingPort(FakePort):
         jobs = super().list_jobs()
         out = []
         for job in jobs:
+            if job.job_id in self.outputs:
+                job = dataclasses.replace(job, stdout_path=str(self.outputs[job.job_id]))
             if job.job_id in self.kept_alloc:
                 job = dataclasses.replace(job, alloc_tres="cpu=1,node=1,gres/gpu=4")
             if job.job_id in self.failed_launches and job.state == "FAILED":
@@ -289,3 +303,37 @@ def test_a_job_that_keeps_failing_at_launch_fails_after_three_tries(
     with sessions.begin() as s:
         row = get_job(s, str(job))
         assert row is not None and row.state == JobState.FAILED
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_an_end_slurmctld_had_not_heard_of_is_told_by_the_job_output(  # type: ignore[no-untyped-def]
+    config, racing, sessions, clock, tmp_path, utc, stopped
+):
+    """Same second, allocation record cleared: slurmstepd's line in the output decides."""
+    import os
+
+    tick, job = moving_job(config, racing, sessions, clock)
+    tick.enactor.uid_of = lambda user: os.getuid()
+    racing.outputs[job] = tmp_path / "job.out"
+    racing.outputs[job].write_text("epoch 1 done\n")
+    (racing.exit_on_term if stopped else racing.end_unheard).add(job)
+    tick.run_once()
+    if stopped:
+        assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
+    else:
+        assert racing.actions(job)[-2:] == ["requeue_hold", "cancel"]
+        with sessions.begin() as s:
+            row = get_job(s, str(job))
+            assert row is not None and row.state == JobState.DONE
+            assert "no requeue line from slurmstepd" in row.state_reason
