@@ -15,9 +15,10 @@ itself preempted) are offered to the policy's fragment planning right away
 (``refill_after_round``); round-based baselines answer that with no change.
 
 Costs modelled: a job that is moved, or restarted after a preemption, makes no
-progress for ``restart_penalty_s``; a new job spends ``profile_s`` profiling
-(short runs on every GPU type, in parallel, outside the scheduled GPUs) before
-it can be scheduled. A GPU is never handed to two jobs (checked on every plan).
+progress for ``restart_penalty_s`` (or its model's own ``restore_s``); a new job
+spends ``profile_s`` profiling (short runs on every GPU type, in parallel,
+outside the scheduled GPUs) before it can be scheduled. A GPU is never handed
+to two jobs (checked on every plan).
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ class Engine:
             nodes = self.cluster.nodes_of_type(gpu_type)
             if not nodes:
                 continue
-            true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id))
+            true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id), job.batch_size)
             data = true.data
             noisy_data = Mixture(
                 data.p_hit,
@@ -362,7 +363,7 @@ class Engine:
         productive = self.now - max(job.config_since, job.penalty_until)
         if productive < self.config.measure_after_s:
             return
-        rates = self.truth.node_rates(job.spec.model, cfg)
+        rates = self.truth.node_rates(job.spec.model, cfg, job.batch_size)
         jid = job.spec.job_id
         noisy = [self._noisy(r, self.config.measure_noise) for r in rates]
         if cfg.distributed:
@@ -482,11 +483,16 @@ class Engine:
                     f"{self.used[node_id]} GPUs of {cap} handed out"
                 )
         job.config = cfg
-        job.rate = self.truth.throughput(job.spec.model, cfg)
+        job.rate = self.truth.throughput(job.spec.model, cfg, job.batch_size)
         job.config_since = self.now
         job.types_used.add(cfg.gpu_type)
         if job.first_start is None:
             job.first_start = self.now
+
+    def _restart_cost(self, job: JobState) -> float:
+        """Seconds without progress after a move or restart: the model's own, else the penalty."""
+        own = job.model.restore_s
+        return own if own is not None else self.settings.restart_penalty_s
 
     def _apply(self, plan: Plan) -> None:
         """Enact a validated plan on the simulated cluster (the step checked its rules)."""
@@ -507,7 +513,7 @@ class Engine:
         for a in plan.move:
             js = self.by_id[a.job_id]
             self._occupy(js, a.config)
-            js.penalty_until = self.now + self.settings.restart_penalty_s
+            js.penalty_until = self.now + self._restart_cost(js)
             js.restarts += 1
             self.moves += 1
         for a in plan.start:
@@ -515,5 +521,5 @@ class Engine:
             self._occupy(js, a.config)
             js.status = "running"
             if js.has_run:
-                js.penalty_until = self.now + self.settings.restart_penalty_s
+                js.penalty_until = self.now + self._restart_cost(js)
             js.has_run = True

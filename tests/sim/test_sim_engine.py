@@ -125,6 +125,21 @@ def test_restart_penalty_hand_checked() -> None:
     assert job.run_time == pytest.approx(job.finish_time - 60.0)
 
 
+def test_a_models_own_restore_cost_replaces_the_penalty() -> None:
+    # As above, but the model restores in 200 s: the remaining 5,520 s start at 500 s.
+    from dataclasses import replace
+
+    truth = tiny_truth()
+    truth = type(truth)(
+        truth.cluster,
+        {**truth.models, "toy": replace(truth.models["toy"], restore_s=200.0)},
+        truth.data_factors,
+    )
+    jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
+    result = Engine(truth, jobs, MoveOncePolicy(), EngineConfig(measure_noise=0.0)).run()
+    assert result.jobs[0].finish_time == pytest.approx(300 + 200 + 5_520, abs=0.5)
+
+
 def _blocking_jobs() -> list[JobSpec]:
     # x1 is short (8,000 samples at 80/s on the fast node: 100 s); x4 must wait for GPUs.
     return [
