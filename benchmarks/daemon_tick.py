@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hopsd.config import parse_config
+from hopsd.core.step import RoundClock
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker
@@ -87,7 +88,7 @@ def measure(n_jobs: int, ticks: int, workdir: Path) -> dict[str, object]:
     try:
         for _ in range(ticks):
             results.append(tick.run_once())
-            tick.last_round_at = None  # every measured tick is a full round
+            tick.round_clock = RoundClock(tick.settings.round_length_s)  # a full round each tick
     finally:
         subprocess.run(["scancel", *map(str, ids)], capture_output=True, check=False, timeout=120)
     first, rest = results[0], results[1:] or results

@@ -1,111 +1,237 @@
-"""Wall time of the simulator: the paper-512 comparison and a 10,000-job trace.
+"""Wall time of the simulator: paper-512 under four policies, a 300-job 48-GPU trace under
+Gavel, and a 10,000-job trace, each against an older version of hops measured in the same run.
 
-Runs each policy on the paper-512 preset (500 jobs, 512 GPUs) and one policy on
-a 10,000-job workload drawn on the same cluster at 40 jobs/h (250 h of arrivals,
-a load the cluster can sustain; at the preset's 100 jobs/h the queue would grow
-without bound), then
-prints the wall times and their ratios to the FIFO run measured in the same
-process (FIFO's cost is almost all simulator, so the ratio shows what each
-policy's planning adds). Goal: all four paper-512 runs within 60 s on 2 cores.
+Goals (2-core machine): the four paper-512 runs within 60 s one after the other, and
+the 300-job, 48-GPU trace under ``gavel`` within 6 s (what Gavel's own simulator
+needs for such a trace).
 
-The policies are first timed one after the other, each alone; then the whole
-comparison is timed as ``simulate(..., workers=N)`` runs it (``--workers``,
-default 2: one process per core), which is the wall time a user of
-``hops simulate`` waits. ``--workers 1`` skips the second measurement.
+Every measurement runs in a fresh process (imports and memo tables are not shared).
+With ``--baseline-ref REF`` (default ``main``; ``--baseline-ref ''`` to skip) the same
+measurement is also made on hops at git ref REF, unpacked into a temporary
+directory; the two versions are timed alternately, policy by policy, so that the
+load of a shared machine falls on both, and the ratio old / new is printed. FIFO's
+time is almost all simulator, so each policy's ratio to FIFO shows what its
+planning adds.
 
-    .venv/bin/python benchmarks/simulate_speed.py [--policies hops,sia,gavel,fifo]
-        [--big-policy fifo] [--big-jobs 10000] [--big-rate 40] [--seed 0] [--workers 2]
-        [--json]
+The 48-GPU cluster holds two eight-GPU servers of each paper-512 GPU type
+(GTX1080Ti, TitanXP, RTX3090); its 300 jobs are drawn like paper-512's (at most
+8 GPUs each) at 9 jobs/h, the paper-512 load scaled to 48 GPUs.
+
+    .venv/bin/python benchmarks/simulate_speed.py [--policies hops,sia,gavel,fifo] [--seed 0]
+        [--baseline-ref main] [--big-policy fifo] [--big-jobs 10000] [--big-rate 40]
+        [--workers 2] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import replace
-
-from hopsd.sim.engine import EngineConfig
-from hopsd.sim.run import load_inputs, run_policy, simulate
-from hopsd.sim.workload import PRESETS, generate
+from pathlib import Path
+from typing import Any
 
 GOAL_S = 60.0
+GAVEL48_GOAL_S = 6.0
+REPO = Path(__file__).resolve().parent.parent
+
+CLUSTER_48 = {
+    "gpu_types": {
+        "GTX1080Ti": {"b_link": 2.5e9, "b_net": 3.1e8, "speed": 1.0},
+        "TitanXP": {"b_link": 2.5e9, "b_net": 3.1e8, "speed": 1.1},
+        "RTX3090": {"b_link": 4.0e9, "b_net": 7.8e8, "speed": 2.5},
+    },
+    "node_groups": [
+        {"prefix": "gtx-", "count": 2, "gpu_type": "GTX1080Ti", "gpus": 8},
+        {"prefix": "titan-", "count": 2, "gpu_type": "TitanXP", "gpus": 8},
+        {"prefix": "rtx-", "count": 2, "gpu_type": "RTX3090", "gpus": 8},
+    ],
+}
 
 
-def _time_policy(truth, jobs, name: str, seed: int) -> tuple[float, float]:
-    started = time.perf_counter()
-    result = run_policy(truth, jobs, name, EngineConfig(seed=seed))
-    wall = time.perf_counter() - started
+def _inputs(kind: str, seed: int, jobs: int, rate: float) -> tuple[Any, list[Any]]:
+    """Ground truth and jobs of one workload, with whichever hops is on the import path."""
+    from dataclasses import replace
+
+    from hopsd.sim.run import build_truth, load_inputs
+    from hopsd.sim.workload import PRESETS, generate
+
+    if kind == "paper512":
+        return load_inputs("paper-512", None, None, None, seed)
+    if kind == "big":
+        truth, _ = load_inputs("paper-512", None, None, None, seed)
+        spec = replace(PRESETS["paper-512"], n_jobs=jobs, jobs_per_hour=rate)
+        return truth, generate(spec, truth, seed)
+    from hopsd.sim.cluster_file import parse_cluster
+
+    truth = build_truth(parse_cluster(CLUSTER_48, "48-gpu", seed=seed))
+    spec = replace(PRESETS["paper-512"], n_jobs=300, jobs_per_hour=9.0, max_gpus=8)
+    return truth, generate(spec, truth, seed)
+
+
+def child(kind: str, policy: str, seed: int, jobs: int, rate: float) -> None:
+    """Time one policy on one workload and print ``{"wall_s", "makespan_h"}`` (a subprocess)."""
+    from hopsd.sim.engine import EngineConfig
+    from hopsd.sim.run import run_policy
+
+    truth, specs = _inputs(kind, seed, jobs, rate)
+    saved = os.dup(1)
+    os.dup2(2, 1)  # solver prints from native code must not mix with the figures
+    try:
+        started = time.perf_counter()
+        result = run_policy(truth, specs, policy, EngineConfig(seed=seed))
+        wall = time.perf_counter() - started
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
     makespan_h = max(j.finish_time or 0.0 for j in result.jobs) / 3600
-    return wall, makespan_h
+    print(json.dumps({"wall_s": wall, "makespan_h": makespan_h}))
+
+
+def _measure(src: Path, kind: str, policy: str, args: argparse.Namespace) -> dict[str, float]:
+    """Run :func:`child` for the hops found in ``src`` and return its figures."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, policy]
+    cmd += ["--seed", str(args.seed), "--big-jobs", str(args.big_jobs)]
+    cmd += ["--big-rate", str(args.big_rate)]
+    done = subprocess.run(
+        cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"measurement {kind}/{policy} in {src} failed:\n{done.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def _unpack(ref: str, into: Path) -> Path:
+    """hops at git ref ``ref``, unpacked under ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", ref], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _pair(
+    kind: str, policy: str, args: argparse.Namespace, old: Path | None
+) -> dict[str, float | None]:
+    """New (and, with a baseline, old) figures of one measurement, old first."""
+    before = _measure(old, kind, policy, args) if old is not None else None
+    after = _measure(REPO, kind, policy, args)
+    return {
+        "new_s": after["wall_s"],
+        "old_s": before["wall_s"] if before else None,
+        "old_over_new": before["wall_s"] / after["wall_s"] if before else None,
+        "new_makespan_h": after["makespan_h"],
+        "old_makespan_h": before["makespan_h"] if before else None,
+    }
+
+
+def _parallel_wall(names: list[str], args: argparse.Namespace) -> float:
+    """The whole comparison as ``simulate(..., workers=N)`` runs it (what a user waits)."""
+    code = (
+        "import time, contextlib, sys\n"
+        "from hopsd.sim.run import simulate\n"
+        "t = time.perf_counter()\n"
+        "with contextlib.redirect_stdout(sys.stderr):\n"
+        f"    simulate('paper-512', policies={names!r}, seed={args.seed}, workers={args.workers})\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--policies", default="hops,sia,gavel,fifo")
-    parser.add_argument("--big-policy", default="fifo")
-    parser.add_argument("--big-jobs", type=int, default=10_000)
-    parser.add_argument("--big-rate", type=float, default=40.0, help="jobs per hour")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--baseline-ref", default="main", help="git ref to compare with; '' skips")
+    parser.add_argument("--big-policy", default="fifo")
+    parser.add_argument("--big-jobs", type=int, default=10_000, help="0 skips the big trace")
+    parser.add_argument("--big-rate", type=float, default=40.0, help="jobs per hour")
+    parser.add_argument("--workers", type=int, default=2, help="1 skips the parallel timing")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "POLICY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.seed, args.big_jobs, args.big_rate)
+        return
 
-    truth, jobs = load_inputs("paper-512", None, None, None, args.seed)
     names = [p for p in args.policies.split(",") if p]
     if "fifo" not in names:
         names.append("fifo")
-    walls: dict[str, float] = {}
-    makespans: dict[str, float] = {}
-    for name in names:
-        walls[name], makespans[name] = _time_policy(truth, jobs, name, args.seed)
-    base = walls["fifo"]
-    parallel_wall = None
-    if args.workers > 1:
-        started = time.perf_counter()
-        simulate("paper-512", policies=names, seed=args.seed, workers=args.workers)
-        parallel_wall = time.perf_counter() - started
-    big_spec = replace(PRESETS["paper-512"], n_jobs=args.big_jobs, jobs_per_hour=args.big_rate)
-    big_jobs = generate(big_spec, truth, args.seed)
-    big_wall, big_makespan = _time_policy(truth, big_jobs, args.big_policy, args.seed)
-    total = sum(walls.values())
+    with tempfile.TemporaryDirectory(prefix="hops-baseline-") as tmp:
+        old = _unpack(args.baseline_ref, Path(tmp)) if args.baseline_ref else None
+        paper = {name: _pair("paper512", name, args, old) for name in names}
+        gavel48 = _pair("gavel48", "gavel", args, old)
+        big = _pair("big", args.big_policy, args, old) if args.big_jobs > 0 else None
+    parallel = _parallel_wall(names, args) if args.workers > 1 else None
+    total_new = sum(float(p["new_s"] or 0.0) for p in paper.values())
+    total_old = sum(float(p["old_s"] or 0.0) for p in paper.values()) if old else None
+    base = float(paper["fifo"]["new_s"] or 1.0)
     report = {
-        "paper512_wall_s": walls,
-        "paper512_ratio_to_fifo": {n: w / base for n, w in walls.items()},
-        "paper512_total_s": total,
+        "paper512": paper,
+        "paper512_wall_s": {n: p["new_s"] for n, p in paper.items()},
+        "paper512_ratio_to_fifo": {n: float(p["new_s"] or 0.0) / base for n, p in paper.items()},
+        "paper512_total_s": total_new,
+        "paper512_total_old_s": total_old,
+        "paper512_total_old_over_new": total_old / total_new if total_old else None,
         "paper512_goal_s": GOAL_S,
         "paper512_workers": args.workers,
-        "paper512_parallel_wall_s": parallel_wall,
-        "paper512_makespan_h": makespans,
-        "big_trace": {
-            "jobs": args.big_jobs,
-            "policy": args.big_policy,
-            "wall_s": big_wall,
-            "simulated_h": big_makespan,
-            "jobs_per_wall_s": args.big_jobs / big_wall,
-        },
+        "paper512_parallel_wall_s": parallel,
+        "gavel48": {**gavel48, "jobs": 300, "gpus": 48, "goal_s": GAVEL48_GOAL_S},
+        "big_trace": None
+        if big is None
+        else {**big, "jobs": args.big_jobs, "policy": args.big_policy, "rate_per_h": args.big_rate},
+        "baseline_ref": args.baseline_ref or None,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"paper-512 ({len(jobs)} jobs, {truth.cluster.total_gpus} GPUs), seed {args.seed}")
+    _print(report, names, args)
+
+
+def _fmt_pair(p: dict[str, Any]) -> str:
+    text = f"{p['new_s']:8.1f} s"
+    if p["old_s"] is not None:
+        text += f"   (old {p['old_s']:6.1f} s, old/new x{p['old_over_new']:.2f})"
+    return text
+
+
+def _print(report: dict[str, Any], names: list[str], args: argparse.Namespace) -> None:
+    print(f"paper-512 (500 jobs, 512 GPUs), seed {args.seed}, baseline {args.baseline_ref!r}")
     for name in names:
-        print(
-            f"  {name:<8} {walls[name]:8.1f} s   x{walls[name] / base:6.1f} of fifo   "
-            f"makespan {makespans[name]:.2f} h"
-        )
+        p = report["paper512"][name]
+        ratio = report["paper512_ratio_to_fifo"][name]
+        makespan = p["new_makespan_h"]
+        print(f"  {name:<8}{_fmt_pair(p)}  x{ratio:5.1f} of fifo  makespan {makespan:.2f} h")
+    total = report["paper512_total_s"]
     verdict = "meets" if total <= GOAL_S else "misses"
-    print(f"  total    {total:8.1f} s one after the other ({verdict} the {GOAL_S:.0f} s goal)")
-    if parallel_wall is not None:
-        verdict = "meets" if parallel_wall <= GOAL_S else "misses"
+    line = f"  total   {total:8.1f} s one after the other ({verdict} the {GOAL_S:.0f} s goal)"
+    if report["paper512_total_old_s"]:
+        line += f"; old {report['paper512_total_old_s']:.1f} s"
+    print(line)
+    if report["paper512_parallel_wall_s"] is not None:
         print(
-            f"  simulate(workers={args.workers}): {parallel_wall:.1f} s wall for all "
-            f"{len(names)} ({verdict} the {GOAL_S:.0f} s goal)"
+            f"  simulate(workers={args.workers}): {report['paper512_parallel_wall_s']:.1f} s wall"
         )
-    print(
-        f"{args.big_jobs}-job trace under {args.big_policy}: {big_wall:.1f} s wall, "
-        f"{big_makespan:.1f} h simulated, {args.big_jobs / big_wall:.0f} jobs/s"
-    )
+    g = report["gavel48"]
+    verdict = "meets" if g["new_s"] <= GAVEL48_GOAL_S else "misses"
+    print(f"300-job 48-GPU trace, gavel:{_fmt_pair(g)} ({verdict} the {GAVEL48_GOAL_S:.0f} s goal)")
+    if report["big_trace"] is not None:
+        b = report["big_trace"]
+        hours = b["new_makespan_h"]
+        print(f"{b['jobs']}-job trace, {b['policy']}:{_fmt_pair(b)}, {hours:.1f} h simulated")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Seeded synthetic clusters of 8-GPU servers with 4-5 GPU types, a busy steady
 state (running jobs on most GPUs) and a long queue of jobs whose demand sets
-hold up to 8 options in 1-16 GPUs. For each size the script runs
+hold up to 8 options in 1-16 GPUs (4096 GPUs: 4000 queued jobs; 8192 GPUs,
+the size of the largest single systems in service: 8000 queued jobs, goal 2 s
+median within 1 % of the proven bound). For each size the script runs
 ``plan_round`` several times and prints: GPUs, queued+running jobs, window
 size, ILP columns of the main plan, median and max decision time, and the
 objective gap of the plan to the exact optimum -- the same round solved with
@@ -39,7 +41,9 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore, Mixture, PhaseProfile
 
-QUEUE = {64: 100, 256: 400, 512: 800, 1024: 1400, 2048: 2000}
+QUEUE = {64: 100, 256: 400, 512: 800, 1024: 1400, 2048: 2000, 4096: 4000, 8192: 8000}
+#: Goals per size: median decision seconds and distance to the proven bound.
+GOALS = {2048: (1.0, 0.01), 8192: (2.0, 0.01)}
 TYPES = (
     GpuType("gtx1080ti", b_link=1.5e9, b_net=0.6e9, speed=1.0),
     GpuType("titanxp", b_link=1.6e9, b_net=0.6e9, speed=1.1),
@@ -194,13 +198,25 @@ def baseline(row: dict[str, object]) -> str:
     return f"exact: {float(exact_s):.2f}s{proven}, {ratio:.0f}x slower"  # type: ignore[arg-type]
 
 
+def goal(row: dict[str, object]) -> str:
+    """Whether a size with a goal meets it (median time and distance to the bound)."""
+    target = GOALS.get(int(row["gpus"]))  # type: ignore[call-overload]
+    if target is None:
+        return ""
+    seconds, gap = target
+    met = float(row["median_s"]) <= seconds and (  # type: ignore[arg-type]
+        row["gap_bound"] is not None and float(row["gap_bound"]) <= gap  # type: ignore[arg-type]
+    )
+    return f"  goal {seconds:.0f}s/{100 * gap:.0f}%: {'met' if met else 'missed'}"
+
+
 def percent(value: object) -> str:
     return "n/a" if value is None else f"{100 * float(value):.3f}%"  # type: ignore[arg-type]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="64,256,512,1024,2048")
+    parser.add_argument("--sizes", default="64,256,512,1024,2048,4096,8192")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-exact", action="store_true", help="skip the exact baseline solve")
     parser.add_argument("--exact-max-gpus", type=int, default=512)
@@ -220,7 +236,7 @@ def main() -> None:
                 f"{r['gpus']:>5} GPUs  {r['jobs']:>5} jobs  window {r['window']:>4}  "
                 f"vars {r['variables']:>6}  median {r['median_s']:.3f}s  "
                 f"max {r['max_s']:.3f}s  gap {percent(r['gap'])}  "
-                f"gap to bound {percent(r['gap_bound'])}  {baseline(r)}",
+                f"gap to bound {percent(r['gap_bound'])}  {baseline(r)}{goal(r)}",
                 flush=True,
             )
     if args.json:

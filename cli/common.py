@@ -8,6 +8,7 @@ rendered with rich, which drops colour by itself when stdout is not a TTY.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,8 +58,23 @@ def console() -> Console:
 
 
 def print_json(payload: Any) -> None:
-    """The machine-readable output of every read command."""
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    """The machine-readable output of every read command: standard JSON only.
+
+    A non-finite number (which a ledger written by an older hopsd may hold)
+    is printed as ``null``: ``NaN`` and ``Infinity`` are not JSON.
+    """
+    text = json.dumps(_finite(payload), indent=2, sort_keys=True, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from hops_cli.common import config_of, console, fail, print_json
 from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
 from hopsd.config import HopsConfig
+from hopsd.core.fairshare import split_shares
 from hopsd.core.metrics import finish_time_fairness_of
 from hopsd.ledger.jobs import finished_latency_ratios
 from hopsd.ledger.models import JobRow
@@ -39,12 +40,13 @@ def fairness_payload(session: Session, config: HopsConfig, window_h: float) -> d
     rows = list(session.scalars(select(JobRow).where(JobRow.state.in_([s.value for s in ACTIVE]))))
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     half_life = config.fairshare_half_life_h * 3600
+    user_shares, account_shares = split_shares(config.shares)
     users, jain = user_fairness(
-        decayed_usage(session, now, half_life, by="user"), config.shares, (r.user for r in rows)
+        decayed_usage(session, now, half_life, by="user"), user_shares, (r.user for r in rows)
     )
     accounts, account_jain = user_fairness(
         decayed_usage(session, now, half_life, by="account"),
-        {},
+        account_shares,
         (r.account for r in rows),
         key="account",
     )

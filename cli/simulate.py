@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +27,28 @@ COLUMNS = (
     ("utilization", "util", "{:.1%}"),
     ("preemptions", "preempt", "{:.0f}"),
 )
+#: Metrics shown (mean and 95 % interval) when several seeds run.
+SEED_COLUMNS = ("makespan_h", "avg_jct_h", "p99_jct_h", "avg_wait_h", "max_lr", "avg_idle_gpus")
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr while solvers run.
+
+    Solver libraries may print from native code straight to fd 1 (HiGHS builds
+    do, e.g. ``HighsMipSolverData::transformNewIntegerFeasibleSolution``), which
+    Python cannot intercept. Moving fd 1 itself keeps stdout for the results
+    alone; worker processes forked meanwhile inherit the redirection.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _table(results: dict[str, Any]) -> Table:
@@ -37,6 +62,38 @@ def _table(results: dict[str, Any]) -> Table:
     return table
 
 
+def _ci(figure: dict[str, float]) -> str:
+    return f"{figure['mean']:.2f} [{figure['ci_low']:.2f}, {figure['ci_high']:.2f}]"
+
+
+def _seed_tables(results: dict[str, Any]) -> list[Table]:
+    seeds = results["seeds"]
+    label = results.get("preset") or results.get("trace")
+    headers = {key: header for key, header, _ in COLUMNS}
+    means = Table(
+        title=f"{label}: mean [95% CI] over seeds {seeds[0]}..{seeds[-1]} (n={len(seeds)})"
+    )
+    means.add_column("policy")
+    for key in SEED_COLUMNS:
+        means.add_column(headers[key], justify="right")
+    for name, figures in results["summary"].items():
+        means.add_row(
+            name,
+            *(_ci(figures[k]) for k in SEED_COLUMNS),
+        )
+    ratios = Table(title=f"paired per-seed ratio {results['reference']} / baseline [95% CI]")
+    ratios.add_column("baseline")
+    keys = [k for k in SEED_COLUMNS if k != "avg_idle_gpus"]
+    for key in keys:
+        ratios.add_column(headers[key], justify="right")
+    for base, figures in results["paired_ratio"].items():
+        ratios.add_row(
+            base,
+            *(_ci(figures[k]) if k in figures else "-" for k in keys),
+        )
+    return [means, ratios]
+
+
 def simulate(
     preset: Annotated[
         str | None, typer.Option("--preset", help="Built-in workload: paper-64 or paper-512.")
@@ -45,6 +102,13 @@ def simulate(
         str | None, typer.Option("--cluster", help="Cluster description (TOML).")
     ] = None,
     trace: Annotated[str | None, typer.Option("--trace", help="Job trace (CSV).")] = None,
+    trace_format: Annotated[
+        str,
+        typer.Option(
+            "--trace-format",
+            help="hops (CSV) or gavel (.trace; --profiles is then Gavel's throughputs JSON).",
+        ),
+    ] = "hops",
     profiles: Annotated[
         str | None, typer.Option("--profiles", help="Model throughput profiles file.")
     ] = None,
@@ -52,6 +116,29 @@ def simulate(
         str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")
     ] = "hops,sia,gavel,fifo",
     seed: Annotated[int, typer.Option("--seed", help="Seed of workload and noise.")] = 0,
+    seeds: Annotated[
+        str | None,
+        typer.Option("--seeds", help="Several seeds (0-9, 0,3,5): mean, 95% CI, paired ratios."),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Processes running policies (x seeds) at once.")
+    ] = 1,
+    round_length: Annotated[
+        float | None, typer.Option("--round-length", help="Round length, seconds (all policies).")
+    ] = None,
+    restart_penalty: Annotated[
+        float | None,
+        typer.Option("--restart-penalty", help="Cost of a move or restart, seconds."),
+    ] = None,
+    profiling_s: Annotated[
+        float | None, typer.Option("--profiling-s", help="Profiling time of a new job, seconds.")
+    ] = None,
+    sim_config: Annotated[
+        str | None,
+        typer.Option(
+            "--sim-config", help="Simulation TOML: knob defaults, [policies.NAME] overrides."
+        ),
+    ] = None,
     out: Annotated[
         str | None, typer.Option("--out", help="Directory for results.json, CSVs and PNG plots.")
     ] = None,
@@ -62,7 +149,9 @@ def simulate(
     Example: hops simulate --preset paper-512 --policies hops,sia,gavel,fifo --seed 0 --out out/
     """
     from hopsd.core.errors import HopsError
+    from hopsd.sim.knobs import SimKnobs, load_knobs, parse_knobs
     from hopsd.sim.run import simulate as run_simulation
+    from hopsd.sim.seeds import parse_seeds, simulate_seeds
     from hopsd.solver_banner import silence_solver_banner
 
     silence_solver_banner()  # the only command that solves; keep --json clean
@@ -72,7 +161,20 @@ def simulate(
             fail("--cluster and --trace go together (or use --preset)", EXIT_USAGE)
         preset = "paper-64"
     names = [p.strip() for p in policies.split(",") if p.strip()]
-    show_progress = not as_json and sys.stderr.isatty()
+    try:
+        knobs = load_knobs(sim_config) if sim_config is not None else SimKnobs()
+        flags = {
+            "round_length_s": round_length,
+            "restart_penalty_s": restart_penalty,
+            "profiling_s": profiling_s,
+        }
+        knobs = knobs.with_defaults(
+            parse_knobs({k: v for k, v in flags.items() if v is not None}, "command line").defaults
+        )
+        seed_list = parse_seeds(seeds) if seeds is not None else None
+    except HopsError as exc:
+        fail(str(exc), EXIT_USAGE)
+    show_progress = not as_json and sys.stderr.isatty() and seed_list is None
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -90,22 +192,46 @@ def simulate(
             progress.update(tasks[policy], completed=done)
 
         try:
-            results = run_simulation(
-                preset,
-                cluster=cluster,
-                trace=trace,
-                profiles=profiles,
-                policies=names,
-                seed=seed,
-                out_dir=out,
-                progress_callback=report,
-            )
+            with stdout_to_stderr():
+                if seed_list is not None:
+                    results = simulate_seeds(
+                        preset,
+                        seeds=seed_list,
+                        cluster=cluster,
+                        trace=trace,
+                        profiles=profiles,
+                        policies=names,
+                        knobs=knobs,
+                        workers=workers,
+                        out_dir=out,
+                        trace_format=trace_format,
+                    )
+                else:
+                    results = run_simulation(
+                        preset,
+                        cluster=cluster,
+                        trace=trace,
+                        profiles=profiles,
+                        policies=names,
+                        seed=seed,
+                        out_dir=out,
+                        progress_callback=report,
+                        knobs=knobs,
+                        workers=workers,
+                        trace_format=trace_format,
+                    )
         except HopsError as exc:
             fail(str(exc), EXIT_USAGE)
         except OSError as exc:
             fail(f"{exc.filename or 'input'}: {exc.strerror or exc}")
     if as_json:
         print_json(results)
+        return
+    if seed_list is not None:
+        for table in _seed_tables(results):
+            console().print(table)
+        if out:
+            console().print(f"results.json (every seed, intervals, ratios) written to {out}")
         return
     console().print(_table(results))
     if out:

@@ -98,6 +98,9 @@ def _render(payload: dict[str, Any]) -> None:
             job["estimate_source"] or "-",
         )
     out.print(jobs if payload["jobs"] else "No hops jobs.")
+    for job in payload["jobs"]:
+        if job["problem"]:
+            out.print(f"job {job['job_id']}: {job['problem']}", markup=False, highlight=False)
     summary = Table(title="GPU types", title_justify="left")
     for header in ("TYPE", "NODES", "GPUS", "BUSY", "IDLE"):
         summary.add_column(header)

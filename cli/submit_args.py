@@ -6,6 +6,7 @@ never submits a job. Errors are :class:`SubmitError` with one clear line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_DEMAND_OPTIONS = 8
+MAX_HEADER_BYTES = 1024 * 1024
+"""How much of a script is read for #SBATCH lines (they must come before any command)."""
+MAX_DIRECTIVE_CHARS = 4096
 """R_num of the method: a range is expanded into at most this many GPU counts."""
 
 _GPU_OPTIONS = ("--gres", "--gpus", "-G", "--gpus-per-node", "--gpus-per-task", "--gpus-per-socket")
@@ -78,8 +82,8 @@ def total_samples(samples: int | None, epochs: float | None, dataset_size: int |
         return samples
     if epochs is None or dataset_size is None:
         raise SubmitError("the job's size is needed: --samples N, or --epochs E --dataset-size D")
-    if epochs <= 0 or dataset_size <= 0:
-        raise SubmitError("--epochs and --dataset-size must be > 0")
+    if not math.isfinite(epochs) or epochs <= 0 or dataset_size <= 0:
+        raise SubmitError("--epochs must be a finite number > 0 and --dataset-size > 0")
     return max(round(epochs * dataset_size), 1)
 
 
@@ -95,7 +99,11 @@ def read_script(path_text: str) -> ScriptInfo:
     if not os.access(path, os.X_OK):
         raise SubmitError(f"{path_text}: script is not executable (chmod +x {path_text})")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            head = handle.read(MAX_HEADER_BYTES + 1)
+        if len(head) > MAX_HEADER_BYTES:  # directives live at the top: read no further
+            head = head[: head.rfind(b"\n", 0, MAX_HEADER_BYTES) + 1]
+        text = head.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SubmitError(f"{path_text}: cannot read script: {exc}") from exc
     return ScriptInfo(path.resolve(), tuple(_directives(text, path_text)))
@@ -111,6 +119,8 @@ def _directives(text: str, name: str) -> list[str]:
             continue
         if not stripped.startswith("#SBATCH"):
             break
+        if len(stripped) > MAX_DIRECTIVE_CHARS:
+            raise SubmitError(f"{name}:{number}: #SBATCH line longer than {MAX_DIRECTIVE_CHARS}")
         try:
             words = shlex.split(stripped[len("#SBATCH") :], comments=True)
         except ValueError as exc:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hopsd.core.fairshare import standings
 from hopsd.core.metrics import jain_index, mean_or_zero
 from hopsd.ledger.models import JobRow, JobState
 from hopsd.slurm.port import SlurmNode
@@ -48,6 +49,7 @@ def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
         "total_samples": job.total_samples,
         "restarts": job.restarts,
         "age_s": round(now - job.submit_time, 1),
+        "problem": job.input_problem or None,
     }
 
 
@@ -94,29 +96,24 @@ def user_fairness(
     users: Iterable[str],
     key: str = "user",
 ) -> tuple[list[dict[str, Any]], float]:
-    """Each user's share of decayed normalised GPU time vs their fair share, and Jain's index.
+    """Each owner's share of decayed normalised GPU time vs their fair share, and Jain's index.
 
-    Jain's index is taken over usage/fair-share ratios, so 1.0 means every user got
-    exactly their configured share.
+    The standings and the factor are the core's (:mod:`hopsd.core.fairshare`), so what
+    is shown is what hopsd applies. Jain's index is taken over usage/fair-share
+    ratios, so 1.0 means every owner got exactly their configured share.
     """
-    names = sorted(set(usage) | set(users))
-    weights = {u: float(shares.get(u, 1.0)) for u in names}
-    total_weight = sum(weights.values()) or 1.0
-    total_usage = sum(usage.get(u, 0.0) for u in names)
     rows: list[dict[str, Any]] = []
     ratios: list[float] = []
-    for user in names:
-        fair = weights[user] / total_weight
-        used = usage.get(user, 0.0) / total_usage if total_usage > 0 else 0.0
-        ratio = used / fair if fair > 0 else 0.0
-        ratios.append(ratio)
+    for s in standings(usage, shares, users):
+        ratios.append(s.ratio)
         rows.append(
             {
-                key: user,
-                "usage_norm_gpu_s": round(usage.get(user, 0.0), 1),
-                "usage_share": round(used, 4),
-                "fair_share": round(fair, 4),
-                "ratio": round(ratio, 3),
+                key: s.name,
+                "usage_norm_gpu_s": round(s.usage, 1),
+                "usage_share": round(s.usage_share, 4),
+                "fair_share": round(s.fair_share, 4),
+                "ratio": round(s.ratio, 3),
+                "factor": round(s.factor, 4),
             }
         )
     jain = jain_index(ratios) if ratios and any(r > 0 for r in ratios) else 1.0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.model import GpuType
+from hopsd.core.policies import policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
 
@@ -56,6 +57,8 @@ class HopsConfig:
     lam: float = 1.0
     sigma: float = 1.4
     priority: str = "lr"
+    # Which policy plans (hops, or a baseline run live for comparison).
+    policy: str = "hops"
     restart_penalty_s: float = 30.0
     profiling_iterations: int = 20
     profiling: bool = False
@@ -73,6 +76,12 @@ class HopsConfig:
     # directory, used only under the checks of hopsd.daemon.spool.
     spool_dir: str = ""
     lease_ttl_s: float = 120.0
+    # A requeued job is released only this long after its previous run left its
+    # nodes, and a release waits at most requeue_wait_s per tick for that.
+    requeue_quiet_s: float = 1.5
+    requeue_wait_s: float = 20.0
+    # Seconds after a job's end at which hopsd removes its spool files.
+    spool_retention_s: float = 3600.0
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -107,6 +116,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "lambda": ("lam", float),
         "sigma": ("sigma", float),
         "priority": ("priority", str),
+        "policy": ("policy", str),
         "restart_penalty_s": ("restart_penalty_s", float),
         "profiling_iterations": ("profiling_iterations", int),
         "profiling": ("profiling", bool),
@@ -122,7 +132,13 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "shares": ("shares", dict),
     },
     "metrics": {"address": ("metrics_address", str)},
-    "daemon": {"spool_dir": ("spool_dir", str), "lease_ttl_s": ("lease_ttl_s", float)},
+    "daemon": {
+        "spool_dir": ("spool_dir", str),
+        "lease_ttl_s": ("lease_ttl_s", float),
+        "requeue_quiet_s": ("requeue_quiet_s", float),
+        "requeue_wait_s": ("requeue_wait_s", float),
+        "spool_retention_s": ("spool_retention_s", float),
+    },
 }
 
 
@@ -185,6 +201,9 @@ def _check(config: HopsConfig) -> None:
             "slurm.command_prefix: must be a list of non-empty strings, "
             f"got {list(config.slurm_command_prefix)!r}"
         )
+    if config.policy not in policy_names():
+        known = ", ".join(policy_names())
+        raise ConfigError(f"scheduler.policy: unknown {config.policy!r} (known: {known})")
     if config.priority not in priority_names():
         known = ", ".join(priority_names())
         raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")
@@ -205,9 +224,12 @@ def _check(config: HopsConfig) -> None:
         if value <= 0:
             raise ConfigError(f"{key}: must be > 0, got {value}")
     non_negative = {
+        "daemon.requeue_quiet_s": config.requeue_quiet_s,
+        "daemon.requeue_wait_s": config.requeue_wait_s,
         "scheduler.lambda": config.lam,
         "scheduler.restart_penalty_s": config.restart_penalty_s,
         "fairshare.weight": config.fairshare_weight,
+        "daemon.spool_retention_s": config.spool_retention_s,
     }
     for key, value in non_negative.items():
         if value < 0:

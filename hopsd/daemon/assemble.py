@@ -7,29 +7,33 @@ completing, running where hops did not put it, or in its profiling runs, which
 the profiling queue owns) is left out, and its GPUs count as occupied.
 
 Every job carries its owner's fair-share factor as ``share_factor``
-(:mod:`hopsd.daemon.fairshare`); the planner scales the job's biased priority by it.
+(:mod:`hopsd.core.fairshare`); the planner scales the job's biased priority by it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
+from hopsd.core.fairshare import FairShare
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
 from hopsd.daemon.decide import JobHandle
-from hopsd.daemon.fairshare import FairShare
 from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
 from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.allocations import allocation_config
 from hopsd.ledger.jobs import to_core_job
 from hopsd.ledger.models import AllocationReason, AllocationRow, JobRow, JobState, TagStatus
+
+Guard = Callable[[int, str, Callable[[], Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,14 @@ def assemble(
     fairshare: FairShare,
     store: ThroughputStore,
     now: float,
+    guard: Guard | None = None,
 ) -> Assembled:
-    """Build the planner's input; see the module docstring for the job classes."""
+    """Build the planner's input; see the module docstring for the job classes.
+
+    With ``guard`` (:meth:`hopsd.daemon.problems.InputProblems.guard`), a job
+    whose row cannot be turned into a core job is left out of this tick's
+    plan instead of failing the whole plan.
+    """
     observed = obs.job_map()
     plain = build_cluster_view(obs.nodes, config, {})
     sizes = {n.id: n.gpus for n in plain.cluster.nodes}
@@ -87,6 +97,10 @@ def assemble(
             continue
         if row.state == JobState.PROFILING:
             continue  # the profiling queue's; GPUs it holds count as occupied
+        build = partial(to_core_job, row)
+        core: Job | None = build() if guard is None else guard(seen.slurm_id, "planning", build)
+        if core is None:
+            continue  # this job sits this tick out; the others are planned
         current: Configuration | None = None
         if seen.state == RUNNING:
             current = observed_config(seen, plain.cluster)
@@ -102,7 +116,7 @@ def assemble(
         elif not (seen.pending and seen.held):
             continue
         factor = fairshare.multiplier(row.user, row.account)
-        jobs.append(dataclasses.replace(to_core_job(row), current=current, share_factor=factor))
+        jobs.append(dataclasses.replace(core, current=current, share_factor=factor))
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
         handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
     view = build_cluster_view(obs.nodes, config, held_running)

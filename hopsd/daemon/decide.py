@@ -1,22 +1,23 @@
-"""Decide: call the core at round boundaries or for fragments, and turn the plan into actions.
+"""Decide: take the core's scheduling step and turn its plan into Slurm actions.
 
-A full round (``plan_round``) re-plans running jobs too; between rounds
-``plan_fragment`` only starts queued jobs on idle GPUs. The plan is a diff; each
-entry becomes an ordered chain of Slurm actions, written as intents before any
-of them is taken.
+The step (:func:`hopsd.core.step.schedule_step`) owns the round clock, fragment
+planning, sparing and validation, exactly as in the simulator. The plan is a
+diff; each entry becomes an ordered chain of Slurm actions, written as intents
+before any of them is taken.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hopsd.core.model import Configuration, Plan
-from hopsd.core.rounds import plan_fragment, plan_round
+from hopsd.core.policies import Policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.ledger.intents import IntentRequest
 from hopsd.ledger.models import IntentAction
 
@@ -28,12 +29,14 @@ PROFILE, HOLD = "profile", "hold"
 
 @dataclass(frozen=True)
 class Decision:
-    """One planning call: what it was, what it planned, how long it took."""
+    """One scheduling step as hopsd took it: what the core decided and how long it took."""
 
     kind: str
     plan: Plan
     decision_s: float
     idle_gpus_waiting: int
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    spared: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,25 +67,21 @@ class Action:
         return f"{self.kind} {self.config.gpu_type} {parts}"
 
 
-def idle_while_waiting(snapshot: Snapshot, plan: Plan) -> int:
-    """GPUs the plan leaves idle although some queued job stays unplaced (0 otherwise)."""
-    placed = plan.placements()
-    waiting = [j for j in snapshot.queued if j.id not in placed]
-    if not waiting:
-        return 0
-    used = plan.gpus_used()
-    return sum(
-        max(snapshot.capacity_of(n.id) - used.get(n.id, 0), 0) for n in snapshot.cluster.nodes
-    )
-
-
-def decide(snapshot: Snapshot, settings: Settings, full_round: bool) -> Decision:
-    """Plan with the core; the round/fragment choice is the caller's clock decision."""
+def decide(
+    snapshot: Snapshot,
+    clock: RoundClock,
+    policy: Policy,
+    settings: Settings,
+    options: StepOptions,
+) -> tuple[Decision, RoundClock]:
+    """Take the core's scheduling step (the same one the simulator takes) and time it."""
     started = time.perf_counter()
-    plan = plan_round(snapshot, settings) if full_round else plan_fragment(snapshot, settings)
+    step = schedule_step(snapshot, clock, policy, settings, options)
     elapsed = time.perf_counter() - started
-    kind = "round" if full_round else "fragment"
-    return Decision(kind, plan, elapsed, idle_while_waiting(snapshot, plan))
+    decision = Decision(
+        step.kind, step.plan, elapsed, step.idle_gpus_waiting, step.reasons, step.spared
+    )
+    return decision, step.clock
 
 
 def actions_from_plan(

@@ -12,17 +12,35 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from hopsd.daemon.job_output import stopped_by_requeue
+from hopsd.daemon.requeue_check import (
+    RunEnd,
+    RunVerdict,
+    hit_an_ended_run,
+    judge_requeued_run,
+    last_requeued_run,
+)
+from hopsd.daemon.sensing import system_uid
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.intents import mark_abandoned, mark_done, mark_failed
-from hopsd.ledger.models import IntentAction, IntentRow
+from hopsd.ledger.allocations import record_allocation
+from hopsd.ledger.intents import (
+    last_requeue_was_relaunch,
+    mark_abandoned,
+    mark_done,
+    mark_failed,
+    record_intent,
+)
+from hopsd.ledger.jobs import record_finished_run, run_reported_complete
+from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow
 from hopsd.slurm.errors import SlurmCommandError
-from hopsd.slurm.port import Placement, SlurmPort
+from hopsd.slurm.port import HELD_REASONS, Placement, RunRecord, SlurmJob, SlurmPort
 
 log = logging.getLogger("hopsd.enact")
 
@@ -58,6 +76,10 @@ class EnactReport:
     done: list[Step] = field(default_factory=list)
     failed: list[tuple[Step, str]] = field(default_factory=list)
     abandoned: list[tuple[Step, str]] = field(default_factory=list)
+    deferred: list[Step] = field(default_factory=list)
+    finished_early: list[str] = field(default_factory=list)
+    # rounds of waiting for requeued jobs; each costs two batched reads (queue, accounting)
+    settle_polls: int = 0
 
     def count(self, action: IntentAction) -> int:
         return sum(1 for s in self.done if s.action == action)
@@ -69,6 +91,48 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class SettleOptions:
+    """How long a requeued job's release waits for Slurm to be ready for it.
+
+    Slurm reallocates a requeued job as soon as it is eligible, even while its
+    previous run is still completing on its nodes; a launch in the very second
+    slurmd revoked the old run's credential fails ("Job credential revoked") and
+    the job ends FAILED. So a chain that releases a requeued job waits until the
+    job is plainly pending (no longer COMPLETING), its ended run is in accounting
+    (to rule out a requeue that hit a finished job, :mod:`requeue_check`), and
+    ``quiet_s`` more seconds have passed since its script ended. A job not ready
+    within ``timeout_s`` keeps its chain pending; later ticks take it up again.
+    """
+
+    timeout_s: float = 20.0
+    poll_s: float = 0.5
+    quiet_s: float = 1.5
+    #: A run accounting never shows a batch step for (it never launched) counts as
+    #: stopped once the job has waited plainly pending this long.
+    no_record_s: float = 30.0
+
+
+def needs_settling(chain: Sequence[Step], index: int) -> bool:
+    """Step ``index`` is the first Slurm change of a chain that releases a requeued job.
+
+    Chains of requeued jobs (moves, and starts of preempted jobs) are exactly the
+    ones with a ``make_eligible`` step (:func:`hopsd.daemon.decide.intent_chain`).
+    """
+    A = IntentAction
+    if chain[index].action not in (A.UPDATE, A.MAKE_ELIGIBLE, A.RELEASE):
+        return False
+    return any(s.action == A.MAKE_ELIGIBLE for s in chain[index:])
+
+
+def by_job(steps: Sequence[Step]) -> dict[str, list[Step]]:
+    """Steps grouped into per-job chains, in the order the jobs first appear."""
+    out: dict[str, list[Step]] = {}
+    for step in steps:
+        out.setdefault(step.job_id, []).append(step)
+    return out
+
+
 class Enactor:
     """Runs steps against the port and records each outcome at once."""
 
@@ -78,12 +142,26 @@ class Enactor:
         sessions: sessionmaker[Session],
         clock: Callable[[], float],
         running_now: Callable[[], set[int]] | None = None,
+        *,
+        settle: SettleOptions | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        guard: Callable[[], None] | None = None,
+        uid_of: Callable[[str], int | None] = system_uid,
     ) -> None:
         self.port = port
         self.running_now = running_now
         self.sessions = sessions
         self.clock = clock
+        self.settle = settle or SettleOptions()
+        self.sleep = sleep
+        self.monotonic = monotonic
+        # Raises when this daemon may no longer act on Slurm (lease lost or unconfirmed).
+        self.guard = guard
+        self.uid_of = uid_of
         self.actions_taken = 0
+        self.accounting_warned = False
+        self._pending_since: dict[int, float] = {}
         limit = os.environ.get(CRASH_AFTER_ACTIONS, "")
         self._crash_after = int(limit) if limit.isdigit() and int(limit) > 0 else None
 
@@ -91,65 +169,271 @@ class Enactor:
         """Take ``steps`` in order; a refused step abandons the rest of that job's chain.
 
         ``skip`` maps intent ids to the reason they need no Slurm call (resume found
-        them already done). ``SlurmUnavailableError`` propagates and leaves the
-        remaining steps pending for the next tick.
+        them already done). Chains that release a requeued job first wait for Slurm
+        to be ready (:class:`SettleOptions`). ``SlurmUnavailableError`` propagates
+        and leaves the remaining steps pending for the next tick.
         """
         report = EnactReport()
+        skip = skip or {}
         broken: dict[str, str] = {}
-        for job_id in self._not_running(steps, skip or {}):
+        for job_id in self._not_running(steps, skip):
             broken[job_id] = "job no longer running when it was to be requeued"
-        for step in steps:
-            if step.job_id in broken:
-                self._abandon(step, f"earlier step failed: {broken[step.job_id]}", report)
-                continue
-            if skip and step.intent_id in skip:
-                self._finish(step, None)
-                log.info(
-                    "event=enact job=%s action=%s result=already-done reason=%r",
-                    step.job_id,
-                    step.action.value,
-                    skip[step.intent_id],
-                )
-                report.done.append(step)
-                continue
-            try:
-                self._call(step)
-            except SlurmCommandError as exc:
-                broken[step.job_id] = str(exc)
-                self._finish(step, str(exc))
-                report.failed.append((step, str(exc)))
-                log.warning(
-                    "event=enact job=%s action=%s kind=%s result=failed error=%r",
-                    step.job_id,
-                    step.action.value,
-                    step.payload.get("kind"),
-                    str(exc),
-                )
-                continue
+        waiting: dict[str, list[Step]] = {}
+        for job_id, chain in by_job(steps).items():
+            for index, step in enumerate(chain):
+                if job_id not in broken and needs_settling(chain, index):
+                    waiting[job_id] = chain[index:]
+                    break
+                self._take(step, skip, broken, report)
+        if waiting:
+            self._settle(waiting, skip, broken, report)
+        return report
+
+    def _take(
+        self, step: Step, skip: Mapping[int, str], broken: dict[str, str], report: EnactReport
+    ) -> None:
+        """One step: abandoned after a broken link, recorded as already done, or called."""
+        if step.job_id in broken:
+            self._abandon(step, f"earlier step failed: {broken[step.job_id]}", report)
+            return
+        if step.intent_id in skip:
             self._finish(step, None)
-            report.done.append(step)
             log.info(
-                "event=enact job=%s slurm_job=%s action=%s kind=%s reason=%r result=ok",
+                "event=enact job=%s action=%s result=already-done reason=%r",
                 step.job_id,
-                step.slurm_id,
+                step.action.value,
+                skip[step.intent_id],
+            )
+            report.done.append(step)
+            return
+        if self.guard is not None:
+            self.guard()
+        try:
+            self._call(step)
+        except SlurmCommandError as exc:
+            broken[step.job_id] = str(exc)
+            self._finish(step, str(exc))
+            report.failed.append((step, str(exc)))
+            log.warning(
+                "event=enact job=%s action=%s kind=%s result=failed error=%r",
+                step.job_id,
                 step.action.value,
                 step.payload.get("kind"),
-                step.payload.get("reason", ""),
+                str(exc),
             )
-            self.actions_taken += 1
-            if self._crash_after is not None and self.actions_taken >= self._crash_after:
-                os.kill(os.getpid(), signal.SIGKILL)
-        return report
+            return
+        self._finish(step, None)
+        report.done.append(step)
+        log.info(
+            "event=enact job=%s slurm_job=%s action=%s kind=%s reason=%r result=ok",
+            step.job_id,
+            step.slurm_id,
+            step.action.value,
+            step.payload.get("kind"),
+            step.payload.get("reason", ""),
+        )
+        self.actions_taken += 1
+        if self._crash_after is not None and self.actions_taken >= self._crash_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # -- releasing requeued jobs only when Slurm is ready ------------------------------
+
+    def _settle(
+        self,
+        waiting: dict[str, list[Step]],
+        skip: Mapping[int, str],
+        broken: dict[str, str],
+        report: EnactReport,
+    ) -> None:
+        """Poll (one queue read and one accounting read per round) until each chain may go on."""
+        deadline = self.monotonic() + self.settle.timeout_s
+        while waiting:
+            report.settle_polls += 1
+            jobs = {j.job_id: j for j in self.port.list_jobs()}
+            runs = self._runs([c[0].slurm_id for c in waiting.values()])
+            now = self.clock()
+            for job_id, chain in list(waiting.items()):
+                verdict = self._readiness(chain, jobs.get(chain[0].slurm_id), runs, now)
+                if verdict is None:
+                    continue
+                del waiting[job_id]
+                self._go_on(chain, verdict, skip, broken, report)
+            if not waiting or self.monotonic() >= deadline:
+                break
+            self.sleep(self.settle.poll_s)
+        for job_id, chain in waiting.items():
+            report.deferred.append(chain[0])
+            log.info(
+                "event=enact job=%s slurm_job=%s result=deferred "
+                "reason='previous run not yet off its nodes; retried next tick'",
+                job_id,
+                chain[0].slurm_id,
+            )
+
+    def _runs(self, slurm_ids: Sequence[int]) -> list[RunRecord] | None:
+        """Accounting's runs of these jobs, or None where the cluster keeps none."""
+        try:
+            return self.port.runs(slurm_ids)
+        except SlurmCommandError as exc:
+            if not self.accounting_warned:
+                self.accounting_warned = True
+                log.warning(
+                    "event=no-run-accounting error=%r note='a requeue that hits a job just "
+                    "as it finishes cannot be told from accounting; relying on the fresh "
+                    "queue read and progress reports'",
+                    str(exc),
+                )
+            return None
+
+    def _readiness(
+        self,
+        chain: Sequence[Step],
+        job: SlurmJob | None,
+        runs: Sequence[RunRecord] | None,
+        now: float,
+    ) -> Readiness | None:
+        """What to do with a waiting chain now, or None to keep waiting."""
+        slurm_id = chain[0].slurm_id
+        if job is None or job.finished:
+            return Readiness("gone", "job left the queue while it was requeued")
+        if job.state == "RUNNING":
+            return Readiness("gone", "job runs again: released outside hops")
+        if job.state != "PENDING":
+            self._pending_since.pop(slurm_id, None)
+            return None  # still COMPLETING on its old nodes
+        tick = self.monotonic()
+        waited = tick - self._pending_since.setdefault(slurm_id, tick)
+        if self._after_relaunch(chain[0].job_id):
+            return self._ready_after_quiet(slurm_id, waited, now, None, "")
+        if runs is None:
+            said = self._ended_on_its_own(chain[0].job_id, job, job.submit_time or now)
+            if said:
+                verdict = RunVerdict(RunEnd.FINISHED, f"{said} (no accounting)", "COMPLETED")
+                return Readiness("finished", verdict.detail, verdict)
+            return self._ready_after_quiet(slurm_id, waited, now, None, "")
+        verdict = judge_requeued_run(last_requeued_run(runs, slurm_id))
+        if verdict.end == RunEnd.UNSETTLED:
+            if waited >= self.settle.no_record_s:
+                return Readiness("ready", f"{verdict.detail}; taken as stopped")
+            return None
+        if verdict.end == RunEnd.FINISHED:
+            return Readiness("finished", verdict.detail, verdict)
+        if verdict.end == RunEnd.AMBIGUOUS:
+            said = self._ended_on_its_own(chain[0].job_id, job, verdict.requeued_at or now)
+            if said:
+                return Readiness("finished", f"{verdict.detail}; {said}", verdict)
+        return self._ready_after_quiet(slurm_id, waited, now, verdict.ended_at, verdict.detail)
+
+    def _ready_after_quiet(
+        self, slurm_id: int, waited: float, now: float, ended_at: float | None, detail: str
+    ) -> Readiness | None:
+        """Ready once the old run has been off its nodes for ``quiet_s`` (None: not yet).
+
+        Slurm's end times are whole seconds, so the run may have ended up to a
+        second after the recorded one.
+        """
+        quiet = self.settle.quiet_s
+        if waited < quiet or (ended_at is not None and now - (ended_at + 1.0) < quiet):
+            return None
+        self._pending_since.pop(slurm_id, None)
+        return Readiness("ready", detail)
+
+    def _go_on(
+        self,
+        chain: Sequence[Step],
+        readiness: Readiness,
+        skip: Mapping[int, str],
+        broken: dict[str, str],
+        report: EnactReport,
+    ) -> None:
+        if readiness.kind == "gone":
+            for step in chain:
+                self._abandon(step, readiness.detail, report)
+        elif readiness.kind == "finished" and readiness.verdict is not None:
+            self._cancel_finished(chain, readiness.verdict, readiness.detail, report)
+        else:
+            for step in chain:
+                self._take(step, skip, broken, report)
+
+    def _ended_on_its_own(self, job_id: str, job: SlurmJob, requeued_at: float) -> str:
+        """Evidence that the run had ended before the requeue reached it ("" for none).
+
+        Asked only where accounting cannot tell (same second, or no accounting):
+        Slurm's kept allocation record, the job's own progress report, and the
+        absence of slurmstepd's requeue line in the job's output.
+        """
+        if hit_an_ended_run(job):
+            return "Slurm kept the ended run's allocation record"
+        if self._progress_complete(job_id):
+            return "all samples reported"
+        stopped = stopped_by_requeue(job, requeued_at, self.uid_of)
+        if stopped is False:
+            return "no requeue line from slurmstepd in the job's output"
+        if stopped is None:
+            log.info(
+                "event=requeue-unverifiable job=%s note='same-second end; no output to read; "
+                "taken as stopped by the requeue'",
+                job_id,
+            )
+        return ""
+
+    def _after_relaunch(self, job_id: str) -> bool:
+        """The job's last requeue retried a failed launch: its run never ran, nothing finished."""
+        with self.sessions.begin() as session:
+            return last_requeue_was_relaunch(session, job_id)
+
+    def _progress_complete(self, job_id: str) -> bool:
+        with self.sessions.begin() as session:
+            return run_reported_complete(session, job_id)
+
+    def _cancel_finished(
+        self, chain: Sequence[Step], verdict: RunVerdict, evidence: str, report: EnactReport
+    ) -> None:
+        """The requeue hit a run that had finished: record it finished, cancel the requeue.
+
+        The ledger learns first (the job's end and a ``cancel`` intent, in one
+        transaction), then Slurm; a crash in between leaves a pending cancel that
+        resume takes again (the job is held, so it cannot have run meanwhile).
+        """
+        first = chain[0]
+        now = self.clock()
+        reason = f"finished before hops requeued it ({evidence}); not run again"
+        payload = {"slurm_id": first.slurm_id, "kind": "finished", "reason": reason}
+        with self.sessions.begin() as session:
+            ended_at = verdict.ended_at if verdict.ended_at is not None else now
+            if record_finished_run(session, first.job_id, verdict.final_state, ended_at, reason):
+                record_allocation(session, None, first.job_id, AllocationReason.END, None, ended_at)
+            for step in chain:
+                mark_abandoned(session, step.intent_id, reason, now)
+            row = record_intent(session, first.job_id, IntentAction.CANCEL, payload, None, now=now)
+            cancel = Step.of(row)
+        for step in chain:
+            report.abandoned.append((step, reason))
+        log.warning(
+            "event=requeue-hit-finished-job job=%s slurm_job=%s state=%s evidence=%r "
+            "action='recorded as finished; the held requeue is cancelled, never released'",
+            first.job_id,
+            first.slurm_id,
+            verdict.final_state,
+            evidence,
+        )
+        report.finished_early.append(first.job_id)
+        self._take(cancel, {}, {}, report)
 
     def _not_running(self, steps: Sequence[Step], skip: Mapping[int, str]) -> set[str]:
         """Jobs whose requeue would hit a job that already ended (one fresh batched read).
 
         ``scontrol requeuehold`` also requeues a *finished* batch job, which would
         run it a second time; the plan was made from an observation up to a tick
-        old, so the jobs to requeue are checked again right before.
+        old, so the jobs to requeue are checked again right before. This narrows
+        the race to one command's latency; :meth:`_settle` detects what slips through.
         """
         requeues = [
-            s for s in steps if s.action == IntentAction.REQUEUE_HOLD and s.intent_id not in skip
+            s
+            for s in steps
+            if s.action == IntentAction.REQUEUE_HOLD
+            and s.intent_id not in skip
+            and not s.payload.get("relaunch")
         ]
         if not requeues or self.running_now is None:
             return set()
@@ -198,6 +482,15 @@ class Enactor:
         )
 
 
+@dataclass(frozen=True)
+class Readiness:
+    """A waiting chain's fate: ``ready`` to go on, ``finished`` (cancel), or ``gone``."""
+
+    kind: str
+    detail: str
+    verdict: RunVerdict | None = None
+
+
 @dataclass
 class _Sim:
     """The job's state as resuming imagines it after each earlier step of its chain."""
@@ -233,10 +526,16 @@ def resume_steps(
         by_job.setdefault(step.job_id, []).append(step)
     for steps in by_job.values():
         seen = observed.get(steps[0].slurm_id)
+        if seen is not None and seen.final and all(s.payload.get("relaunch") for s in steps):
+            to_run.extend(steps)  # requeueing a job whose launch failed: Slurm allows it
+            continue
         if seen is None or seen.final:
             drop.extend((s, "job left the queue") for s in steps)
             continue
-        sim = _Sim(True, seen.pending, seen.held, seen.busy, seen.restarts)
+        # a requeued job still leaving its nodes shows COMPLETING with its hold reason
+        leaving = seen.state == "COMPLETING" and seen.reason in HELD_REASONS
+        is_pending, is_held = seen.pending or leaving, seen.held or leaving
+        sim = _Sim(True, is_pending, is_held, seen.busy and not leaving, seen.restarts)
         stale = now - min(s.created_at for s in steps) > max_age_s
         for step in steps:
             verdict = _judge(step, sim, stale)
@@ -274,4 +573,6 @@ def _judge(step: Step, sim: _Sim, stale: bool) -> str:
             sim.held = False
             return "run"
         return "job already released or running"
+    if step.action == A.CANCEL:
+        return "run"  # only hops's cancel of a held requeue whose run had finished
     return "drop:not resumable"

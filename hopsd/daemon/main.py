@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import hopsd
 from hopsd.config import ConfigError, HopsConfig, load_config
+from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.logging import setup_logging
 from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.service import Service
@@ -83,13 +84,12 @@ def _local_dead(holder: str | None) -> bool:
     return False
 
 
-def take_lease(sessions: sessionmaker[Session], config: HopsConfig, holder: str) -> None:
-    """Take the lease; take over that of a dead local hopsd, refuse a live one."""
+def take_lease(sessions: sessionmaker[Session], config: HopsConfig, holder: str) -> float:
+    """Take the lease and return its expiry; take over a dead local hopsd's, refuse a live one."""
     while True:
         try:
             with sessions.begin() as session:
-                ensure_lease(session, holder, config.lease_ttl_s, time.time())
-            return
+                return ensure_lease(session, holder, config.lease_ttl_s, time.time()).expires_at
         except LeaseHeldError as exc:
             if not _local_dead(exc.holder):
                 raise
@@ -122,10 +122,12 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     sessions = make_sessionmaker(engine)
     holder = holder_name()
     try:
-        take_lease(sessions, config, holder)
+        expires_at = take_lease(sessions, config, holder)
     except LeaseHeldError as exc:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEASE
+    lease = LeaseKeeper(sessions, holder, config.lease_ttl_s)
+    lease.confirmed(expires_at)
     runner = CountingRunner(SubprocessRunner())
     port = make_port(
         config.slurm_backend,
@@ -138,16 +140,17 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         port,
         sessions,
         shadow=args.shadow,
-        holder=holder,
+        lease=lease,
         call_count=lambda: len(runner.calls),
         adopt_filter=adopt_filter(),
     )
     metrics = DaemonMetrics()
+    metrics.watch(tick.reconciler.problems)
     try:
         metrics.serve(config.metrics_address)
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
-    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config))
+    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
     log.info(
         "event=start version=%s ledger=%s shadow=%s holder=%s",
         hopsd.__version__,

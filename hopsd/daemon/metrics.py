@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from hopsd.daemon.problems import InputProblems
+
 _TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -49,6 +51,23 @@ class DaemonMetrics:
         self.tick_errors = Counter("hopsd_tick_errors_total", "Ticks that raised", registry=r)
         self.adopted = Counter("hopsd_jobs_adopted_total", "Jobs adopted", registry=r)
         self.rejected = Counter("hopsd_tags_rejected_total", "Tagged jobs refused", registry=r)
+        self.inputs_refused = Counter(
+            "hopsd_user_inputs_refused_total",
+            "User-controlled inputs refused (report lines, progress files, work dirs, ...)",
+            ["input"],
+            registry=r,
+        )
+        self.jobs_skipped = Counter(
+            "hopsd_job_failures_contained_total",
+            "Failures while working on one job, contained to that job for the tick",
+            ["step"],
+            registry=r,
+        )
+
+    def watch(self, problems: InputProblems) -> None:
+        """Count what ``problems`` records (refused inputs, contained failures) in this registry."""
+        problems.count_refused = lambda kind: self.inputs_refused.labels(kind).inc()
+        problems.count_failed = lambda step: self.jobs_skipped.labels(step).inc()
 
     def serve(self, address: str) -> None:
         """Expose the registry over HTTP at ``HOST:PORT`` (no-op for an empty address)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -163,18 +164,22 @@ class Profiler:
             seen = observed.get(int(row.slurm_job_id or -1))
             if seen is None or not (seen.pending and seen.held):
                 continue
-            remaining = self._remaining(row.id, types, done[row.id])
-            deadline = row.state_changed_at + self.options.timeout_s * (len(types) + 1)
-            reason = ""
-            if not remaining:
-                reason = "profiled on every type it could be"
-            elif row.id in self._no_probe:
-                reason = "no probe reports: estimated from progress or the table"
-            elif now > deadline:
-                reason = "profiling deadline passed"
-            if reason:
-                self._finish(session, row, view, done[row.id], config, now, reason)
-                finished.append(row.id)
+
+            def one(row: JobRow = row) -> None:
+                remaining = self._remaining(row.id, types, done[row.id])
+                deadline = row.state_changed_at + self.options.timeout_s * (len(types) + 1)
+                reason = ""
+                if not remaining:
+                    reason = "profiled on every type it could be"
+                elif row.id in self._no_probe:
+                    reason = "no probe reports: estimated from progress or the table"
+                elif now > deadline:
+                    reason = "profiling deadline passed"
+                if reason:
+                    self._finish(session, row, view, done[row.id], config, now, reason)
+                    finished.append(row.id)
+
+            self.sensing.problems.guard(int(row.slurm_job_id or 0), "profiling", one)
         return finished
 
     # -- after the snapshot: start, stop and hold profiling runs --------------------------
@@ -204,23 +209,42 @@ class Profiler:
             seen = observed.get(int(row.slurm_job_id or -1))
             if seen is None or seen.final:
                 continue
-            if seen.busy:
-                self._running(row, seen, snapshot.cluster, done[row.id], step, now)
-            elif seen.pending and not seen.held:
-                self._released(row, seen, step, now)
-            elif seen.pending and seen.held:
-                placed = self._place(session, row, seen, view, types, done[row.id], free, step, now)
-                unsafe = self._unsafe.pop(row.id, "")
-                if unsafe:
-                    reason = f"skipped, no mode file: {unsafe}"
-                    self._finish(session, row, view, done[row.id], config, now, reason)
-                    step.finished.append(row.id)
-                elif not placed and done[row.id]:
-                    # no free GPU on the types left, but one profile exists: stop waiting
-                    reason = "no free GPU on the types left"
-                    self._finish(session, row, view, done[row.id], config, now, reason)
-                    step.finished.append(row.id)
+            work = partial(
+                self._step_one, session, row, seen, view, config, types, done, free, step, now
+            )
+            self.sensing.problems.guard(seen.slurm_id, "profiling", work)
         return step
+
+    def _step_one(
+        self,
+        session: Session,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        config: HopsConfig,
+        types: Sequence[str],
+        done: Mapping[str, set[str]],
+        free: dict[str, int],
+        step: ProfilingStep,
+        now: float,
+    ) -> None:
+        """One profiling job's move this tick (isolated: its failure skips only this job)."""
+        if seen.busy:
+            self._running(row, seen, view.cluster, done[row.id], step, now)
+        elif seen.pending and not seen.held:
+            self._released(row, seen, step, now)
+        elif seen.pending and seen.held:
+            placed = self._place(session, row, seen, view, types, done[row.id], free, step, now)
+            unsafe = self._unsafe.pop(row.id, "")
+            if unsafe:
+                reason = f"skipped, no mode file: {unsafe}"
+                self._finish(session, row, view, done[row.id], config, now, reason)
+                step.finished.append(row.id)
+            elif not placed and done[row.id]:
+                # no free GPU on the types left, but one profile exists: stop waiting
+                reason = "no free GPU on the types left"
+                self._finish(session, row, view, done[row.id], config, now, reason)
+                step.finished.append(row.id)
 
     def _running(
         self,

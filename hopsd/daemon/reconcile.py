@@ -22,17 +22,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.sensing import Sensing
+from hopsd.core.model import Configuration
+from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.allocations import record_allocation
-from hopsd.ledger.intents import mark_abandoned, pending_intents
+from hopsd.ledger.intents import (
+    IntentRequest,
+    mark_abandoned,
+    pending_intents,
+    record_intents,
+    relaunches,
+    released_by_hops,
+)
 from hopsd.ledger.jobs import (
     TERMINAL_STATES,
     WAITING_STATES,
@@ -46,6 +55,7 @@ from hopsd.ledger.jobs import (
 )
 from hopsd.ledger.models import (
     AllocationReason,
+    IntentAction,
     JobRow,
     JobState,
     LrRule,
@@ -54,6 +64,7 @@ from hopsd.ledger.models import (
 )
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
+from hopsd.userdata import slurm_field_problem
 
 log = logging.getLogger("hopsd.reconcile")
 
@@ -63,6 +74,21 @@ _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
 REUSED = "slurm job id reused"
+#: A run that failed within this many seconds of its start never really ran.
+LAUNCH_FAILURE_S = 2.0
+#: Launch failures hops requeues a job after, before it lets the job fail.
+MAX_RELAUNCHES = 3
+
+
+def launch_failed(seen: ObservedJob) -> bool:
+    """Slurm ended the job FAILED (not by its script's exit code) at once after its start."""
+    if seen.state not in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "LAUNCH_FAILED"):
+        return False
+    if not (seen.start_time and seen.end_time):
+        return False
+    return seen.end_time - seen.start_time <= LAUNCH_FAILURE_S
+
+
 #: Submit times within this many seconds are taken as the same submission.
 SUBMIT_SLACK_S = 1.0
 
@@ -121,6 +147,9 @@ def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[J
         return None, job.tag_error or "not a hops tag"
     if not job.user:
         return None, "Slurm reports no owner for the job"
+    fields = slurm_field_problem(job.user, job.account, job.name, "")
+    if fields:
+        return None, fields
     if max(tag.demands) > max_demand:
         return (
             None,
@@ -156,6 +185,17 @@ def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[J
     return spec, ""
 
 
+def _in_savepoint(session: Session, work: Callable[[], None]) -> None:
+    """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
+
+    Adopting a job may first retire an older row under the same Slurm id; the
+    two stand or fall together. Adoption is rare (once per job), so the
+    savepoint's flush costs nothing per tick.
+    """
+    with session.begin_nested():
+        work()
+
+
 @dataclass
 class _Usage:
     gpu_s: float = 0.0
@@ -177,6 +217,7 @@ class Reconciler:
         self.adopt_filter = adopt_filter
         spool = Path(config.spool_dir) if config.spool_dir else None
         self.sensing = sensing if sensing is not None else Sensing(spool)
+        self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
         self._refused_logged: set[int] = set()
@@ -204,17 +245,71 @@ class Reconciler:
             if seen is None:
                 gone.append(row)
                 continue
-            self._advance(row, view, now, usage)
-            if JobState(row.state) == JobState.PROFILING:
-                self._follow_profiling(session, row, seen, view, now, report)
-            else:
-                self._follow(session, row, seen, view, now, report)
-            self._learn(store, row, seen, view, now)
+            work = partial(self._one, session, store, row, seen, view, now, report)
+            self._isolated(session, row, usage, work)
         self._finish_gone(session, gone, view, now, usage, report)
         for (user, account), used in usage.items():
             if used.gpu_s > 0:
                 add_usage(session, user, account, now, used.gpu_s, used.gpu_s_norm)
+        for row in rows.values():
+            self._record_problem(row)
+        live = {j.slurm_id for j in obs.jobs if not j.final}
+        self.sensing.clean(now, self.config.spool_retention_s, live)
+        self.problems.retain(set(observed))
         return report
+
+    def _one(
+        self,
+        session: Session,
+        store: SqlThroughputStore,
+        row: JobRow,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+        usage: dict[tuple[str, str], _Usage],
+    ) -> None:
+        """One job's reconciliation: charge its interval, follow Slurm, learn from its reports."""
+        self._advance(row, view, now, usage)
+        if JobState(row.state) == JobState.PROFILING:
+            self._follow_profiling(session, row, seen, view, now, report)
+        else:
+            self._follow(session, row, seen, view, now, report)
+        self._learn(store, row, seen, view, now)
+
+    def _isolated(
+        self,
+        session: Session,
+        row: JobRow,
+        usage: dict[tuple[str, str], _Usage],
+        work: Callable[[dict[tuple[str, str], _Usage]], None],
+    ) -> None:
+        """Run one job's work so that any exception costs only that job, for this tick.
+
+        The job's usage is merged only when its work succeeds; on failure its
+        row's unflushed changes are dropped (the next tick charges the whole
+        interval again, from the row's unchanged ``updated_at``) and the
+        failure is recorded for the job (:class:`~hopsd.daemon.problems.InputProblems`).
+        """
+        mine: dict[tuple[str, str], _Usage] = {}
+
+        def run() -> bool:
+            work(mine)
+            return True
+
+        if self.problems.guard(int(row.slurm_job_id or 0), "reconcile", run) is None:
+            session.expire(row)
+            return
+        for owner, used in mine.items():
+            total = usage.setdefault(owner, _Usage())
+            total.gpu_s += used.gpu_s
+            total.gpu_s_norm += used.gpu_s_norm
+
+    def _record_problem(self, row: JobRow) -> None:
+        """Write the job's latest refused input or contained failure where its owner sees it."""
+        problem = self.problems.take(int(row.slurm_job_id or 0))
+        if problem is not None and row.input_problem != problem:
+            row.input_problem = problem
 
     # -- adoption ----------------------------------------------------------------------
 
@@ -240,31 +335,44 @@ class Reconciler:
         largest = view.largest_config()
         for job in candidates:
             old = known.get(job.slurm_id)
-            if old is not None:
-                why = reuse_reason(old, job)
-                if not why:
-                    continue  # adopted before (and finished): never adopted twice
-                self._retire(session, old, why, now, report)
-            if not (job.pending and job.held):
-                if not job.final:
-                    self._refuse(job, "tagged but not submitted held; left to Slurm", report)
-                continue
-            spec, reason = check_tag(job, largest, self.config.max_demand_gpus)
-            if spec is None:
-                self._refuse(job, reason, report)
-                continue
-            spec = replace(spec, id=self._free_id(session, job.slurm_id))
-            added = add_job(session, spec, now)
-            if self.profile_new_jobs:
-                transition(added, JobState.PROFILING, now, "profiling on each GPU type")
-            report.adopted.append(spec.id)
-            log.info(
-                "event=adopt job=%s user=%s demands=%s samples=%g",
-                spec.id,
-                spec.user,
-                ",".join(map(str, spec.demands)),
-                spec.total_samples,
-            )
+            work = partial(self._adopt_one, session, job, old, largest, now, report)
+            self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, session, work))
+
+    def _adopt_one(
+        self,
+        session: Session,
+        job: ObservedJob,
+        old: JobRow | None,
+        largest: int,
+        now: float,
+        report: ReconcileReport,
+    ) -> None:
+        """Adopt one tagged held job, or refuse it with the reason."""
+        if old is not None:
+            why = reuse_reason(old, job)
+            if not why:
+                return  # adopted before (and finished): never adopted twice
+            self._retire(session, old, why, now, report)
+        if not (job.pending and job.held):
+            if not job.final:
+                self._refuse(job, "tagged but not submitted held; left to Slurm", report)
+            return
+        spec, reason = check_tag(job, largest, self.config.max_demand_gpus)
+        if spec is None:
+            self._refuse(job, reason, report)
+            return
+        spec = replace(spec, id=self._free_id(session, job.slurm_id))
+        added = add_job(session, spec, now)
+        if self.profile_new_jobs:
+            transition(added, JobState.PROFILING, now, "profiling on each GPU type")
+        report.adopted.append(spec.id)
+        log.info(
+            "event=adopt job=%s user=%s demands=%s samples=%g",
+            spec.id,
+            spec.user,
+            ",".join(map(str, spec.demands)),
+            spec.total_samples,
+        )
 
     def _retire(
         self, session: Session, row: JobRow, why: str, now: float, report: ReconcileReport
@@ -369,7 +477,46 @@ class Reconciler:
             row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
             report.requeued.append(row.id)
         elif seen.final:
+            if self._relaunch(session, row, seen, now, report):
+                return
             self._end(session, row, seen, now, report)
+
+    def _relaunch(
+        self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
+    ) -> bool:
+        """Requeue a job whose launch failed right after hops released it, instead of ending it.
+
+        A launch can fail for reasons of the moment (the node still revoking the
+        credential of the job's previous run, a node not responding): Slurm then
+        ends the job FAILED within a second of its start. Such a job is requeued
+        held (Slurm requeues failed batch jobs too) and placed afresh, at most
+        :data:`MAX_RELAUNCHES` times; a job hops started must not die of that.
+        """
+        if not launch_failed(seen):
+            return False
+        tries = relaunches(session, row.id)
+        if tries >= MAX_RELAUNCHES or not released_by_hops(session, row.id):
+            return False
+        said = seen.reason if seen.reason not in ("", "None") else seen.state
+        reason = f"launch failed ({said}); requeued by hops, try {tries + 1}"
+        payload = {
+            "slurm_id": seen.slurm_id,
+            "kind": "relaunch",
+            "relaunch": True,
+            "restarts": seen.restarts,
+            "reason": reason,
+        }
+        record_intents(
+            session, [IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now
+        )
+        if JobState(row.state) != JobState.RUNNING:
+            transition(row, JobState.RUNNING, seen.start_time or now, "ran between ticks")
+        transition(row, JobState.REQUEUED, now, reason)
+        set_current_config(row, None)
+        report.requeued.append(row.id)
+        log.warning("event=launch-failed job=%s slurm_state=%s action=relaunch try=%d",
+                    row.id, seen.state, tries + 1)  # fmt: skip
+        return True
 
     def _follow_profiling(
         self,
@@ -403,16 +550,17 @@ class Reconciler:
         transition(row, target, ended_at, f"slurm {seen.state}")
         row.restarts = restarts
         record_allocation(session, None, row.id, AllocationReason.END, None, ended_at)
+        self._record_problem(row)
+        self.sensing.ended(int(row.slurm_job_id or 0), row.user, now)
         self.sensing.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 
     def _final_samples(self, row: JobRow) -> float | None:
-        data = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
-        if data is None:
+        progress = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
+        if progress is None or progress.samples_done is None:
             return None
-        value = data.get("samples_done")
-        return float(value) if isinstance(value, int | float) else None
+        return min(progress.samples_done, row.total_samples)
 
     def _learn(
         self,
@@ -435,29 +583,51 @@ class Reconciler:
             return
         if state != JobState.RUNNING:
             return
-        data = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
-        if data is None or data.get("at") == self._report_seen.get(row.id):
+        progress = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
+        if progress is None or progress.at == self._report_seen.get(row.id):
             return
-        self._report_seen[row.id] = data.get("at")  # type: ignore[assignment]
-        samples = data.get("samples_done")
-        if isinstance(samples, int | float):
-            row.samples_done = max(row.samples_done, float(samples))
-        per_gpu, nodes = data.get("per_gpu"), data.get("nodes")
-        gpus, kind = data.get("gpus"), data.get("gpu_type")
-        if not (isinstance(per_gpu, int | float) and per_gpu > 0 and isinstance(nodes, list)):
+        if progress.at is not None:
+            self._report_seen[row.id] = progress.at
+        if progress.samples_done is not None:
+            row.samples_done = max(row.samples_done, min(progress.samples_done, row.total_samples))
+        if config is not None:
+            self._learn_rate(store, row, progress, config)
+
+    def _learn_rate(
+        self,
+        store: SqlThroughputStore,
+        row: JobRow,
+        progress: ProgressReport,
+        config: Configuration,
+    ) -> None:
+        """The per-GPU rate a progress file states, where Slurm says the job runs.
+
+        The file's own ``nodes``/``gpus``/``gpu_type`` must agree with the job's
+        placement; a job claiming a rate on nodes it does not hold is refused,
+        so no user can teach hops a speed for a place they never ran on.
+        """
+        per_gpu = progress.per_gpu
+        if per_gpu is None or per_gpu <= 0 or not progress.nodes or progress.gpus is None:
             return
-        if not (isinstance(gpus, int) and gpus > 0 and nodes):
+        held = set(config.node_ids)
+        claims_type = progress.gpu_type not in (None, config.gpu_type)
+        if not set(progress.nodes) <= held or claims_type:
+            self.problems.note(
+                int(row.slurm_job_id or 0),
+                "progress file ignored: its nodes or GPU type are not where the job runs",
+                "progress",
+            )
             return
         L = ThroughputLayer
-        if len(nodes) == 1:
-            store.observe(L.ENTITY_AGGREGATED, row.id, str(nodes[0]), gpus, float(per_gpu))
-            if isinstance(kind, str) and kind:
-                store.observe(L.TYPE_AGGREGATED, row.id, kind, gpus, float(per_gpu))
+        if len(progress.nodes) == 1:
+            gpus = progress.gpus
+            store.observe(L.ENTITY_AGGREGATED, row.id, progress.nodes[0], gpus, per_gpu)
+            store.observe(L.TYPE_AGGREGATED, row.id, config.gpu_type, gpus, per_gpu)
         else:
-            for node in nodes:
-                store.observe(L.ENTITY_DISTRIBUTED, row.id, str(node), len(nodes), float(per_gpu))
-            if isinstance(kind, str) and kind:
-                store.observe(L.TYPE_DISTRIBUTED, row.id, kind, len(nodes), float(per_gpu))
+            size = len(progress.nodes)
+            for node in progress.nodes:
+                store.observe(L.ENTITY_DISTRIBUTED, row.id, node, size, per_gpu)
+            store.observe(L.TYPE_DISTRIBUTED, row.id, config.gpu_type, size, per_gpu)
 
     # -- jobs gone from the queue --------------------------------------------------------
 
@@ -474,20 +644,34 @@ class Reconciler:
             return
         records = self.accounting([int(r.slurm_job_id or 0) for r in gone])
         for row in gone:
-            self._advance(row, view, now, usage)
             record = records.get(int(row.slurm_job_id or 0))
-            if record is not None and record.final:
-                self._end(session, row, record, now, report)
-                continue
-            samples = self._final_samples(row)
-            done = samples is not None and samples >= row.total_samples
-            state = "COMPLETED" if done else "FAILED"
-            reason = "left the queue without an accounting record"
-            log.warning("event=gone job=%s assumed=%s reason=%r", row.id, state, reason)
-            self._end(
-                session,
-                row,
-                ObservedJob(int(row.slurm_job_id or 0), row.user, row.account, state, end_time=now),
-                now,
-                report,
-            )
+            work = partial(self._finish_one, session, row, record, view, now, report)
+            self._isolated(session, row, usage, work)
+
+    def _finish_one(
+        self,
+        session: Session,
+        row: JobRow,
+        record: ObservedJob | None,
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+        usage: dict[tuple[str, str], _Usage],
+    ) -> None:
+        """End one job that left the queue, from accounting or, failing that, its progress."""
+        self._advance(row, view, now, usage)
+        if record is not None and record.final:
+            self._end(session, row, record, now, report)
+            return
+        samples = self._final_samples(row)
+        done = samples is not None and samples >= row.total_samples
+        state = "COMPLETED" if done else "FAILED"
+        reason = "left the queue without an accounting record"
+        log.warning("event=gone job=%s assumed=%s reason=%r", row.id, state, reason)
+        self._end(
+            session,
+            row,
+            ObservedJob(int(row.slurm_job_id or 0), row.user, row.account, state, end_time=now),
+            now,
+            report,
+        )

@@ -36,9 +36,10 @@ import logging
 import math
 import os
 import pwd
+import re
 import stat
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,10 +48,22 @@ from sqlalchemy import select
 
 from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
 from hopsd.core.model import Cluster, Configuration
+from hopsd.daemon.hygiene import SpoolJanitor
+from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.models import JobRow, ProfileRow, ThroughputLayer, ThroughputRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.userdata import (
+    JsonLimits,
+    UserDataError,
+    check_keys,
+    finite,
+    integer,
+    load_json,
+    number_list,
+    short_text,
+)
 
 log = logging.getLogger("hopsd.sensing")
 
@@ -102,40 +115,39 @@ class RunReport:
 Report = ProfileReport | RunReport
 
 
-class BadRecord(ValueError):
+class BadRecord(UserDataError):
     """A line that is not a believable probe record."""
+
+
+_COMMON_KEYS = frozenset({"v", "job", "run", "node", "seq", "at", "samples_done", "kind", "loader"})
+_RUN_KEYS = _COMMON_KEYS | {"iterations", "samples", "seconds", "busy_s", "t_d", "t_w"}
+_RUN_KEYS |= {"t_d_sum", "t_w_sum"}
+_PROFILE_KEYS = _COMMON_KEYS | {"iterations", "samples_per_iter", "t_iter", "t_f", "t_b", "t_u"}
+_PROFILE_KEYS |= {"t_d_wait", "t_d", "t_w"}
+# One closed set for both kinds: every key the probe writes in any record.
+_RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS
+_KINDS = ("run", "profile")
+_RECORD_JSON = JsonLimits(max_bytes=MAX_LINE_BYTES, max_depth=2, max_values=3 * MAX_LIST)
 
 
 def _num(record: dict[str, Any], key: str, high: float, *, optional: bool = False) -> float:
     value = record.get(key)
     if value is None and optional:
         return math.nan
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRecord(f"{key} is not a number")
-    if not math.isfinite(value) or not 0 <= value <= high:
-        raise BadRecord(f"{key}={value} outside 0..{high:g}")
-    return float(value)
+    return finite(value, 0.0, high, key)
 
 
 def _int(record: dict[str, Any], key: str, high: int) -> int:
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
-        raise BadRecord(f"{key} is not an integer in 0..{high}")
-    return value
+    return integer(record.get(key), 0, high, key)
 
 
 def _times(record: dict[str, Any], key: str) -> tuple[float, ...]:
-    values = record.get(key, [])
-    if not isinstance(values, list) or len(values) > MAX_LIST:
-        raise BadRecord(f"{key} is not a list of at most {MAX_LIST} times")
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise BadRecord(f"{key} holds a non-number")
-        if not math.isfinite(v) or not 0 <= v <= MAX_TIME_S:
-            raise BadRecord(f"{key} holds {v}")
-        out.append(float(v))
-    return tuple(out)
+    return number_list(record.get(key, []), MAX_LIST, MAX_TIME_S, key)
+
+
+def parse_line(line: bytes, slurm_id: int) -> Report:
+    """One report line, bounded before it is decoded (:mod:`hopsd.userdata`)."""
+    return parse_record(load_json(line, _RECORD_JSON, "report line"), slurm_id)
 
 
 def parse_record(record: object, slurm_id: int) -> Report:
@@ -144,8 +156,12 @@ def parse_record(record: object, slurm_id: int) -> Report:
         raise BadRecord("not a JSON object")
     if record.get("v") != 1:
         raise BadRecord("unknown format version")
-    if str(record.get("job")) != str(slurm_id):
-        raise BadRecord(f"claims job {record.get('job')!r}, file belongs to {slurm_id}")
+    if str(record.get("job"))[:32] != str(slurm_id):
+        raise BadRecord(f"claims job {str(record.get('job'))[:32]!r}, file belongs to {slurm_id}")
+    kind = record.get("kind")
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise BadRecord(f"unknown kind {str(kind)[:32]!r}")
+    check_keys(record, _RECORD_KEYS, f"{kind} record")
     node = record.get("node")
     if not isinstance(node, str) or not 0 < len(node) <= 128:
         raise BadRecord("node is not a short string")
@@ -153,7 +169,6 @@ def parse_record(record: object, slurm_id: int) -> Report:
     at = _num(record, "at", 1e11)
     done = _num(record, "samples_done", 1e15, optional=True)
     samples_done = None if math.isnan(done) else done
-    kind = record.get("kind")
     if kind == "profile":
         iterations = _int(record, "iterations", 100_000)
         if iterations == 0:
@@ -174,19 +189,64 @@ def parse_record(record: object, slurm_id: int) -> Report:
             raise BadRecord("a profile with no iteration time")
         spi = _num(record, "samples_per_iter", 1e9)
         return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
-    if kind == "run":
-        return RunReport(
-            run,
-            node,
-            at,
-            _int(record, "iterations", 100_000_000),
-            _num(record, "samples", 1e13),
-            _num(record, "seconds", MAX_TIME_S),
-            _times(record, "t_d"),
-            _times(record, "t_w"),
-            samples_done,
-        )
-    raise BadRecord(f"unknown kind {kind!r}")
+    return RunReport(
+        run,
+        node,
+        at,
+        _int(record, "iterations", 100_000_000),
+        _num(record, "samples", 1e13),
+        _num(record, "seconds", MAX_TIME_S),
+        _times(record, "t_d"),
+        _times(record, "t_w"),
+        samples_done,
+    )
+
+
+@dataclass(frozen=True)
+class ProgressReport:
+    """A job's single progress file (jobs without the probe), checked field by field.
+
+    Placement fields the job claims (``nodes``, ``gpus``, ``gpu_type``) are
+    believed only when they agree with where Slurm runs the job.
+    """
+
+    samples_done: float | None = None
+    at: float | None = None
+    per_gpu: float | None = None
+    nodes: tuple[str, ...] = ()
+    gpus: int | None = None
+    gpu_type: str | None = None
+
+
+_PROGRESS_KEYS = frozenset({"samples_done", "at", "per_gpu", "nodes", "gpus", "gpu_type"})
+_PROGRESS_KEYS |= {"restarts"}
+_PROGRESS_JSON = JsonLimits(max_bytes=MAX_PROGRESS_BYTES, max_depth=2, max_values=1024)
+_NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def parse_progress(data: bytes) -> ProgressReport:
+    """A progress file: bounded, finite, closed keys; :class:`UserDataError` says why not."""
+    body = load_json(data, _PROGRESS_JSON, "progress file")
+    if not isinstance(body, dict):
+        raise UserDataError("progress file is not a JSON object")
+    check_keys(body, _PROGRESS_KEYS, "progress file")
+
+    def opt(key: str, parse: Callable[[object], Any]) -> Any:
+        return None if body.get(key) is None else parse(body[key])
+
+    nodes = body.get("nodes") or []
+    if not isinstance(nodes, list) or len(nodes) > 256:
+        raise UserDataError("progress file: nodes is not a list of at most 256 names")
+    if "restarts" in body:
+        integer(body["restarts"], 0, 1_000_000, "progress file: restarts")
+    return ProgressReport(
+        samples_done=opt("samples_done", lambda v: finite(v, 0, 1e15, "samples_done")),
+        at=opt("at", lambda v: finite(v, 0, 1e11, "at")),
+        per_gpu=opt("per_gpu", lambda v: finite(v, 0, 1e9, "per_gpu")),
+        nodes=tuple(short_text(n, 64, "a node", _NODE_RE) for n in nodes),
+        gpus=opt("gpus", lambda v: integer(v, 1, 4096, "gpus")),
+        gpu_type=opt("gpu_type", lambda v: short_text(v, 64, "gpu_type", _NODE_RE)),
+    )
 
 
 class ReportReader:
@@ -196,10 +256,12 @@ class ReportReader:
     A file that shrank was started afresh by the probe and is read from the top.
     """
 
-    def __init__(self, uid_of: UidLookup = system_uid) -> None:
+    def __init__(
+        self, uid_of: UidLookup = system_uid, problems: InputProblems | None = None
+    ) -> None:
         self.uid_of = uid_of
+        self.problems = problems if problems is not None else InputProblems()
         self._offsets: dict[int, int] = {}
-        self._complained: set[tuple[int, str]] = set()
 
     def path(self, spool: Path, slurm_id: int) -> Path:
         return spool / f"{slurm_id}.jsonl"
@@ -268,17 +330,14 @@ class ReportReader:
                 self.complain(slurm_id, f"line of {len(line)} bytes skipped")
                 continue
             try:
-                out.append(parse_record(json.loads(line), slurm_id))
-            except (ValueError, BadRecord) as exc:
+                out.append(parse_line(line, slurm_id))
+            except UserDataError as exc:
                 self.complain(slurm_id, f"record skipped: {exc}")
         return out
 
     def complain(self, slurm_id: int, problem: str) -> None:
-        key = (slurm_id, problem.split(":")[0])
-        if key in self._complained:
-            return
-        self._complained.add(key)
-        log.warning("event=report-ignored slurm_job=%s reason=%r", slurm_id, problem)
+        """Note a refused input: logged once per job and cause, counted, kept for the job's row."""
+        self.problems.note(slurm_id, problem)
 
 
 @dataclass
@@ -296,10 +355,17 @@ class Sensing:
     reported by Slurm and passed in each tick through :meth:`note`.
     """
 
-    def __init__(self, spool: Path | None, uid_of: UidLookup = system_uid) -> None:
-        self.spools = Spools(spool)
+    def __init__(
+        self,
+        spool: Path | None,
+        uid_of: UidLookup = system_uid,
+        problems: InputProblems | None = None,
+    ) -> None:
+        self.problems = problems if problems is not None else InputProblems()
+        self.spools = Spools(spool, self.problems)
         self.uid_of = uid_of
-        self.reader = ReportReader(uid_of)
+        self.reader = ReportReader(uid_of, self.problems)
+        self.janitor = SpoolJanitor(uid_of)
         self.fresh_profiles: dict[str, str] = {}
         self.reported: set[str] = set()
         self.progress_only: set[str] = set()
@@ -322,11 +388,12 @@ class Sensing:
         spool = self.spools.of(slurm_id)
         return spool is not None and self.reader.exists(spool.path, slurm_id)
 
-    def read_progress(self, slurm_id: int, user: str) -> dict[str, Any] | None:
+    def read_progress(self, slurm_id: int, user: str) -> ProgressReport | None:
         """The single progress file (``<id>.progress.json``) of a job without the probe.
 
         Held to the same rules as the probe's reports: a regular file owned by
-        the job's user, small, read without following links.
+        the job's user, small, read without following links, and its content
+        checked by :func:`parse_progress`. None when absent or refused.
         """
         spool = self.spools.of(slurm_id)
         uid = self.uid_of(user)
@@ -338,13 +405,12 @@ class Sensing:
             )
             if size > MAX_PROGRESS_BYTES:
                 raise UnsafeSpool(f"progress file of {size} bytes")
-            parsed = json.loads(data)
-        except UnsafeSpool as exc:
-            self.reader.complain(slurm_id, f"progress file ignored: {exc}")
+            return parse_progress(data)
+        except (UnsafeSpool, UserDataError) as exc:
+            self.problems.note(slurm_id, f"progress file ignored: {exc}", "progress")
             return None
-        except (OSError, ValueError):
+        except OSError:
             return None
-        return parsed if isinstance(parsed, dict) else None
 
     def write_mode(self, slurm_id: int, user: str, body: dict[str, Any]) -> str:
         """Write the job's mode file; the reason it was not written, or "" when it was.
@@ -388,7 +454,9 @@ class Sensing:
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:
-                row.samples_done = max(row.samples_done, min(report.samples_done, 1e15))
+                row.samples_done = max(
+                    row.samples_done, min(report.samples_done, row.total_samples)
+                )
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
             if isinstance(report, ProfileReport):
@@ -397,9 +465,23 @@ class Sensing:
                 self._learn_run(store, row, report, config, cluster)
         return True
 
+    def ended(self, slurm_id: int, user: str, now: float) -> None:
+        """A job ended: its spool files are removed after the retention (:mod:`.hygiene`)."""
+        self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
+
+    def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
+        """Remove the spool files of jobs whose retention is over; never raises for a file."""
+        try:
+            self.janitor.sweep(now, retention_s, active)
+            if self.spools.shared is not None:
+                self.janitor.scan(self.spools.shared, now, retention_s, active)
+        except OSError as exc:
+            log.warning("event=spool-clean-failed error=%r", str(exc))
+
     def forget(self, job_id: str, slurm_id: int) -> None:
         """Drop in-memory state of a job that ended."""
         self.reader.forget(slurm_id)
+        self.problems.forget(slurm_id)
         self._progress.pop(job_id, None)
         self.fresh_profiles.pop(job_id, None)
         for key in [k for k in self._windows if k[0] == job_id]:

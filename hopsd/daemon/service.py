@@ -21,6 +21,7 @@ from types import FrameType
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from hopsd.config import ConfigError, HopsConfig
+from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
@@ -40,8 +41,10 @@ class Service:
         *,
         metrics: DaemonMetrics | None = None,
         reload: Callable[[], HopsConfig] | None = None,
+        lease: LeaseKeeper | None = None,
     ) -> None:
         self.tick = tick
+        self.lease = lease
         self.metrics = metrics or DaemonMetrics()
         self.reload_config = reload
         self.failures = 0
@@ -158,11 +161,24 @@ class Service:
         )
         if install_signals:
             self._install_signals()
+        if self.lease is not None:
+            self.lease.start(on_lost=self._lease_lost)
         log.info("event=service-start interval_s=%.3f loops=%s", self.interval_s, loops)
-        scheduler.start()
+        try:
+            scheduler.start()
+        finally:
+            if self.lease is not None:
+                self.lease.stop()
         with self._lock:  # the tick in flight (if any) finishes before we return
             pass
         log.info("event=service-stop ticks=%d", self.ticks)
+
+    def _lease_lost(self) -> None:
+        """Called from the heartbeat thread: another hopsd took over; stop for good."""
+        assert self.lease is not None and self.lease.lost is not None
+        log.error("event=lease-lost error=%r; stopping", str(self.lease.lost))
+        self.fatal = self.lease.lost
+        self.stop()
 
     def stop(self) -> None:
         scheduler = self._scheduler

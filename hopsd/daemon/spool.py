@@ -29,8 +29,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hopsd.daemon.views import ObservedJob
+from hopsd.userdata import work_dir_problem
+
+if TYPE_CHECKING:
+    from hopsd.daemon.problems import InputProblems
 
 UidLookup = Callable[[str], int | None]
 
@@ -55,23 +60,42 @@ class Spools:
     gone, so its last report can still be read when the job is ended.
     """
 
-    def __init__(self, shared: Path | None) -> None:
+    def __init__(self, shared: Path | None, problems: InputProblems | None = None) -> None:
         self.shared = shared
+        self.problems = problems
         self._dirs: dict[int, str] = {}
         self._gone: dict[int, str] = {}
+        self._refused: set[int] = set()
 
     def note(self, jobs: Iterable[ObservedJob]) -> None:
-        """Remember the working directories of this tick's hops jobs."""
-        current = {j.slurm_id: j.work_dir for j in jobs if j.claims_hops and j.work_dir}
+        """Remember the working directories of this tick's hops jobs (only usable ones).
+
+        A directory :func:`hopsd.userdata.work_dir_problem` refuses is reported
+        once per job when no shared spool is configured (it would be the spool).
+        """
+        current: dict[int, str] = {}
+        seen: set[int] = set()
+        for job in jobs:
+            seen.add(job.slurm_id)
+            if not (job.claims_hops and job.work_dir):
+                continue
+            problem = work_dir_problem(job.work_dir)
+            if not problem:
+                current[job.slurm_id] = job.work_dir
+            elif self.shared is None and job.slurm_id not in self._refused:
+                self._refused.add(job.slurm_id)
+                if self.problems is not None:
+                    self.problems.note(job.slurm_id, problem, "work_dir")
         self._gone = {k: v for k, v in self._dirs.items() if k not in current}
         self._dirs = current
+        self._refused &= seen  # bounded by the jobs Slurm still lists
 
     def of(self, slurm_id: int) -> JobSpool | None:
-        """The job's spool, or None when its working directory is unknown or not absolute."""
+        """The job's spool, or None when its working directory is unknown or unusable."""
         if self.shared is not None:
             return JobSpool(self.shared, own=False)
         work_dir = self._dirs.get(slurm_id) or self._gone.get(slurm_id)
-        if not work_dir or not os.path.isabs(work_dir):
+        if not work_dir or work_dir_problem(work_dir):
             return None
         return JobSpool(Path(work_dir), own=True)
 
@@ -157,5 +181,21 @@ def remove_file(directory: Path, name: str) -> None:
     try:
         with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
             os.unlink(name, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def remove_files(directory: Path, names: Iterable[str], owner_uid: int | None) -> None:
+    """Remove ``directory/name`` for each name present, relative to the directory's descriptor.
+
+    With ``owner_uid`` the directory must still belong to that user (a job's own
+    working directory); :class:`UnsafeSpool` says why it does not. Unlink never
+    follows a link, and a name that is a directory is left alone.
+    """
+    dir_fd = _open_dir(directory, owner_uid)
+    try:
+        for name in names:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(name, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,20 +22,24 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Assignment, Plan
+from hopsd.core.fairshare import FairShare, fair_share
+from hopsd.core.model import Plan
+from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, latency_ratio
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
 from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
     EnactReport,
+    SettleOptions,
     Step,
+    by_job,
     crash_point,
     resume_steps,
 )
-from hopsd.daemon.fairshare import FairShare, UsageSample, compute_fairshare
+from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
@@ -44,10 +49,10 @@ from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
 from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
-from hopsd.ledger.lease import renew_lease
-from hopsd.ledger.models import AllocationReason, JobRow, UsageRow
+from hopsd.ledger.models import AllocationReason, IntentAction, JobRow
 from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
 from hopsd.ledger.throughput_store import load_throughput_store
+from hopsd.ledger.usage import decayed_usage
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -102,7 +107,7 @@ class Tick:
         *,
         shadow: bool = False,
         clock: Callable[[], float] = time.time,
-        holder: str | None = None,
+        lease: LeaseKeeper | None = None,
         call_count: Callable[[], int] | None = None,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
         sensing: Sensing | None = None,
@@ -113,23 +118,35 @@ class Tick:
         self.sessions = sessions
         self.shadow = shadow
         self.clock = clock
-        self.holder = holder
+        self.lease = lease
         self.call_count = call_count or (lambda: 0)
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
-        self.enactor = Enactor(port, sessions, clock, self._running_now)
-        self.last_round_at: float | None = None
+        self.enactor = Enactor(
+            port,
+            sessions,
+            clock,
+            self._running_now,
+            settle=_settle_of(config),
+            guard=lease.check if lease is not None else None,
+        )
+        self.round_clock = RoundClock(self.settings.round_length_s)
+        self.policy = get_policy(config.policy)
         self._steps: list[Step] = []
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
         self.config = config
         self.settings = config.settings()
+        self.round_clock = RoundClock(self.settings.round_length_s, self.round_clock.last_round_at)
+        if config.policy != self.policy.name:
+            self.policy = get_policy(config.policy)
         self.reconciler.config = config
         self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
+        self.enactor.settle = _settle_of(config)
 
     # -- the tick ------------------------------------------------------------------------
 
@@ -180,8 +197,6 @@ class Tick:
     def _reconcile(self, obs: Observation, now: float) -> ReconcileReport:
         view = build_cluster_view(obs.nodes, self.config, {})
         with self.sessions.begin() as session:
-            if self.holder is not None:
-                renew_lease(session, self.holder, self.config.lease_ttl_s, now)
             return self.reconciler.run(session, obs, view, now)
 
     def _resume(self, obs: Observation, result: TickResult) -> Observation:
@@ -211,24 +226,20 @@ class Tick:
     # -- deciding ------------------------------------------------------------------------
 
     def _fairshare(self, session: Session, owners: list[tuple[str, str]], now: float) -> FairShare:
+        """Factors from usage summed per owner in the ledger (two queries, any history)."""
         if self.config.fairshare_weight == 0:
             return FairShare({}, {}, 0.0)
-        rows = session.query(UsageRow).all()
-        samples = [UsageSample(r.user, r.account, r.interval_end, r.gpu_s_norm) for r in rows]
-        return compute_fairshare(
-            samples,
+        half_life = self.config.fairshare_half_life_h * 3600.0
+        return fair_share(
+            decayed_usage(session, now, half_life, by="user"),
+            decayed_usage(session, now, half_life, by="account"),
             owners,
             self.config.shares,
-            self.config.fairshare_half_life_h * 3600.0,
             self.config.fairshare_weight,
-            now,
         )
 
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
-        full_round = (
-            self.last_round_at is None or now - self.last_round_at >= self.settings.round_length_s
-        )
         self._steps = []
         with self.sessions.begin() as session:
             rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
@@ -243,31 +254,62 @@ class Tick:
                 self._fairshare(session, owners, now),
                 load_throughput_store(session, ids),
                 now,
+                self.reconciler.problems.guard,
             )
+            built = self._hold_back(session, built)
             built = self._profile(session, rows, obs, built, result, now)
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
             self._note_latency(built, result, session)
-            if not snap.queued and not (full_round and snap.running):
-                return
             started = time.perf_counter()
             try:
-                decision = decide(snap, self.settings, full_round)
-            except HopsError as exc:
-                log.error(
-                    "event=plan-failed kind=%s error=%r",
-                    "round" if full_round else "fragment",
-                    str(exc),
+                decision, clock = decide(
+                    snap, self.round_clock, self.policy, self.settings, self._step_options()
                 )
+            except HopsError as exc:
+                log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
+            self.round_clock = clock
+            if decision.kind == IDLE:
+                return
             result.decision = decision
-            if full_round:
-                self.last_round_at = now
+            for job_id in decision.spared:
+                log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
             started = time.perf_counter()
             self._record(session, built, decision, result, now)
             result.record_s = time.perf_counter() - started
+
+    def _step_options(self) -> StepOptions:
+        """Sparing guards a job that ends within a restart or two ticks of hopsd."""
+        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        return StepOptions(spare_guard_s=guard)
+
+    def _hold_back(self, session: Session, built: Assembled) -> Assembled:
+        """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
+
+        Such a job is neither planned again nor its target given away: the GPUs its
+        pending placement names stay reserved until the chain is taken or dropped.
+        """
+        waiting = by_job([Step.of(r) for r in pending_intents(session)])
+        if not waiting:
+            return built
+        snap = built.snapshot
+        reserved: dict[str, int] = {}
+        for chain in waiting.values():
+            for step in chain:
+                if step.action == IntentAction.UPDATE:
+                    for node, gpus in step.payload.get("nodes", []):
+                        reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
+        capacity = {
+            n.id: max(snap.capacity_of(n.id) - reserved.get(n.id, 0), 0) for n in snap.cluster.nodes
+        }
+        jobs = tuple(j for j in snap.jobs if j.id not in waiting)
+        pinned = frozenset(j for j in snap.pinned if j not in waiting)
+        snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
+        handles = {k: v for k, v in built.handles.items() if k not in waiting}
+        return dataclasses.replace(built, snapshot=snapshot, handles=handles)
 
     def _profile(
         self,
@@ -302,7 +344,15 @@ class Tick:
         snap = built.snapshot
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
-        ratios = {j.id: latency_ratio(j, ctx) for j in snap.jobs}
+        handles = built.handles
+        ratios: dict[str, float] = {}
+        for job in snap.jobs:
+            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
+            ratio = self.reconciler.problems.guard(
+                slurm_id, "latency", partial(latency_ratio, job, ctx)
+            )
+            if ratio is not None:
+                ratios[job.id] = ratio
         result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
         for job_id, row in load_jobs(session, [*ratios, *ended]).items():
@@ -322,7 +372,7 @@ class Tick:
         result: TickResult,
         now: float,
     ) -> None:
-        plan = self._spare_finishing(decision.plan, built.snapshot)
+        plan = decision.plan
         actions = actions_from_plan(plan, built.handles, built.view.partition_of)
         if decision.kind == "fragment" and not actions:
             return
@@ -359,61 +409,20 @@ class Tick:
         for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
             config = next(a.config for a in actions if a.job_id == row.id)
             if config is not None:
-                row.estimate_source = estimator.throughput(jobs[row.id], config).source
+                estimate = partial(estimator.throughput, jobs[row.id], config)
+                got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
+                row.estimate_source = got.source if got is not None else row.estimate_source
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         intents = record_intents(session, chains(actions, reasons), round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
-    def _spare_finishing(self, plan: Plan, snap: Snapshot) -> Plan:
-        """Keep running jobs the plan would requeue although they finish within the guard.
-
-        Requeueing a job seconds before it ends wastes its restart penalty and
-        races with its end (a finished job can be requeued and run again).
-        """
-        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
-        estimator = Estimator(snap.cluster, snap.store, self.settings)
-        jobs = {j.id: j for j in snap.jobs}
-
-        def finishing(job_id: str) -> bool:
-            job = jobs.get(job_id)
-            if job is None or job.current is None:
-                return False
-            rate = estimator.throughput(job, job.current).samples_per_s
-            return rate > 0 and job.remaining_samples / rate < guard
-
-        spared = [j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j)]
-        if not spared:
-            return plan
-        for job_id in spared:
-            log.info("event=spare job=%s reason=%r", job_id, "finishes within the restart guard")
-        keep = list(plan.keep)
-        for job_id in spared:
-            current = jobs[job_id].current
-            if current is not None:
-                keep.append(Assignment(job_id, current))
-        spared_plan = dataclasses.replace(
-            plan,
-            keep=tuple(keep),
-            move=tuple(a for a in plan.move if a.job_id not in spared),
-            preempt=tuple(j for j in plan.preempt if j not in spared),
-        )
-        return _drop_overbooked_starts(spared_plan, snap)
-
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
 
 
-def _drop_overbooked_starts(plan: Plan, snap: Snapshot) -> Plan:
-    """Drop the last starts until no node holds more than its capacity."""
-    starts = list(plan.start)
-    while starts:
-        trial = dataclasses.replace(plan, start=tuple(starts))
-        used = trial.gpus_used()
-        if all(used.get(n.id, 0) <= snap.capacity_of(n.id) for n in snap.cluster.nodes):
-            return trial
-        starts.pop()
-    return dataclasses.replace(plan, start=())
+def _settle_of(config: HopsConfig) -> SettleOptions:
+    return SettleOptions(timeout_s=config.requeue_wait_s, quiet_s=config.requeue_quiet_s)
 
 
 def _worth_recording(change: AllocationChange, kind: str) -> bool:

@@ -205,3 +205,40 @@ def _resolve(session: Session, intent: Intent | int) -> Intent:
     if row is None:
         raise IntentStateError(f"no intent with id {intent}")
     return row
+
+
+def relaunches(session: Session, job_id: str) -> int:
+    """How often hops requeued the job after a failed launch (done relaunch intents)."""
+    stmt = select(IntentRow.payload).where(
+        IntentRow.job_id == job_id,
+        IntentRow.action == IntentAction.REQUEUE_HOLD,
+        IntentRow.state == IntentState.DONE,
+    )
+    return sum(1 for payload in session.scalars(stmt) if payload.get("relaunch"))
+
+
+def released_by_hops(session: Session, job_id: str) -> bool:
+    """The job's latest enacted change was hops's release (so its next run was hops's doing)."""
+    stmt = (
+        select(IntentRow.action)
+        .where(IntentRow.job_id == job_id, IntentRow.state == IntentState.DONE)
+        .order_by(IntentRow.id.desc())
+        .limit(1)
+    )
+    return session.scalars(stmt).first() == IntentAction.RELEASE
+
+
+def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
+    """The job's latest done requeue was hops's retry of a failed launch."""
+    stmt = (
+        select(IntentRow.payload)
+        .where(
+            IntentRow.job_id == job_id,
+            IntentRow.action == IntentAction.REQUEUE_HOLD,
+            IntentRow.state == IntentState.DONE,
+        )
+        .order_by(IntentRow.id.desc())
+        .limit(1)
+    )
+    payload = session.scalars(stmt).first()
+    return bool(payload and payload.get("relaunch"))

@@ -28,8 +28,9 @@ LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
     S.PROFILING: frozenset({S.QUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
     S.QUEUED: frozenset({S.PROFILING, S.RUNNING, S.FAILED, S.CANCELLED}),
     S.RUNNING: frozenset({S.PREEMPTED, S.REQUEUED, S.DONE, S.FAILED, S.CANCELLED}),
-    S.PREEMPTED: frozenset({S.QUEUED, S.REQUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
-    S.REQUEUED: frozenset({S.QUEUED, S.PREEMPTED, S.RUNNING, S.FAILED, S.CANCELLED}),
+    # a requeued job may turn out to have finished just before the requeue hit it
+    S.PREEMPTED: frozenset({S.QUEUED, S.REQUEUED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
+    S.REQUEUED: frozenset({S.QUEUED, S.PREEMPTED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
     S.DONE: frozenset(),
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),
@@ -288,3 +289,27 @@ def _validate(spec: JobSpec) -> None:
 def _lr_map(lrs: Mapping[int, float] | None) -> dict[str, float] | None:
     # JSON object keys are strings on both backends; store them so explicitly.
     return None if lrs is None else {str(k): float(v) for k, v in lrs.items()}
+
+
+def record_finished_run(
+    session: Session, job_id: str, slurm_state: str, ended_at: float, reason: str
+) -> bool:
+    """End a job whose last run finished on its own although hops then requeued it.
+
+    ``slurm_state`` is the state the run ended in (``COMPLETED`` -> done, else
+    failed). Returns False when the job is unknown or already ended.
+    """
+    row = session.get(JobRow, job_id)
+    if row is None or JobState(row.state) in TERMINAL_STATES:
+        return False
+    target = S.DONE if slurm_state == "COMPLETED" else S.FAILED
+    transition(row, target, ended_at, reason)
+    if target == S.DONE:
+        row.samples_done = max(row.samples_done, row.total_samples)
+    return True
+
+
+def run_reported_complete(session: Session, job_id: str) -> bool:
+    """The job itself reported all its samples done (probe or progress file)."""
+    row = session.get(JobRow, job_id)
+    return row is not None and row.total_samples > 0 and row.samples_done >= row.total_samples

@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.fairshare import decay
 from hopsd.ledger.models import UsageRow
 
 GroupBy = Literal["user", "account"]
@@ -84,11 +85,6 @@ def usage_between(
     return {str(k): UsageTotals(float(a), float(b)) for k, a, b in session.execute(stmt)}
 
 
-def decay_weight(age_s: float, half_life_s: float) -> float:
-    """``0.5 ** (age / half_life)``; future buckets (negative age) count fully."""
-    return 0.5 ** (max(age_s, 0.0) / half_life_s)
-
-
 def decayed_usage(
     session: Session,
     now: float,
@@ -108,7 +104,7 @@ def decayed_usage(
     stmt = select(key, UsageRow.interval_end, func.sum(amount)).group_by(key, UsageRow.interval_end)
     totals: dict[str, float] = {}
     for name, end, value in session.execute(stmt):
-        weight = decay_weight(now - float(end), half_life_s)
+        weight = decay(now - float(end), half_life_s)
         totals[str(name)] = totals.get(str(name), 0.0) + float(value) * weight
     return totals
 

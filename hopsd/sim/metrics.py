@@ -61,7 +61,10 @@ def true_age(truth: GroundTruth, job: JobState) -> float:
             total += (
                 share
                 * job.spec.total_samples
-                / (truth.single_gpu(job.spec.model, gpu_type) * avg_demand)
+                / (
+                    truth.single_gpu(job.spec.model, gpu_type, batch_size=job.batch_size)
+                    * avg_demand
+                )
             )
     return total
 

@@ -11,6 +11,7 @@ TOML (or JSON with the same structure)::
     miss_ratio = 3.0           # a miss costs this many hits
     pattern = 1                # 1 overlaps loading with compute, 2 does not
     comm_scale = 1.15          # real all-reduce time over the ideal ring time
+    restore_s = 80             # optional: what a restart really costs (else the penalty)
     [models.resnet50.throughput]   # compute-bound per-GPU samples/s on one GPU
     GTX1080Ti = 58.0
     RTX3090 = 192.0
@@ -41,6 +42,7 @@ _SCALARS = {
     "miss_ratio",
     "pattern",
     "comm_scale",
+    "restore_s",
 }
 _TABLES = {"throughput", "compute_ms"}
 
@@ -127,5 +129,6 @@ def with_aliases(
             pattern=spec.pattern,
             comm_scale=spec.comm_scale,
             dataset=spec.dataset,
+            restore_s=spec.restore_s,
         )
     return out

@@ -22,6 +22,8 @@ from hopsd.core.settings import Settings
 from hopsd.sim.cluster import SimCluster
 from hopsd.sim.cluster_file import load_cluster
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult
+from hopsd.sim.gavel_format import gavel_models, read_gavel_throughputs, read_gavel_trace
+from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
 from hopsd.sim.plots import write_plots
 from hopsd.sim.profiles import load_profiles, with_aliases
@@ -50,14 +52,29 @@ def build_truth(sim_cluster: SimCluster, profiles: str | Path | None = None) -> 
     return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors)
 
 
+#: Trace formats read: hops's CSV, Gavel's ``.trace`` with its throughputs JSON as profiles.
+TRACE_FORMATS = ("hops", "gavel")
+
+
 def load_inputs(
     preset: str | None,
     cluster: str | Path | None,
     trace: str | Path | None,
     profiles: str | Path | None,
     seed: int,
+    trace_format: str = "hops",
 ) -> tuple[GroundTruth, list[JobSpec]]:
-    """The ground truth and the job list of a run, from a preset and/or files."""
+    """The ground truth and the job list of a run, from a preset and/or files.
+
+    With ``trace_format="gavel"`` the trace is a Gavel ``.trace`` file and
+    ``profiles`` its throughputs JSON (:mod:`hopsd.sim.gavel_format`).
+    """
+    if trace_format not in TRACE_FORMATS:
+        raise InvalidInputError(
+            f"unknown trace format {trace_format!r}; known: {', '.join(TRACE_FORMATS)}"
+        )
+    if trace_format == "gavel":
+        return _load_gavel(cluster, trace, profiles, seed)
     if preset is not None and preset not in PRESETS:
         raise InvalidInputError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
     if cluster is None and preset is None:
@@ -72,6 +89,24 @@ def load_inputs(
         assert preset is not None
         jobs = generate(PRESETS[preset], truth, seed)
     return truth, jobs
+
+
+def _load_gavel(
+    cluster: str | Path | None,
+    trace: str | Path | None,
+    throughputs: str | Path | None,
+    seed: int,
+) -> tuple[GroundTruth, list[JobSpec]]:
+    if cluster is None or trace is None or throughputs is None:
+        raise InvalidInputError(
+            "a Gavel trace needs --cluster, --trace (.trace) and --profiles (throughputs JSON)"
+        )
+    sim_cluster = load_cluster(Path(cluster), seed=seed)
+    jobs = read_gavel_trace(trace)
+    models = gavel_models(
+        read_gavel_throughputs(throughputs), {j.model for j in jobs}, sim_cluster.cluster
+    )
+    return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
 
 
 def run_policy(
@@ -107,6 +142,8 @@ def simulate(
     settings: Settings | None = None,
     engine: EngineConfig | None = None,
     workers: int = 1,
+    knobs: SimKnobs | None = None,
+    trace_format: str = "hops",
 ) -> dict[str, Any]:
     """Compare ``policies`` on one workload; returns the results object.
 
@@ -120,6 +157,10 @@ def simulate(
     the runs share nothing, so the figures are the same as one after the other,
     and a comparison finishes in about the time of its slowest policy. Progress
     is then reported once per policy, when its run ends.
+
+    ``knobs`` sets round length, restart penalty and profiling time, for every
+    policy or per policy (:mod:`hopsd.sim.knobs`); what each policy ran with is
+    recorded under ``"knobs"``.
     """
     unknown = [p for p in policies if p not in policy_names()]
     if unknown:
@@ -129,15 +170,21 @@ def simulate(
     if not policies:
         raise InvalidInputError("give at least one policy")
     truth, jobs = load_inputs(
-        preset if cluster is None or trace is None else None, cluster, trace, profiles, seed
+        preset if cluster is None or trace is None else None,
+        cluster,
+        trace,
+        profiles,
+        seed,
+        trace_format,
     )
     base = engine or EngineConfig()
     config = replace(base, seed=seed, settings=settings or base.settings)
+    configs = policy_configs(policies, config, knobs)
     figures: dict[str, dict[str, float]] = {}
     records: dict[str, list[JobRecord]] = {}
     results: dict[str, EngineResult] = {}
     wall: dict[str, float] = {}
-    for name, result in _replay(truth, jobs, policies, config, progress_callback, workers):
+    for name, result in _replay(truth, jobs, policies, configs, progress_callback, workers):
         results[name] = result
         records[name] = job_records(truth, result)
         figures[name] = summarise(result, records[name])
@@ -148,10 +195,12 @@ def simulate(
         "preset": preset,
         "cluster": str(cluster) if cluster is not None else None,
         "trace": str(trace) if trace is not None else None,
+        "trace_format": trace_format,
         "n_jobs": len(jobs),
         "total_gpus": truth.cluster.total_gpus,
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
+        "knobs": {name: effective(configs[name]) for name in policies},
         "wall_s": wall,
     }
     if out_dir is not None:
@@ -159,11 +208,26 @@ def simulate(
     return out
 
 
+def policy_configs(
+    policies: Sequence[str], config: EngineConfig, knobs: SimKnobs | None
+) -> dict[str, EngineConfig]:
+    """Each policy's engine configuration: ``config`` with the policy's knobs put in."""
+    if knobs is None:
+        return {name: config for name in policies}
+    known = policy_names()
+    unknown = [n for n in knobs.per_policy if n not in known]
+    if unknown:
+        raise InvalidInputError(
+            f"knobs for unknown policy {unknown[0]!r}; known: {', '.join(known)}"
+        )
+    return {name: knobs.config_for(name, config) for name in policies}
+
+
 def _replay(
     truth: GroundTruth,
     jobs: Sequence[JobSpec],
     policies: Sequence[str],
-    config: EngineConfig,
+    configs: dict[str, EngineConfig],
     progress: SimProgress | None,
     workers: int,
 ) -> list[tuple[str, EngineResult]]:
@@ -171,9 +235,9 @@ def _replay(
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
     if workers == 1 or len(policies) == 1:
-        return [(name, run_policy(truth, jobs, name, config, progress)) for name in policies]
+        return [(name, run_policy(truth, jobs, name, configs[name], progress)) for name in policies]
     with ProcessPoolExecutor(max_workers=min(workers, len(policies))) as pool:
-        futures = [pool.submit(run_policy, truth, jobs, name, config) for name in policies]
+        futures = [pool.submit(run_policy, truth, jobs, name, configs[name]) for name in policies]
         out = []
         for name, future in zip(policies, futures, strict=True):
             result = future.result()

@@ -37,6 +37,9 @@ class ModelSpec:
     (a fast host, no data stall); ``data_ms_per_sample`` the mean data-loading
     time per sample on a host of factor 1.0; ``p_hit`` the share of iterations
     served from the page cache (a miss costs ``miss_ratio`` times a hit).
+    ``restore_s``, when set, is what a restart of this model really costs
+    (checkpoint restore; Sia measured 15-250 s per model) instead of the
+    common restart penalty.
     """
 
     name: str
@@ -49,6 +52,7 @@ class ModelSpec:
     pattern: int = 1
     comm_scale: float = 1.15
     dataset: str = ""
+    restore_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -59,29 +63,38 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: bad data-loading parameters")
         if self.pattern not in (1, 2) or self.comm_scale <= 0:
             raise InvalidInputError(f"model {self.name!r}: pattern 1|2 and comm_scale > 0")
+        if self.restore_s is not None and self.restore_s < 0:
+            raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
 
-    def compute_time(self, gpu_type: str) -> float:
-        """Seconds of pure compute per iteration on one GPU of ``gpu_type``."""
+    def compute_time(self, gpu_type: str, batch_size: int | None = None) -> float:
+        """Seconds of pure compute per iteration on one GPU of ``gpu_type``.
+
+        ``batch_size`` is the job's per-GPU batch (a trace may set it per job);
+        compute and data time scale with it, the all-reduce volume does not.
+        """
         thr = self.throughput.get(gpu_type)
         if thr is None:
             raise InvalidInputError(f"model {self.name!r} has no throughput for {gpu_type!r}")
-        return self.batch_size / thr
+        return (batch_size or self.batch_size) / thr
 
-    def data_mixture(self, data_factor: float) -> Mixture:
+    def data_mixture(self, data_factor: float, batch_size: int | None = None) -> Mixture:
         """T_d as a hit/miss mixture whose mean is ``data_ms * batch * factor``."""
-        mean = self.data_ms_per_sample / 1000.0 * self.batch_size * data_factor
+        batch = batch_size or self.batch_size
+        mean = self.data_ms_per_sample / 1000.0 * batch * data_factor
         hit = mean / (self.p_hit + (1.0 - self.p_hit) * self.miss_ratio)
         return Mixture(self.p_hit, hit, 0.1 * hit, hit * self.miss_ratio, 0.1 * hit)
 
-    def profile(self, gpu_type: str, data_factor: float) -> PhaseProfile:
+    def profile(
+        self, gpu_type: str, data_factor: float, batch_size: int | None = None
+    ) -> PhaseProfile:
         """Basic per-iteration times of this model on a host with ``data_factor``."""
-        c = self.compute_time(gpu_type)
+        c = self.compute_time(gpu_type, batch_size)
         return PhaseProfile(
             t_f=FORWARD_SHARE * c,
             t_b=BACKWARD_SHARE * c,
             t_u=UPDATE_SHARE * c,
             pattern=self.pattern,
-            data=self.data_mixture(data_factor),
+            data=self.data_mixture(data_factor, batch_size),
         )
 
 
@@ -112,14 +125,16 @@ class GroundTruth:
     """True throughput of every (model, configuration) on one simulated cluster.
 
     ``data_factors`` holds the hidden per-node data-loading factor (1.0 when a
-    node is not listed). Answers are memoised: the engine asks the same
-    questions every round.
+    node is not listed). ``batch_size`` (the job's per-GPU batch, None for the
+    model's) enters every answer: a trace's per-job batch changes the compute and
+    data time per iteration but not the all-reduce, so it changes throughput.
+    Answers are memoised: the engine asks the same questions every round.
     """
 
     cluster: Cluster
     models: Mapping[str, ModelSpec]
     data_factors: Mapping[str, float] = field(default_factory=dict)
-    _memo: dict[tuple[str, Configuration], tuple[float, tuple[float, ...]]] = field(
+    _memo: dict[tuple[str, int, Configuration], tuple[float, tuple[float, ...]]] = field(
         default_factory=dict
     )
 
@@ -141,36 +156,50 @@ class GroundTruth:
     def factor(self, node_id: str) -> float:
         return self.data_factors.get(node_id, 1.0)
 
-    def node_rates(self, model: str, config: Configuration) -> tuple[float, ...]:
+    def node_rates(
+        self, model: str, config: Configuration, batch_size: int | None = None
+    ) -> tuple[float, ...]:
         """Per-GPU samples/s each node of ``config`` could sustain on its own pace."""
-        return self._lookup(model, config)[1]
+        return self._lookup(model, config, batch_size)[1]
 
-    def throughput(self, model: str, config: Configuration) -> float:
+    def throughput(self, model: str, config: Configuration, batch_size: int | None = None) -> float:
         """Total samples/s of the configuration: the slowest node sets the pace."""
-        return self._lookup(model, config)[0]
+        return self._lookup(model, config, batch_size)[0]
 
-    def single_gpu(self, model: str, gpu_type: str, data_factor: float = 1.0) -> float:
+    def single_gpu(
+        self,
+        model: str,
+        gpu_type: str,
+        data_factor: float = 1.0,
+        batch_size: int | None = None,
+    ) -> float:
         """Per-GPU samples/s on one GPU of a type, on a host of the given factor."""
         spec = self.model(model)
-        t_iter = expected_iteration(spec.profile(gpu_type, data_factor), 0.0)
-        return spec.batch_size / t_iter
+        batch = batch_size or spec.batch_size
+        t_iter = expected_iteration(spec.profile(gpu_type, data_factor, batch), 0.0)
+        return batch / t_iter
 
-    def _lookup(self, model: str, config: Configuration) -> tuple[float, tuple[float, ...]]:
-        key = (model, config)
+    def _lookup(
+        self, model: str, config: Configuration, batch_size: int | None
+    ) -> tuple[float, tuple[float, ...]]:
+        key = (model, batch_size or 0, config)
         found = self._memo.get(key)
         if found is None:
-            found = self._compute(model, config)
+            found = self._compute(model, config, batch_size)
             self._memo[key] = found
         return found
 
-    def _compute(self, model: str, config: Configuration) -> tuple[float, tuple[float, ...]]:
+    def _compute(
+        self, model: str, config: Configuration, batch_size: int | None
+    ) -> tuple[float, tuple[float, ...]]:
         spec = self.model(model)
+        batch = batch_size or spec.batch_size
         gpu = self.cluster.gpu_types[config.gpu_type]
         t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
         rates = []
         for node_id, _ in config.parts:
             if self._nodes[node_id].gpu_type != config.gpu_type:
                 raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
-            profile = spec.profile(config.gpu_type, self.factor(node_id))
-            rates.append(spec.batch_size / expected_iteration(profile, t_c))
+            profile = spec.profile(config.gpu_type, self.factor(node_id), batch)
+            rates.append(batch / expected_iteration(profile, t_c))
         return min(rates) * config.total_gpus, tuple(rates)

@@ -19,10 +19,10 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
-from hopsd.slurm.parse_sacct import SACCT_FIELDS, parse_accounting
+from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
-from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode
+from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
 from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -131,6 +131,14 @@ class CliSlurm:
         ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
         argv = ["sacct", "-X", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(SACCT_FIELDS)]
         return self._read(argv, lambda r: parse_accounting(r.stdout))
+
+    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
+        """Every run and its batch step (``sacct -D`` with steps), one call for all ids."""
+        if not job_ids:
+            return []
+        ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
+        argv = ["sacct", "-D", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(RUN_FIELDS)]
+        return self._read(argv, lambda r: parse_runs(r.stdout))
 
     # ----------------------------------------------------------------- helpers
     def _call(self, argv: Sequence[str]) -> CompletedRun:

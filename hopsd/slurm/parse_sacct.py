@@ -13,7 +13,7 @@ import hostlist
 
 from hopsd.slurm import gres
 from hopsd.slurm.errors import SlurmParseError
-from hopsd.slurm.port import AccountingRecord
+from hopsd.slurm.port import AccountingRecord, RunRecord
 
 SACCT_FIELDS = (
     "JobIDRaw",
@@ -45,6 +45,47 @@ def parse_accounting(text: str) -> list[AccountingRecord]:
         if record is not None:
             by_id[record.job_id] = record
     return [by_id[i] for i in sorted(by_id)]
+
+
+RUN_FIELDS = ("JobIDRaw", "State", "ExitCode", "Start", "End")
+
+
+def parse_runs(text: str) -> list[RunRecord]:
+    """Runs from ``sacct -D --parsable2`` *with* steps, in the order sacct lists them.
+
+    With ``-D`` sacct prints every run of a job (each requeue starts a new one),
+    each followed by its steps; the ``<id>.batch`` line after a run's own line is
+    that run's batch script.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = lines[0].split("|")
+    missing = [f for f in RUN_FIELDS if f not in header]
+    if missing:
+        raise SlurmParseError(f"sacct output lacks columns {missing}: {lines[0]!r}")
+    runs: list[RunRecord] = []
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        raw_id = row.get("JobIDRaw", "")
+        state = (row.get("State", "").split() or ["UNKNOWN"])[0]
+        code, sig = _exit(row.get("ExitCode", "0:0"))
+        start, end = parse_local_time(row.get("Start", "")), parse_local_time(row.get("End", ""))
+        if raw_id.isdigit():
+            runs.append(RunRecord(int(raw_id), state, start, end))
+            continue
+        job, _, step = raw_id.partition(".")
+        if step == "batch" and runs and str(runs[-1].job_id) == job:
+            last = runs[-1]
+            runs[-1] = RunRecord(
+                last.job_id, last.state, last.start_time, last.end_time, state, code, sig, end
+            )
+    return runs
+
+
+def _exit(value: str) -> tuple[int, int]:
+    code, _, sig = value.partition(":")
+    return (int(code) if code.isdigit() else 0, int(sig) if sig.isdigit() else 0)
 
 
 def parse_local_time(value: str) -> float | None:

@@ -20,6 +20,7 @@ from hopsd.slurm import gres, jsonshape
 from hopsd.slurm.port import HELD_REASONS, SlurmJob
 from hopsd.slurm.tag import try_decode
 
+MAX_OUTPUT_PATTERN = 4096
 _HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
 
 
@@ -76,6 +77,8 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         priority=None if priority is None else int(priority),
         flags=flags,
         requested_nodes=_expand(jsonshape.text(rec.get("required_nodes"))),
+        alloc_tres=jsonshape.text(rec.get("tres_alloc_str")),
+        stderr_path=expand_output_pattern(jsonshape.text(rec.get("standard_error")), rec),
     )
 
 
@@ -85,8 +88,8 @@ def expand_output_pattern(pattern: str, rec: Mapping[str, Any]) -> str:
     squeue prints the pattern as submitted; scontrol prints it expanded.
     Unknown fields are left as they are.
     """
-    if "%" not in pattern:
-        return pattern
+    if "%" not in pattern or len(pattern) > MAX_OUTPUT_PATTERN:
+        return pattern  # a user's pattern beyond any real path is left as it is
     job_id = jsonshape.integer(rec.get("job_id"))
     array_id = jsonshape.integer(rec.get("array_job_id"))
     task = jsonshape.number(rec.get("array_task_id"))

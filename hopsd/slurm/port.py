@@ -90,6 +90,11 @@ class SlurmJob:
     priority: int | None = None
     flags: tuple[str, ...] = ()
     requested_nodes: tuple[str, ...] = ()
+    #: Slurm's record of what the job's last run was allocated (``tres_alloc_str``).
+    #: Slurm 22.05 clears it when a requeue stops a running job but keeps it when
+    #: the requeue hits a job that had already ended (see ``requeue_check``).
+    alloc_tres: str = ""
+    stderr_path: str = ""
 
     @property
     def gpus(self) -> int:
@@ -154,6 +159,28 @@ class AccountingRecord:
     def gpus(self) -> int:
         value = self.alloc_tres.get("gres/gpu", "0")
         return int(value) if value.isdigit() else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run (incarnation) of a job in accounting, with the end of its batch script.
+
+    ``state`` and ``end_time`` are the run's own: a run ended by a requeue reads
+    ``REQUEUED``, and its ``end_time`` is the instant Slurm requeued it. The
+    ``batch_*`` fields are those of the run's batch step, i.e. when and how the
+    job's script itself ended (``batch_state`` is None while none is recorded).
+    Comparing the two tells a requeue that stopped a running script from one that
+    hit a job whose script had already finished on its own.
+    """
+
+    job_id: int
+    state: str
+    start_time: float | None
+    end_time: float | None
+    batch_state: str | None = None
+    batch_exit_code: int = 0
+    batch_signal: int = 0
+    batch_end_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,4 +310,11 @@ class SlurmPort(Protocol):
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         """Final states from the accounting database, one call for all ids."""
+        ...
+
+    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
+        """Every run of these jobs with its batch step, oldest first, in one call.
+
+        Raises ``SlurmAccountingDisabledError`` where no accounting database is kept.
+        """
         ...

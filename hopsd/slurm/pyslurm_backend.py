@@ -20,7 +20,14 @@ import pyslurm
 from hopsd.slurm import gres
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
-from hopsd.slurm.port import HELD_REASONS, AccountingRecord, Placement, SlurmJob, SlurmNode
+from hopsd.slurm.port import (
+    HELD_REASONS,
+    AccountingRecord,
+    Placement,
+    RunRecord,
+    SlurmJob,
+    SlurmNode,
+)
 from hopsd.slurm.tag import HopsTag, try_decode
 
 
@@ -78,6 +85,10 @@ class PyslurmSlurm:
         jobs = _rpc(lambda: pyslurm.db.Jobs.load(flt))
         by_id = {r.job_id: r for r in (record_from_pyslurm(j) for j in _values(jobs))}
         return [by_id[i] for i in sorted(by_id)]
+
+    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
+        """Per-run batch-step records come from ``sacct -D``, as in the CLI backend."""
+        return self._cli.runs(job_ids)
 
 
 def job_from_pyslurm(job: Any) -> SlurmJob:

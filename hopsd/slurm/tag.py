@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsd.slurm.errors import TagError
+from hopsd.userdata import JsonLimits, UserDataError, load_json
 
 PREFIX = "hops1:"
 MAX_TAG_CHARS = 1024
@@ -36,6 +37,7 @@ LR_SCALES = ("none", "linear", "sqrt")
 _MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _KEYS = frozenset({"d", "n", "b", "m", "p", "lr", "ls"})
 _REQUIRED = frozenset({"d", "n"})
+_TAG_JSON = JsonLimits(max_bytes=MAX_TAG_CHARS, max_depth=2, max_values=256, max_string=64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,26 +152,14 @@ def _as_float(value: Any) -> Any:
 
 
 def _load_object(text: str) -> dict[str, Any]:
+    """The tag's JSON body through :mod:`hopsd.userdata` (bounded, finite, no repeated keys)."""
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:
-        raise TagError(f"tag body is not valid JSON: {exc}") from exc
+        value = load_json(text, _TAG_JSON, "tag body")
+    except UserDataError as exc:
+        raise TagError(str(exc)) from None
     if not isinstance(value, dict):
         raise TagError("tag body must be a JSON object")
     return value
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise TagError(f"tag repeats key {key!r}")
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> Any:
-    raise TagError(f"tag contains {name}, which is not a finite number")
 
 
 def _is_int(value: object) -> bool:

@@ -193,6 +193,8 @@ def test_fairness_json_schema_and_flags(ledger: str, port: Any, tmp_path: Path) 
     users = {u["user"]: u for u in payload["users"]}
     assert users["alice"]["usage_share"] == 1.0 and users["bob"]["usage_share"] == 0.0
     assert users["alice"]["fair_share"] == 0.5
+    # the factor hopsd applies: 2 ** (-usage share / fair share)
+    assert users["alice"]["factor"] == 0.25 and users["bob"]["factor"] == 1.0
     # Jain over ratios (2, 0): (2)^2 / (2 * 4) = 0.5
     assert payload["jain_users"] == 0.5
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -29,7 +29,7 @@ address = ""
 def config(tmp_path: Path) -> HopsConfig:
     spool = tmp_path / "spool"
     spool.mkdir()
-    return parse_config(CONF + f'[daemon]\nspool_dir = "{spool}"\n')
+    return parse_config(CONF + f'[daemon]\nspool_dir = "{spool}"\nrequeue_quiet_s = 0.0\n')
 
 
 @pytest.fixture

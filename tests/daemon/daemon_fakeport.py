@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
-from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode
+from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
 from hopsd.slurm.tag import HopsTag, try_decode
 
 
@@ -55,6 +55,7 @@ class FakePort:
         self.refuse: set[tuple[str, int]] = set()
         self.crash_on: tuple[str, int] | None = None
         self._next = 100
+        self.run_log: list[RunRecord] = []
 
     # -- test controls ---------------------------------------------------------------
 
@@ -126,6 +127,19 @@ class FakePort:
             if i in self.gone
         ]
 
+    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
+        """Each requeue ends a run whose script the requeue stopped (no real clock here)."""
+        self._check_up()
+        wanted = set(job_ids)
+        logged = {r.job_id for r in self.run_log}
+        # a requeue a test made by hand (as Slurm itself would) stopped a running script too
+        by_hand = [
+            RunRecord(j.job_id, "REQUEUED", 0.0, 10.0, "CANCELLED", 0, 15, 10.0)
+            for j in self.jobs.values()
+            if j.restarts > 0 and j.job_id not in logged
+        ]
+        return [r for r in [*self.run_log, *by_hand] if r.job_id in wanted]
+
     # -- writes ----------------------------------------------------------------------
 
     def _act(self, action: str, job_id: int) -> FakeJob:
@@ -169,6 +183,7 @@ class FakePort:
             raise SlurmCommandError(["scontrol", "requeuehold"], 1, "Job is not running")
         job.state, job.held, job.placement = "PENDING", True, {}
         job.restarts += 1
+        self.run_log.append(RunRecord(job_id, "REQUEUED", 0.0, 10.0, "CANCELLED", 0, 15, 10.0))
         self._schedule()
 
     def make_eligible(self, job_id: int) -> None:

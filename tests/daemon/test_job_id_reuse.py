@@ -7,6 +7,7 @@ import logging
 import pytest
 from daemon_fakeport import FakePort, small_cluster
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from hopsd.daemon import reconcile
 from hopsd.daemon.reconcile import REUSED, reuse_reason
@@ -118,9 +119,32 @@ def test_retiring_and_adopting_share_one_transaction(config, sessions, clock, mo
     fresh.add_job(TAG, user="bob", job_id=job, submit_time=clock() + 60)
 
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise RuntimeError("database gone")
+        raise OperationalError("INSERT INTO jobs", {}, Exception("database gone"))
 
     monkeypatch.setattr(reconcile, "add_job", broken)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(OperationalError):
         Tick(config, fresh, sessions, clock=clock).run_once()
     assert rows_by_id(sessions) == {str(job): (job, JobState.DONE, "slurm COMPLETED")}
+
+
+def test_a_failed_adoption_keeps_the_old_row_and_only_skips_that_job(
+    config, sessions, clock, monkeypatch
+):
+    """Any other failure while adopting is the job's alone: its retirement is undone too."""
+    job = old_cluster_job(config, sessions, clock, finish=True)
+    fresh = FakePort(small_cluster())
+    fresh.add_job(TAG, user="bob", job_id=job, submit_time=clock() + 60)
+    other = fresh.add_job(TAG, user="carol")
+    real_add_job = reconcile.add_job
+
+    def broken_for_bob(session, spec, now):  # type: ignore[no-untyped-def]
+        if spec.user == "bob":
+            raise RuntimeError("a bug triggered by this job's data")
+        return real_add_job(session, spec, now)
+
+    monkeypatch.setattr(reconcile, "add_job", broken_for_bob)
+    Tick(config, fresh, sessions, clock=clock).run_once()  # does not raise
+    rows = rows_by_id(sessions)
+    assert rows[str(job)] == (job, JobState.DONE, "slurm COMPLETED")
+    assert rows[str(other)][:2] == (other, JobState.QUEUED)  # adopted, and
+    assert fresh.actions(other) == ["update", "release"]  # started in the same tick

@@ -6,18 +6,18 @@ import math
 
 import pytest
 
-from hopsd.core.model import Assignment, Configuration, Plan
-from hopsd.core.throughput import InMemoryThroughputStore
-from hopsd.daemon.assemble import assemble
-from hopsd.daemon.decide import JobHandle, actions_from_plan, intent_chain
-from hopsd.daemon.enact import Step, resume_steps
-from hopsd.daemon.fairshare import (
+from hopsd.core.fairshare import (
     MIN_FACTOR,
     FairShare,
     UsageSample,
     compute_fairshare,
     fairshare_factors,
 )
+from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.daemon.assemble import assemble
+from hopsd.daemon.decide import JobHandle, actions_from_plan, intent_chain
+from hopsd.daemon.enact import Step, resume_steps
 from hopsd.daemon.observe import observe
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob

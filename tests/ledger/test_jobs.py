@@ -40,6 +40,8 @@ EXPECTED_LEGAL = {
     (S.RUNNING, S.PREEMPTED), (S.RUNNING, S.REQUEUED), (S.RUNNING, S.DONE),
     (S.PREEMPTED, S.QUEUED), (S.PREEMPTED, S.REQUEUED), (S.PREEMPTED, S.RUNNING),
     (S.REQUEUED, S.QUEUED), (S.REQUEUED, S.PREEMPTED), (S.REQUEUED, S.RUNNING),
+    # a requeue that hit a run which had just finished: the job is done after all
+    (S.PREEMPTED, S.DONE), (S.REQUEUED, S.DONE),
 } | {(a, b) for a in ACTIVE_STATES for b in (S.FAILED, S.CANCELLED)}  # fmt: skip
 
 

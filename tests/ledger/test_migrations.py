@@ -29,7 +29,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_live_in_top_level_sql_dir() -> None:
     assert SQL_DIR.name == "sql"
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0002"
+    assert head_revision() == "0003"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
@@ -48,7 +48,28 @@ def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -
         engine.dispose()
 
 
-def test_down_one_step_and_up_again_keeps_rows(
+def test_input_problem_column_comes_and_goes_with_revision_0003(
+    empty_url: str, make_spec: Callable[..., JobSpec]
+) -> None:
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    with make_sessionmaker(engine).begin() as s:
+        add_job(s, make_spec("kept"), now=5.0)
+        require_job(s, "kept").input_problem = "progress file ignored: nested too deep"
+    engine.dispose()
+    downgrade(empty_url, "-1")
+    assert current_revision(empty_url) == "0002"
+    engine = make_engine(empty_url)
+    assert "input_problem" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+    engine.dispose()
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    with make_sessionmaker(engine).begin() as s:
+        assert require_job(s, "kept").input_problem == ""  # back, with its default
+    engine.dispose()
+
+
+def test_down_to_0001_and_up_again_keeps_rows(
     empty_url: str, make_spec: Callable[..., JobSpec]
 ) -> None:
     upgrade(empty_url)
@@ -59,7 +80,7 @@ def test_down_one_step_and_up_again_keeps_rows(
         require_job(s, "kept").latency_ratio = 0.5
     engine.dispose()
 
-    downgrade(empty_url, "-1")
+    downgrade(empty_url, "0001")
     assert current_revision(empty_url) == "0001"
     engine = make_engine(empty_url)
     columns = {c["name"] for c in inspect(engine).get_columns("jobs")}

@@ -68,6 +68,7 @@ def _job() -> JobRow:
         current_gpu_type="rtx3090",
         current_parts=[["n1", 2], ["n2", 2]],
         latency_ratio=0.125,
+        input_problem="progress file ignored: nested deeper than 2 levels",
         updated_at=1_700_000_200.0,
     )
 

@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.fairshare import decay
 from hopsd.ledger.usage import (
     add_usage,
     bucket_start,
-    decay_weight,
     decayed_usage,
     usage_between,
 )
@@ -59,8 +59,8 @@ def test_decayed_usage_hand_checked(Sessions: sessionmaker[Session]) -> None:
 
 
 def test_decay_weight_and_validation(Sessions: sessionmaker[Session]) -> None:
-    assert decay_weight(7200.0, 3600.0) == 0.25
-    assert decay_weight(-5.0, 3600.0) == 1.0
+    assert decay(7200.0, 3600.0) == 0.25
+    assert decay(-5.0, 3600.0) == 1.0
     with Sessions() as s:
         with pytest.raises(InvalidInputError):
             decayed_usage(s, now=0.0, half_life_s=0.0)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig, parse_config
+from hopsd.core.step import RoundClock
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
@@ -149,6 +150,7 @@ def test_profiling_jobs_are_not_planned_and_their_gpus_are_kept(sessions, spool:
     tick.reconciler.profile_new_jobs = False  # the next job goes straight to the queue
     big = port.add_job(HopsTag((4,), 1e6))
     clock.advance(2)  # within the profiling timeout
+    tick.round_clock = RoundClock(tick.settings.round_length_s)  # a full round: all re-planned
     result = tick.run_once()
     assert result.decision is not None and result.decision.kind == "round"
     assert row_of(sessions, big).state == JobState.QUEUED

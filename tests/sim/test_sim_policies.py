@@ -115,6 +115,16 @@ def test_gavel_max_min_lp_hand_solved() -> None:
     assert x == pytest.approx(np.array([[0.5, 0.5], [0.5, 0.5]]), abs=1e-6)
 
 
+def test_gavel_weights_each_job_by_its_scale_factor() -> None:
+    # Jobs of 1, 1, 2 and 4 GPUs with equal (linear) scaling on one 4-GPU type.
+    # Gavel maximises min_m T_m * s_m * X_m / P_m; here T_m / P_m = 1, so the optimum
+    # gives every job the same GPU-time s_m * X_m = 1: X = 1, 1, 1/2, 1/4. Without the
+    # scale factor every job would get the same time share, 4 / 8 = 1/2.
+    thr = np.array([[10.0], [10.0], [20.0], [40.0]])
+    x = max_min_allocation(thr, [1, 1, 2, 4], [4])
+    assert x[:, 0] == pytest.approx([1.0, 1.0, 0.5, 0.25], abs=1e-6)
+
+
 def test_gavel_alternates_types_to_honour_the_time_fractions() -> None:
     cluster = _cluster(("F0", "fast", 1), ("S0", "slow", 1))
     store = _store(
@@ -158,41 +168,75 @@ def test_sia_weights_and_realloc_factor_by_hand() -> None:
 
 def test_sia_gives_the_scalable_job_the_whole_node() -> None:
     # J1 scales linearly over {1, 2, 4}: weights 0.1 / 0.39 / 0.6. J2 (rigid 2): 0.1.
-    # J1@4 alone (0.6) beats J1@2 + J2@2 (0.49).
+    # J1@4 alone (0.6) beats J1@2 + J2@2 (0.49). J1 already runs on 2 GPUs, so the
+    # growth rule (at most twice the GPUs seen) lets it have 4.
     cluster = _cluster(("n0", "t", 4))
     store = _store(
         {("J1", "t", 1): 10.0, ("J1", "t", 2): 10.0, ("J1", "t", 4): 10.0, ("J2", "t", 2): 10.0}
     )
-    jobs = (Job("J1", (1, 2, 4), 1e6), Job("J2", (2,), 1e6))
+    jobs = (
+        Job("J1", (1, 2, 4), 1e6, current=Configuration.of("t", {"n0": 2})),
+        Job("J2", (2,), 1e6),
+    )
     plan = get_policy("sia").plan(Snapshot(0.0, cluster, jobs, store=store), SETTINGS)
     assert plan.placements() == {"J1": Configuration.of("t", {"n0": 4})}
 
 
-def test_sia_prefers_the_faster_type_and_keeps_placements() -> None:
-    cluster = _cluster(("F0", "fast", 2), ("S0", "slow", 2))
-    store = _store({("J", "fast", 2): 30.0, ("J", "slow", 2): 10.0})
-    job = Job("J", (2,), 1e6)
+def test_sia_grows_a_job_to_at_most_twice_the_gpus_it_was_seen_on() -> None:
+    # A linearly scaling job alone on 16 GPUs: its best weight is at 16 GPUs, but Sia
+    # starts it at its smallest demand and at most doubles it each round.
+    cluster = _cluster(("n0", "t", 8), ("n1", "t", 8))
+    demands = (1, 2, 3, 4, 8, 16)
+    store = _store({("J", "t", n): 10.0 for n in demands})
     sia = get_policy("sia")
-    plan = sia.plan(Snapshot(0.0, cluster, (job,), store=store), SETTINGS)
-    assert plan.placements() == {"J": Configuration.of("fast", {"F0": 2})}
-    again = sia.plan(
-        Snapshot(300.0, cluster, (replace(job, current=plan.start[0].config),), store=store),
-        SETTINGS,
-    )
-    assert [a.job_id for a in again.keep] == ["J"]
+    job = Job("J", demands, 1e9)
+    counts = []
+    for r in range(5):
+        plan = sia.plan(Snapshot(300.0 * r, cluster, (job,), store=store), SETTINGS)
+        cfg = plan.placements()["J"]
+        counts.append(cfg.total_gpus)
+        job = replace(job, current=cfg)
+    assert counts == [1, 2, 4, 8, 16]
 
 
-def test_queue_order_breaks_sia_ties() -> None:
-    # Equal jobs, one node: under LR the job that waited longer wins, under arrival the older.
-    cluster = _cluster(("n0", "t", 4))
-    store = _store({("early", "t", 4): 10.0, ("late", "t", 4): 10.0})
-    jobs = (
-        Job("early", (4,), 1e6, submit_time=0.0, wait_time=10.0),
-        Job("late", (4,), 1e6, submit_time=5.0, wait_time=100.0),
+def test_sia_growth_steps_over_gaps_in_the_demand_set() -> None:
+    from hopsd.core.policies.sia import growth_cap
+
+    assert growth_cap((1, 2, 4), 0) == 1
+    assert growth_cap((2, 5, 8), 2) == 5  # nothing in (2, 4]: the next count
+    assert growth_cap((2, 5, 8), 5) == 10
+    assert growth_cap((2, 3, 8), 2) == 4  # 3 lies within twice what was seen
+    assert growth_cap((4,), 4) == 8
+
+
+def test_sia_does_not_move_a_job_while_it_restores() -> None:
+    # t=0: J arrives, K runs on "fast"; both run three times (J) and twice (K) as fast
+    # there. Sia gives J the fast GPUs and moves K to "slow", where K restores its
+    # checkpoint for 250 s. At t=60 J is gone and K would gain by moving back to fast,
+    # but it is still restoring, so it keeps its GPUs; after the restore it moves.
+    cluster = _cluster(("F0", "fast", 2), ("S0", "slow", 2))
+    store = _store(
+        {
+            ("J", "fast", 2): 30.0,
+            ("J", "slow", 2): 10.0,
+            ("K", "fast", 2): 40.0,
+            ("K", "slow", 2): 20.0,
+        }
     )
-    snap = Snapshot(200.0, cluster, jobs, store=store)
-    assert list(get_policy("sia").plan(snap, SETTINGS).placements()) == ["late"]
-    assert list(get_policy("sia-arrival").plan(snap, SETTINGS).placements()) == ["early"]
+    settings = replace(SETTINGS, restart_penalty_s=250.0, round_length_s=60.0)
+    fast = Configuration.of("fast", {"F0": 2})
+    slow = Configuration.of("slow", {"S0": 2})
+    sia = get_policy("sia")
+    k_on_fast = Job("K", (2,), 1e9, current=fast)
+    first = sia.plan(
+        Snapshot(0.0, cluster, (Job("J", (2,), 1e9), k_on_fast), store=store), settings
+    )
+    assert first.placements() == {"J": fast, "K": slow}
+    k_on_slow = replace(k_on_fast, current=slow)
+    restoring = sia.plan(Snapshot(60.0, cluster, (k_on_slow,), store=store), settings)
+    assert [a.job_id for a in restoring.keep] == ["K"] and restoring.move == ()
+    restored = sia.plan(Snapshot(3000.0, cluster, (k_on_slow,), store=store), settings)
+    assert restored.placements() == {"K": fast}
 
 
 # ------------------------------------------------------------------ Hops
@@ -221,3 +265,43 @@ def test_sia_drops_columns_a_cheaper_column_of_the_same_type_beats() -> None:
     ]
     kept = {(c.gpu_type, c.count) for c in undominated(cols)}
     assert kept == {("a", 1), ("a", 4), ("b", 2), ("b", 4)}
+
+
+def test_sia_solution_is_within_the_gap_of_the_exact_optimum() -> None:
+    # Random Sia-shaped instances: the rounded LP (or the MILP it falls back to) must be
+    # feasible and within settings.mip_gap of the exact ILP optimum (gap 0).
+    from hopsd.core.ilp import AssignmentProblem, solve_assignment
+    from hopsd.core.policies.sia import round_relaxation, solve_columns
+
+    rng = np.random.default_rng(7)
+    types = ["a", "b", "c"]
+    capacity = {"a": 32, "b": 24, "c": 16}
+    for _ in range(20):
+        n_jobs = int(rng.integers(5, 40))
+        columns = [
+            SiaColumn(j, t, int(n), round(float(rng.uniform(0.05, 0.8)), 2))
+            for j in range(n_jobs)
+            for t in types
+            for n in (1, 2, 4, 8)
+            if rng.random() < 0.7
+        ]
+        picked = solve_columns(columns, n_jobs, types, capacity, SETTINGS)
+        assert len({columns[c].job for c in picked}) == len(picked)
+        for t in types:
+            assert sum(columns[c].count for c in picked if columns[c].gpu_type == t) <= capacity[t]
+        row = {t: i for i, t in enumerate(types)}
+        exact = solve_assignment(
+            AssignmentProblem(
+                n_jobs,
+                [c.job for c in columns],
+                [c.weight for c in columns],
+                [((row[c.gpu_type], c.count),) for c in columns],
+                [capacity[t] for t in types],
+            ),
+            mip_gap=0.0,
+            time_limit=30.0,
+        )
+        got = sum(columns[c].weight for c in picked)
+        assert got >= (1 - SETTINGS.mip_gap) * exact.objective - 1e-9
+        _, rounded, bound = round_relaxation(columns, n_jobs, types, capacity)
+        assert rounded <= exact.objective + 1e-9 <= bound + 2e-9

@@ -2,11 +2,14 @@
 
 Formulation (Narayanan et al., OSDI '20): ``X[m, j]`` is the fraction of time job
 ``m`` should spend on GPU type ``j``; ``T[m, j]`` the job's throughput on ``j``
-with its (rigid) GPU count ``s_m``. Each job's effective throughput is
-normalised by what it would get from an equal, type-proportional share of the
-cluster, ``P_m = sum_j T[m, j] * G_j / G``:
+with its (rigid) GPU count, its scale factor ``s_m``. Each job's effective
+throughput is normalised by what it would get from an equal, type-proportional
+share of the cluster, ``P_m = sum_j T[m, j] * G_j / G``, and weighted by its
+scale factor, so that jobs are equalised in GPU-time rather than in time (a
+1-GPU job gets ``s`` times the time share of an ``s``-GPU job of equal
+throughput, as in Gavel's policies):
 
-    maximise   min_m  sum_j T[m, j] * X[m, j] / P_m
+    maximise   min_m  sum_j T[m, j] * s_m * X[m, j] / P_m
     s.t.       sum_j X[m, j] <= 1                 (time fractions of one job)
                sum_m s_m * X[m, j] <= G_j         (GPUs of each type)
                X >= 0
@@ -58,7 +61,9 @@ def max_min_allocation(
 ) -> np.ndarray:
     """Solve Gavel's max-min LP; ``thr`` is jobs x types (0 where a type cannot hold the job).
 
-    Returns the time-fraction matrix ``X`` (same shape as ``thr``).
+    ``scale`` holds each job's scale factor (GPU count), which weights its
+    normalised throughput in the objective. Returns the time-fraction matrix
+    ``X`` (same shape as ``thr``).
     """
     n, k = thr.shape
     if n == 0:
@@ -66,41 +71,26 @@ def max_min_allocation(
     share = np.asarray(capacity, dtype=float)
     share = share / share.sum() if share.sum() > 0 else share
     proportional = thr @ share
-    norm = np.divide(
-        thr, proportional[:, None], out=np.zeros_like(thr), where=proportional[:, None] > 0
+    norm = (
+        np.divide(
+            thr, proportional[:, None], out=np.zeros_like(thr), where=proportional[:, None] > 0
+        )
+        * np.asarray(scale, dtype=float)[:, None]
     )
     n_x = n * k
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    # t - sum_j norm[m, j] X[m, j] <= 0
-    for m in range(n):
-        rows.append(m)
-        cols.append(n_x)
-        vals.append(1.0)
-        for j in range(k):
-            if norm[m, j] > 0:
-                rows.append(m)
-                cols.append(m * k + j)
-                vals.append(-norm[m, j])
-    # sum_j X[m, j] <= 1
-    for m in range(n):
-        for j in range(k):
-            rows.append(n + m)
-            cols.append(m * k + j)
-            vals.append(1.0)
-    # sum_m s_m X[m, j] <= G_j
-    for j in range(k):
-        for m in range(n):
-            rows.append(2 * n + j)
-            cols.append(m * k + j)
-            vals.append(float(scale[m]))
+    var = np.arange(n_x).reshape(n, k)  # column of X[m, j]
+    jobs = np.arange(n)
+    pos_m, pos_j = np.nonzero(norm > 0)
+    scale_f = np.asarray(scale, dtype=float)
+    # t - sum_j norm[m, j] X[m, j] <= 0;  sum_j X[m, j] <= 1;  sum_m s_m X[m, j] <= G_j
+    rows = np.concatenate([jobs, pos_m, n + np.repeat(jobs, k), 2 * n + np.tile(np.arange(k), n)])
+    cols = np.concatenate([np.full(n, n_x), var[pos_m, pos_j], var.ravel(), var.ravel()])
+    vals = np.concatenate([np.ones(n), -norm[pos_m, pos_j], np.ones(n_x), np.repeat(scale_f, k)])
     a_ub = coo_matrix((vals, (rows, cols)), shape=(2 * n + k, n_x + 1)).tocsr()
     b_ub = np.concatenate([np.zeros(n), np.ones(n), np.asarray(capacity, dtype=float)])
-    bounds: list[tuple[float, float | None]] = [
-        (0.0, 1.0 if thr[m, j] > 0 else 0.0) for m in range(n) for j in range(k)
-    ]
-    bounds.append((0.0, None))
+    bounds = np.zeros((n_x + 1, 2))
+    bounds[:n_x, 1] = (thr > 0).ravel()
+    bounds[n_x, 1] = np.inf
     cost = np.zeros(n_x + 1)
     cost[-1] = -1.0
     result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")

@@ -6,9 +6,10 @@ each owner's usage of normalised GPU time decays with a half-life, is compared
 with the owner's configured share, and gives a factor ``F = 2 ** (-usage/share)``
 (Slurm's classic formula: 0.5 means exactly at share, 1 unused, -> 0 far over).
 
-The daemon hands each job's owner factor ``(2F_user * 2F_account) ** weight``
-to the core as the job's ``share_factor``; the planner multiplies the job's
-biased priority by it (``(prior + bias) * share_factor``, see
+This module is the one owner of that rule: hopsd applies it, ``hops fairness``
+shows it, the simulator and replay use it. hopsd hands each job's owner factor
+``(2F_user * 2F_account) ** weight`` to the core as the job's ``share_factor``;
+the planner multiplies the job's biased priority by it (``(prior + bias) * share_factor``, see
 :func:`hopsd.core.priorities.share_keys`) for the queue order and the ILP
 weight. Priorities keep their definitions, so this works the same for every
 priority (LR, FTF, LAS, SJF, SRTF). ``weight = 0`` gives a factor of exactly 1:
@@ -97,6 +98,37 @@ class FairShare:
         return max(value, MIN_FACTOR)
 
 
+def split_shares(shares: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """hops.conf's ``[fairshare] shares`` into user shares and account shares.
+
+    Keys are user names, or ``account:NAME`` for an account.
+    """
+    users = {k: float(v) for k, v in shares.items() if not k.startswith(ACCOUNT_PREFIX)}
+    accounts = {
+        k[len(ACCOUNT_PREFIX) :]: float(v)
+        for k, v in shares.items()
+        if k.startswith(ACCOUNT_PREFIX)
+    }
+    return users, accounts
+
+
+def fair_share(
+    user_usage: Mapping[str, float],
+    account_usage: Mapping[str, float],
+    owners: Iterable[tuple[str, str]],
+    shares: Mapping[str, float],
+    weight: float,
+) -> FairShare:
+    """Fair-share factors from decayed usage per user and per account."""
+    owner_list = list(owners)
+    user_shares, account_shares = split_shares(shares)
+    return FairShare(
+        users=fairshare_factors(user_usage, user_shares, (u for u, _ in owner_list)),
+        accounts=fairshare_factors(account_usage, account_shares, (a for _, a in owner_list)),
+        weight=weight,
+    )
+
+
 def compute_fairshare(
     samples: Iterable[UsageSample],
     owners: Iterable[tuple[str, str]],
@@ -105,15 +137,37 @@ def compute_fairshare(
     weight: float,
     now: float,
 ) -> FairShare:
-    """Fair-share factors from usage history; ``shares`` keys are users or ``account:NAME``."""
-    owner_list = list(owners)
+    """Fair-share factors from raw usage samples (the simulator's and replay's form)."""
     users, accounts = decayed_usage(samples, now, half_life_s)
-    user_shares = {k: v for k, v in shares.items() if not k.startswith(ACCOUNT_PREFIX)}
-    account_shares = {
-        k[len(ACCOUNT_PREFIX) :]: v for k, v in shares.items() if k.startswith(ACCOUNT_PREFIX)
-    }
-    return FairShare(
-        users=fairshare_factors(users, user_shares, (u for u, _ in owner_list)),
-        accounts=fairshare_factors(accounts, account_shares, (a for _, a in owner_list)),
-        weight=weight,
-    )
+    return fair_share(users, accounts, owners, shares, weight)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where one owner stands: share of decayed usage, fair share, their ratio, the factor."""
+
+    name: str
+    usage: float
+    usage_share: float
+    fair_share: float
+    ratio: float
+    factor: float
+
+
+def standings(
+    usage: Mapping[str, float], shares: Mapping[str, float], owners: Iterable[str]
+) -> list[Standing]:
+    """Every owner's standing against its share, with the factor hopsd applies to it."""
+    names = sorted(set(owners) | set(usage))
+    if not names:
+        return []
+    factors = fairshare_factors(usage, shares, names)
+    weights = {n: float(shares.get(n, 1.0)) for n in names}
+    total_weight = sum(weights.values())
+    total_usage = sum(usage.get(n, 0.0) for n in names)
+    out = []
+    for n in names:
+        fair = weights[n] / total_weight
+        used = usage.get(n, 0.0) / total_usage if total_usage > 0 else 0.0
+        out.append(Standing(n, usage.get(n, 0.0), used, fair, used / fair, factors[n]))
+    return out

@@ -1,0 +1,360 @@
+"""One scheduling step: the one place where hops decides, whoever asks.
+
+hopsd (live Slurm), the simulator and replay differ only in where the snapshot
+comes from and where the decision goes; each of them calls
+:func:`schedule_step` with the snapshot and the round clock, and gets back what
+to do. The step owns the rules that used to be written once per caller:
+
+* the **round clock**: a full round when ``round_length_s`` has passed since
+  the last one, otherwise a fragment plan for idle GPUs, and only when
+  something changed and a queued job waits;
+* **refill**: the GPUs a round plan leaves idle while jobs wait are offered to
+  fragment planning at once, in the same step;
+* **sparing**: a running job that finishes within ``spare_guard_s`` is never
+  moved or preempted (that would waste its restart cost and race its end);
+* **validation**: no GPU handed out twice, starts within a job's demand set,
+  pinned jobs untouched -- a policy that breaks a rule raises
+  :class:`PlanRuleError` instead of reaching Slurm;
+* a short **reason per job** (why it starts, moves, waits or was spared).
+
+Policies (hops with its priorities, sia, gavel, fifo) plug in behind
+:class:`~hopsd.core.policies.Policy`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hopsd.core.errors import HopsError
+from hopsd.core.estimator import Estimator
+from hopsd.core.model import Assignment, Configuration, Job, Plan
+from hopsd.core.policies import Policy
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+
+ROUND, FRAGMENT, IDLE = "round", "fragment", "idle"
+
+
+class PlanRuleError(HopsError):
+    """A policy's plan breaks a rule every plan must keep (it is never enacted)."""
+
+
+@dataclass(frozen=True)
+class RoundClock:
+    """When the last full round ran; the step decides when the next one is due."""
+
+    round_length_s: float
+    last_round_at: float | None = None
+
+    def due(self, now: float) -> bool:
+        if self.last_round_at is None:
+            return True
+        return now - self.last_round_at >= self.round_length_s - 1e-6  # float round boundaries
+
+    def after_round(self, now: float) -> RoundClock:
+        return dataclasses.replace(self, last_round_at=now)
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Rules of the step that are not the planner's own settings."""
+
+    spare_guard_s: float = 0.0
+    refill_after_round: bool = True
+    fragments: bool = True
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step decided: the plan (a diff), the clock after it, a reason per job."""
+
+    kind: str
+    plan: Plan
+    clock: RoundClock
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    spared: tuple[str, ...] = ()
+    idle_gpus_waiting: int = 0
+    refilled: bool = False
+
+    @property
+    def acted(self) -> bool:
+        plan = self.plan
+        return bool(plan.start or plan.move or plan.preempt)
+
+
+def schedule_step(
+    snapshot: Snapshot,
+    clock: RoundClock,
+    policy: Policy,
+    settings: Settings,
+    options: StepOptions | None = None,
+    *,
+    changed: bool = True,
+) -> StepResult:
+    """Decide for ``snapshot``: a full round, a fragment plan, or nothing (``idle``).
+
+    ``changed`` says whether anything happened since the last step (a job
+    arrived, ended or became schedulable); without it, a fragment plan could
+    only repeat the last one.
+    """
+    opts = options or StepOptions()
+    now = snapshot.now
+    if clock.due(now) and not snapshot.jobs:
+        return StepResult(IDLE, Plan(), clock.after_round(now))  # the boundary passes anyway
+    if clock.due(now):
+        plan = policy.plan(snapshot, settings)
+        validate_plan(snapshot, plan, fragment=False)
+        plan, spared = spare_finishing(plan, snapshot, settings, opts.spare_guard_s)
+        refilled = False
+        if opts.fragments and opts.refill_after_round and _idle_with_queue(snapshot, plan):
+            after = applied(snapshot, plan)
+            extra = policy.plan_fragment(after, settings)
+            validate_plan(after, extra, fragment=True)
+            plan, refilled = merge_refill(snapshot, plan, extra), True
+        return _result(ROUND, plan, snapshot, clock.after_round(now), spared, refilled)
+    if opts.fragments and changed and _idle_with_queue(snapshot, None):
+        pinned = dataclasses.replace(snapshot, pinned=frozenset(j.id for j in snapshot.running))
+        plan = policy.plan_fragment(pinned, settings)
+        validate_plan(pinned, plan, fragment=True)
+        return _result(FRAGMENT, plan, snapshot, clock, (), False)
+    return StepResult(IDLE, Plan(keep=_keeps(snapshot)), clock)
+
+
+def _result(
+    kind: str,
+    plan: Plan,
+    snapshot: Snapshot,
+    clock: RoundClock,
+    spared: tuple[str, ...],
+    refilled: bool,
+) -> StepResult:
+    return StepResult(
+        kind,
+        plan,
+        clock,
+        reasons=explain(snapshot, plan, spared),
+        spared=spared,
+        idle_gpus_waiting=idle_while_waiting(snapshot, plan),
+        refilled=refilled,
+    )
+
+
+def _keeps(snapshot: Snapshot) -> tuple[Assignment, ...]:
+    return tuple(Assignment(j.id, j.current) for j in snapshot.running if j.current is not None)
+
+
+# -- free GPUs: the one definition ------------------------------------------------------
+
+
+def free_gpus(snapshot: Snapshot, plan: Plan | None) -> dict[str, int]:
+    """GPUs per node nobody holds once ``plan`` is applied (running jobs as now if None)."""
+    if plan is None:
+        used: dict[str, int] = {}
+        for job in snapshot.running:
+            assert job.current is not None
+            for node_id, gpus in job.current.parts:
+                used[node_id] = used.get(node_id, 0) + gpus
+    else:
+        used = plan.gpus_used()
+    return {
+        n.id: max(snapshot.capacity_of(n.id) - used.get(n.id, 0), 0) for n in snapshot.cluster.nodes
+    }
+
+
+def _idle_with_queue(snapshot: Snapshot, plan: Plan | None) -> bool:
+    placed = set(plan.placements()) if plan is not None else set()
+    waiting = [j for j in snapshot.queued if j.id not in placed]
+    if plan is not None:
+        waiting += [j for j in snapshot.running if j.id in plan.preempt]
+    return bool(waiting) and sum(free_gpus(snapshot, plan).values()) > 0
+
+
+def idle_while_waiting(snapshot: Snapshot, plan: Plan) -> int:
+    """GPUs the plan leaves idle although some queued job stays unplaced (0 otherwise)."""
+    placed = plan.placements()
+    if all(j.id in placed for j in snapshot.queued):
+        return 0
+    return sum(free_gpus(snapshot, plan).values())
+
+
+# -- applying a plan to a snapshot (for the refill) -----------------------------------
+
+
+def applied(snapshot: Snapshot, plan: Plan) -> Snapshot:
+    """The snapshot as it will be once ``plan`` is enacted, every placed job pinned."""
+    placements = plan.placements()
+    preempted = set(plan.preempt)
+    jobs: list[Job] = []
+    for job in snapshot.jobs:
+        current: Configuration | None = placements.get(job.id)
+        if current is None and job.current is not None and job.id not in preempted:
+            current = job.current  # a running job the plan did not mention stays
+        jobs.append(dataclasses.replace(job, current=current))
+    pinned = frozenset(j.id for j in jobs if j.current is not None)
+    return dataclasses.replace(snapshot, jobs=tuple(jobs), pinned=pinned)
+
+
+def merge_refill(snapshot: Snapshot, round_plan: Plan, refill: Plan) -> Plan:
+    """One plan from a round plan and the fragment plan that filled what it left idle.
+
+    A job the round preempted and the refill started again is a move (or a keep,
+    when it lands where it was).
+    """
+    current = {j.id: j.current for j in snapshot.running}
+    preempted = set(round_plan.preempt)
+    starts = list(round_plan.start)
+    moves = list(round_plan.move)
+    keeps = list(round_plan.keep)
+    still_preempted = set(preempted)
+    for a in refill.start:
+        if a.job_id not in preempted:
+            starts.append(a)
+            continue
+        still_preempted.discard(a.job_id)
+        (keeps if current.get(a.job_id) == a.config else moves).append(a)
+    return dataclasses.replace(
+        round_plan,
+        start=tuple(starts),
+        keep=tuple(keeps),
+        move=tuple(moves),
+        preempt=tuple(j for j in round_plan.preempt if j in still_preempted),
+    )
+
+
+# -- sparing jobs about to finish -----------------------------------------------------
+
+
+def spare_finishing(
+    plan: Plan, snapshot: Snapshot, settings: Settings, guard_s: float
+) -> tuple[Plan, tuple[str, ...]]:
+    """Keep running jobs the plan would requeue although they finish within ``guard_s``.
+
+    Starts that no longer fit once those jobs stay are dropped, last first.
+    """
+    if guard_s <= 0:
+        return plan, ()
+    estimator = Estimator(snapshot.cluster, snapshot.store, settings)
+    jobs = {j.id: j for j in snapshot.jobs}
+
+    def finishing(job_id: str) -> bool:
+        job = jobs.get(job_id)
+        if job is None or job.current is None:
+            return False
+        try:
+            rate = estimator.throughput(job, job.current).samples_per_s
+        except (HopsError, ArithmeticError, ValueError):
+            return False  # a job whose data cannot be estimated is simply not spared
+        return rate > 0 and job.remaining_samples / rate < guard_s
+
+    spared = tuple(j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j))
+    if not spared:
+        return plan, ()
+    keep = list(plan.keep)
+    for job_id in spared:
+        current = jobs[job_id].current
+        assert current is not None
+        keep.append(Assignment(job_id, current))
+    spared_plan = dataclasses.replace(
+        plan,
+        keep=tuple(keep),
+        move=tuple(a for a in plan.move if a.job_id not in spared),
+        preempt=tuple(j for j in plan.preempt if j not in spared),
+    )
+    return _drop_overbooked_starts(spared_plan, snapshot), spared
+
+
+def _drop_overbooked_starts(plan: Plan, snapshot: Snapshot) -> Plan:
+    """Drop the last starts until no node holds more than its capacity."""
+    starts = list(plan.start)
+    while starts:
+        trial = dataclasses.replace(plan, start=tuple(starts))
+        if all(v >= 0 for v in _headroom(snapshot, trial).values()):
+            return trial
+        starts.pop()
+    return dataclasses.replace(plan, start=())
+
+
+def _headroom(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
+    used = plan.gpus_used()
+    return {n.id: snapshot.capacity_of(n.id) - used.get(n.id, 0) for n in snapshot.cluster.nodes}
+
+
+# -- the rules every plan keeps ------------------------------------------------------
+
+
+def validate_plan(snapshot: Snapshot, plan: Plan, *, fragment: bool) -> None:
+    """Raise :class:`PlanRuleError` when ``plan`` breaks a rule (see the module docstring)."""
+    jobs = {j.id: j for j in snapshot.jobs}
+    named = [a.job_id for a in (*plan.start, *plan.keep, *plan.move)] + list(plan.preempt)
+    if len(named) != len(set(named)):
+        raise PlanRuleError("a job is named twice in one plan")
+    for a in plan.start:
+        job = jobs.get(a.job_id)
+        if job is None or job.current is not None:
+            raise PlanRuleError(f"job {a.job_id!r} started but it is not queued")
+        if a.config.total_gpus not in job.demands:
+            raise PlanRuleError(
+                f"job {a.job_id!r} given {a.config.total_gpus} GPUs, outside {job.demands}"
+            )
+    for a in plan.keep:
+        job = jobs.get(a.job_id)
+        if job is None or job.current != a.config:
+            raise PlanRuleError(f"job {a.job_id!r} kept somewhere it does not run")
+    for job_id in [a.job_id for a in plan.move] + list(plan.preempt):
+        job = jobs.get(job_id)
+        if job is None or job.current is None:
+            raise PlanRuleError(f"job {job_id!r} moved or preempted but it is not running")
+        if fragment or job_id in snapshot.pinned:
+            raise PlanRuleError(f"job {job_id!r} is pinned and cannot be moved or preempted")
+    for a in plan.move:
+        if a.config.total_gpus not in jobs[a.job_id].demands:
+            raise PlanRuleError(f"job {a.job_id!r} moved to a size outside its demand set")
+    over = {
+        n: -v for n, v in _headroom(snapshot, _with_unmentioned(snapshot, plan)).items() if v < 0
+    }
+    if over:
+        raise PlanRuleError(f"GPUs handed out twice: over capacity by {over}")
+
+
+def _with_unmentioned(snapshot: Snapshot, plan: Plan) -> Plan:
+    """The plan plus running jobs it does not mention (they keep their GPUs)."""
+    mentioned = set(plan.placements()) | set(plan.preempt)
+    extra = tuple(
+        Assignment(j.id, j.current)
+        for j in snapshot.running
+        if j.current is not None and j.id not in mentioned
+    )
+    return dataclasses.replace(plan, keep=(*plan.keep, *extra))
+
+
+# -- reasons users see ---------------------------------------------------------------
+
+
+def _where(config: Configuration) -> str:
+    return f"{config.gpu_type} " + "+".join(f"{n}:{g}" for n, g in config.parts)
+
+
+def explain(snapshot: Snapshot, plan: Plan, spared: tuple[str, ...]) -> dict[str, str]:
+    """A short reason for every job of the snapshot."""
+    reasons: dict[str, str] = {}
+    for a in plan.start:
+        reasons[a.job_id] = f"started on {_where(a.config)}"
+    for a in plan.move:
+        reasons[a.job_id] = f"moved to {_where(a.config)}"
+    for job_id in plan.preempt:
+        reasons[job_id] = "preempted for jobs of higher priority"
+    for job_id in spared:
+        reasons[job_id] = "kept in place: finishes before a move would pay off"
+    free = sum(free_gpus(snapshot, plan).values())
+    for job in snapshot.jobs:
+        if job.id in reasons:
+            continue
+        if job.current is not None:
+            reasons[job.id] = f"running on {_where(job.current)}"
+        elif free < job.min_demand:
+            reasons[job.id] = f"waiting: {free} GPUs free, needs at least {job.min_demand}"
+        else:
+            reasons[job.id] = "waiting: GPUs that fit go to jobs of higher priority"
+    return reasons

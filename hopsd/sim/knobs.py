@@ -1,0 +1,135 @@
+"""Per-policy knobs of a simulation: round length, restart penalty, profiling time.
+
+The published schedulers were evaluated with different round mechanics (Gavel
+with 360 s rounds and free preemption, Sia with 60 s rounds and restore costs of
+tens to hundreds of seconds), so a comparison must be able to give each policy
+its own. A simulation TOML holds defaults for every policy and per-policy
+overrides::
+
+    round_length_s = 300      # defaults for every policy
+    restart_penalty_s = 30
+    profiling_s = 60
+
+    [policies.gavel]          # overrides for one policy
+    round_length_s = 360
+    restart_penalty_s = 0
+
+    [policies.sia]
+    round_length_s = 60
+
+Command-line values (``hops simulate --round-length ...``) replace the file's
+defaults; a policy's own table still wins over both, since it was written for
+that policy. The knobs each policy ran with are recorded in ``results.json``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.sim.engine import EngineConfig
+
+KEYS = ("round_length_s", "restart_penalty_s", "profiling_s")
+
+
+class KnobsError(InvalidInputError):
+    """A simulation TOML that cannot describe the knobs."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Values set for one policy (or for all); None leaves the engine's default."""
+
+    round_length_s: float | None = None
+    restart_penalty_s: float | None = None
+    profiling_s: float | None = None
+
+    def over(self, base: Knobs) -> Knobs:
+        """These values where set, ``base``'s elsewhere."""
+        return Knobs(
+            *(getattr(self, k) if getattr(self, k) is not None else getattr(base, k) for k in KEYS)
+        )
+
+    def apply(self, config: EngineConfig) -> EngineConfig:
+        """The engine configuration with these values put in."""
+        settings = config.settings
+        if self.round_length_s is not None:
+            settings = replace(settings, round_length_s=self.round_length_s)
+        if self.restart_penalty_s is not None:
+            settings = replace(settings, restart_penalty_s=self.restart_penalty_s)
+        profile_s = self.profiling_s if self.profiling_s is not None else config.profile_s
+        return replace(config, settings=settings, profile_s=profile_s)
+
+
+@dataclass(frozen=True)
+class SimKnobs:
+    """Defaults for every policy plus per-policy overrides."""
+
+    defaults: Knobs = field(default_factory=Knobs)
+    per_policy: Mapping[str, Knobs] = field(default_factory=dict)
+
+    def for_policy(self, name: str) -> Knobs:
+        return self.per_policy.get(name, Knobs()).over(self.defaults)
+
+    def with_defaults(self, values: Knobs) -> SimKnobs:
+        """Command-line values replace the file's defaults (per-policy tables still win)."""
+        return SimKnobs(values.over(self.defaults), self.per_policy)
+
+    def config_for(self, name: str, base: EngineConfig) -> EngineConfig:
+        return self.for_policy(name).apply(base)
+
+
+def effective(config: EngineConfig) -> dict[str, float]:
+    """The knobs an engine configuration runs with, as recorded in results.json."""
+    return {
+        "round_length_s": config.settings.round_length_s,
+        "restart_penalty_s": config.settings.restart_penalty_s,
+        "profiling_s": config.profile_s,
+    }
+
+
+def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
+    values: dict[str, float] = {}
+    for key, value in table.items():
+        if key not in KEYS:
+            raise KnobsError(f"{where}: unknown key {key!r}; known: {', '.join(KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise KnobsError(f"{where}: {key} must be a number of seconds, got {value!r}")
+        if value < 0 or (key == "round_length_s" and value <= 0):
+            raise KnobsError(
+                f"{where}: {key} must be {'> 0' if key == 'round_length_s' else '>= 0'}"
+            )
+        values[key] = float(value)
+    return Knobs(**values)
+
+
+def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimKnobs:
+    """Knobs of an already-parsed simulation document."""
+    top = {k: v for k, v in data.items() if k != "policies"}
+    policies = data.get("policies", {})
+    if not isinstance(policies, dict):
+        raise KnobsError(f"{where}: [policies] must hold one table per policy")
+    per_policy: dict[str, Knobs] = {}
+    for name, table in policies.items():
+        if not isinstance(table, dict):
+            raise KnobsError(f"{where}: [policies.{name}] must be a table")
+        per_policy[name] = _knobs(f"{where}: [policies.{name}]", table)
+    return SimKnobs(_knobs(where, top), per_policy)
+
+
+def load_knobs(path: str | Path) -> SimKnobs:
+    """Read a simulation TOML."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KnobsError(f"{p}: cannot read: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise KnobsError(f"{p}: cannot parse: {exc}") from exc
+    return parse_knobs(data, where=str(p))

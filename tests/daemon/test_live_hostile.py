@@ -1,0 +1,131 @@
+"""Live: an unprivileged user's job attacks hopsd through its spool files; hopsd shrugs.
+
+On the Slurm test cluster, a real ``hopsd`` process schedules the jobs of two
+users. The attacker (an unprivileged Unix user, running ``sbatch`` as
+themselves) submits a hops job that, once placed, either writes ``'[' * 20000``
+into its progress file or keeps appending deeply nested lines to its report.
+hopsd must keep running and keep scheduling the other user's job to
+completion, and ``hops status`` must show the attacker's job with the reason
+its input was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from daemon_live import LiveEnv, drive, hopsd_process
+from typer.testing import CliRunner
+
+from hops_cli.main import app
+from hopsd.ledger.models import JobState
+from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.runner import CompletedRun, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
+    ),
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating the attacker's account needs root"),
+]
+
+ATTACKER = "hopsmallory"
+NESTED = "head -c {n} /dev/zero | tr '\\0' '['"
+ATTACKS = {
+    # one write of the file hopsd parses for jobs without the probe
+    "progress": f'{NESTED.format(n=20000)} > "$HOPS_SPOOL_DIR/$SLURM_JOB_ID.progress.json"\n'
+    "sleep 300\n",
+    # a stream of nested lines into the probe's report, one every half second
+    "report": f"line=$({NESTED.format(n=10000)})\n"
+    'while true; do echo "$line" >> "$HOPS_SPOOL_DIR/$SLURM_JOB_ID.jsonl"; sleep 0.5; done\n',
+}
+
+
+class AsUser:
+    """Runs Slurm commands as ``user`` (``runuser``), as that user's own shell would."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
+
+
+@pytest.fixture(scope="module")
+def attacker() -> str:
+    try:
+        pwd.getpwnam(ATTACKER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", ATTACKER], check=True)
+    return ATTACKER
+
+
+@pytest.fixture
+def env() -> Iterator[LiveEnv]:
+    root = Path(tempfile.mkdtemp(prefix="hops-hostile-"))
+    root.chmod(0o755)  # the attacker's job reads its script here
+    live = LiveEnv.create(root)
+    live.spool.chmod(0o1777)  # a shared spool every user's job writes into
+    yield live
+    live.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def submit_attack(env: LiveEnv, user: str, attack: str) -> int:
+    script = env.root / f"attack-{attack}.sh"
+    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool}\n{ATTACKS[attack]}")
+    script.chmod(0o755)
+    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    args = ["-J", f"{env.prefix}attack", "-o", "/dev/null", "-t", "10"]
+    job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    env.submitted.append(job)
+    return job
+
+
+def status_of(env: LiveEnv, job: int) -> dict[str, object]:
+    result = CliRunner().invoke(
+        app, ["--config", str(env.config_path), "status", "--all", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    jobs = {j["job_id"]: j for j in json.loads(result.stdout)["jobs"]}
+    return jobs[job]
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_a_hostile_job_leaves_hopsd_scheduling_everyone_else(
+    env: LiveEnv, attacker: str, attack: str
+) -> None:
+    daemon = hopsd_process(env)
+    try:
+        bad = submit_attack(env, attacker, attack)
+
+        def refused() -> bool:
+            row = env.rows().get(bad)
+            return row is not None and "nested deeper" in row.input_problem
+
+        assert drive(lambda: None, refused, deadline_s=60), (env.root / "hopsd.log").read_text()
+        assert daemon.poll() is None, "hopsd died"
+        honest = env.submit((1, 2), 400, label="honest")
+        done = lambda: honest in env.rows() and env.rows()[honest].state == JobState.DONE  # noqa: E731
+        assert drive(lambda: None, done, deadline_s=90), (env.root / "hopsd.log").read_text()
+        time.sleep(2)  # several more ticks with the attack going on
+        assert daemon.poll() is None, "hopsd died"
+        row = env.rows()[bad]
+        assert row.user == attacker and row.state == JobState.RUNNING
+        shown = status_of(env, bad)
+        assert shown["user"] == attacker and "nested deeper" in str(shown["problem"])
+        log = (env.root / "hopsd.log").read_text()
+        assert "RecursionError" not in log and "event=tick-failed" not in log
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

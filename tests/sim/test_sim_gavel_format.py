@@ -1,0 +1,132 @@
+"""Gavel's trace format in: its .trace lines and throughputs JSON, converted to hops's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hopsd.core.model import Configuration
+from hopsd.sim.gavel_format import batch_of, fitted_comm_s, read_gavel_trace
+from hopsd.sim.run import load_inputs, simulate
+from hopsd.sim.trace import TraceError
+
+CLUSTER = """
+[gpu_types.v100]
+b_link = 4e9
+b_net = 1e9
+speed = 3.0
+[gpu_types.k80]
+b_link = 2e9
+b_net = 1e9
+speed = 1.0
+
+[[node_groups]]
+prefix = "v"
+count = 1
+gpu_type = "v100"
+gpus = 4
+
+[[node_groups]]
+prefix = "k"
+count = 2
+gpu_type = "k80"
+gpus = 4
+"""
+
+# Gavel's format: job_type, command, working_directory, num_steps_arg, needs_data_dir,
+# total_steps, scale_factor, [mode,] priority_weight, SLO, arrival_time (tab-separated).
+TRACE = "\n".join(
+    [
+        "\t".join(("ResNet-18 (batch size 64)", "python3 main.py", "cifar10", "--num_steps", "1"))
+        + "\t3000\t4\t1\t-1\t0",
+        "\t".join(["A3C", "python3 main.py", "a3c", "--max-steps", "0", "2000", "1"])
+        + "\tstatic\t1\t-1\t120",
+    ]
+)
+
+THROUGHPUTS = {
+    "v100": {
+        "('ResNet-18 (batch size 64)', 1)": {"null": 10.0, "('A3C', 1)": [5.0, 4.0]},
+        "('ResNet-18 (batch size 64)', 2)": {"null": 18.0},
+        "('ResNet-18 (batch size 64)', 4)": {"null": 30.0},
+        "('A3C', 1)": {"null": 5.0},
+    },
+    "k80": {
+        "('ResNet-18 (batch size 64)', 1)": {"null": 3.0},
+        "('A3C', 1)": {"null": 2.0},
+    },
+}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text(CLUSTER)
+    trace = tmp_path / "jobs.trace"
+    trace.write_text(TRACE + "\n")
+    thr = tmp_path / "throughputs.json"
+    thr.write_text(json.dumps(THROUGHPUTS))
+    return cluster, trace, thr
+
+
+def test_trace_lines_become_rigid_jobs_sized_in_samples(files: tuple[Path, Path, Path]) -> None:
+    jobs = read_gavel_trace(files[1])
+    assert [(j.model, j.demands, j.submit_time, j.total_samples) for j in jobs] == [
+        ("ResNet-18 (batch size 64)", (4,), 0.0, 3000.0 * 64),
+        ("A3C", (1,), 120.0, 2000.0),
+    ]
+    assert batch_of("Transformer (batch size 128)") == 128 and batch_of("CycleGAN") == 1
+
+
+def test_converted_truth_reproduces_gavels_throughputs(files: tuple[Path, Path, Path]) -> None:
+    cluster, trace, thr = files
+    truth, _ = load_inputs(None, cluster, trace, thr, 0, "gavel")
+    resnet = "ResNet-18 (batch size 64)"
+    one_v = Configuration.of("v100", {"v00": 1})
+    one_k = Configuration.of("k80", {"k00": 1})
+    four_v = Configuration.of("v100", {"v00": 4})
+    # samples/s = Gavel's steps/s times the batch of the job type
+    assert truth.throughput(resnet, one_v) == pytest.approx(10.0 * 64, rel=1e-9)
+    assert truth.throughput(resnet, one_k) == pytest.approx(3.0 * 64, rel=1e-9)
+    # the fitted all-reduce gives Gavel's measured 4-GPU throughput on one server
+    assert truth.throughput(resnet, four_v) == pytest.approx(30.0 * 64, rel=1e-6)
+    assert truth.throughput("A3C", one_k) == pytest.approx(2.0, rel=1e-9)
+
+
+def test_fitted_comm_inverts_the_iteration_time() -> None:
+    assert fitted_comm_s(1.0, 1.0) == 0.0  # linear scaling: nothing to communicate
+    assert fitted_comm_s(1.0, 1.2) == 0.0  # super-linear: clipped at zero
+    # efficiency 1/1.1: iteration 1.1 s = 0.4 s (forward + update) + 0.6 + 0.2 * t_c
+    assert fitted_comm_s(1.0, 1 / 1.1) == pytest.approx(0.5)
+    # efficiency 0.8: 1.25 s = 0.4 + t_c (the all-reduce outlasts backward)
+    assert fitted_comm_s(1.0, 0.8) == pytest.approx(0.85)
+
+
+def test_a_gavel_trace_replays_under_every_policy(files: tuple[Path, Path, Path]) -> None:
+    cluster, trace, thr = files
+    out = simulate(
+        None,
+        cluster=cluster,
+        trace=trace,
+        profiles=thr,
+        policies=["hops", "gavel", "sia", "fifo"],
+        trace_format="gavel",
+    )
+    assert out["n_jobs"] == 2 and out["trace_format"] == "gavel"
+    assert all(f["makespan_h"] > 0 for f in out["policies"].values())
+
+
+def test_bad_gavel_inputs_name_the_line(files: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    cluster, trace, thr = files
+    trace.write_text("A3C\tcmd\tdir\t--n\t0\tmany\t1\t1\t-1\t0\n")
+    with pytest.raises(TraceError, match="line 1"):
+        read_gavel_trace(trace)
+    trace.write_text("A3C\tcmd\n")
+    with pytest.raises(TraceError, match="10 or 11"):
+        read_gavel_trace(trace)
+    trace.write_text(TRACE)
+    thr.write_text(json.dumps({"v100": THROUGHPUTS["v100"]}))
+    with pytest.raises(TraceError, match="no worker type"):
+        load_inputs(None, cluster, trace, thr, 0, "gavel")
