@@ -58,6 +58,16 @@ ensure_engine() {
     use_engine "${OWN_DOCKER_HOST}"
 }
 
+# A stopped dockerd leaves its network namespace mounted in its exec root;
+# once ours no longer answers, nothing of it may stay mounted.
+release_engine_mounts() {
+    engine_at "${OWN_DOCKER_HOST}" && return 0
+    local target
+    findmnt -rn -o TARGET | grep "^${DOCKER_DIR}/exec/" | sort -r | while read -r target; do
+        umount "${target}" 2>/dev/null || umount -l "${target}" || true
+    done
+}
+
 # Tests and tools read which engine serves the cluster from here.
 record_engine() { echo "${DOCKER_HOST}" >"${HOST_DIR}/docker-host"; }
 
@@ -227,6 +237,7 @@ cmd_down_container() {
     rm -f "${CLUSTER_DIR}/pids" "${CLUSTER_DIR}/container.ready" "${CONTAINER_MARK}"
     stop_names munged dockerd
     await_reaped "${STOPPED_PIDS[@]}"
+    release_engine_mounts
     rm -f "${PIDS_FILE}" "${HOST_DIR}/docker-host"
     log "down (container ${CONTAINER_NAME} removed; images kept as cache)"
 }

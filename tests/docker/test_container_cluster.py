@@ -96,6 +96,12 @@ def engine() -> Iterator[str]:
         daemon.terminate()
         daemon.wait(timeout=60)
         log.close()
+        # dockerd leaves its network namespace mounted in its exec root
+        mounts = subprocess.run(
+            ["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for target in sorted(m for m in mounts if m.startswith(f"{DOCKER_DIR}/exec/")):
+            subprocess.run(["umount", target], capture_output=True, check=False)
 
 
 # Read once: the test later exports the container cluster's own variables.
@@ -211,4 +217,5 @@ def test_workload_under_hopsd_on_the_container_cluster_then_nothing_left(
 
     cluster(engine, "down")
     assert ours(client, engine) == []
+    assert not Path(STATE_DIR, "host", "pids").exists()  # munged/dockerd it started: stopped
     assert not Path(STATE_DIR, "container").exists()
