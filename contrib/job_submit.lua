@@ -26,9 +26,10 @@ Without `samples=`, the size is the work the user asked Slurm for, at hops's
 reference rate: time limit (seconds) x REFERENCE_THROUGHPUT (per-GPU samples/s
 on a speed-1.0 GPU, as `[scheduler] reference_throughput` in hops.conf) x the
 GPU count asked for. A job without a time limit is sized on
-DEFAULT_TIME_LIMIT_MIN. hopsd then refines the estimate from what the job
-reports through the hops probe, when it uses one; a job without the probe keeps
-its time-limit size, so shorter limits are scheduled as shorter jobs.
+DEFAULT_TIME_LIMIT_MIN. The size stays that; what the job reports through the
+hops probe (progress, rates per GPU type), when it uses one, drives hopsd's
+remaining-time estimates as for any hops job. Without the probe, shorter limits
+are simply scheduled as shorter jobs.
 ]]
 
 -- Partitions whose plain GPU jobs hops takes over (the centre's choice).
