@@ -24,7 +24,8 @@ echo "== import contracts"
 # contract, the wrapped commands, job_submit.lua, daemon end to end, the CLI
 # as a user).
 LIVE_SUBSET=(tests/cluster tests/slurm tests/daemon/test_cli_e2e.py
-    tests/daemon/test_live_workload.py tests/cli/test_cli_live.py)
+    tests/daemon/test_live_workload.py tests/daemon/test_live_exactly_once.py
+    tests/cli/test_cli_live.py)
 BASE_PORT="${HOPS_CLUSTER_PORT:-6817}"
 BASE_DIR="${HOPS_CLUSTER_DIR:-/var/tmp/hops-cluster}"
 UP_CLUSTERS=()

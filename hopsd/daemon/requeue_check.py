@@ -19,7 +19,7 @@ run's batch script ended with when Slurm requeued the run:
   one that finished a moment before. Slurm's own job record decides: a requeue
   that stops a running job clears the job's allocation record
   (``tres_alloc_str``), one that hits a job that had already ended keeps it
-  (seen on 22.05, recorded in the parser fixtures; a stress run hit this case
+  (seen on 22.05.8 and 24.11.5, recorded in the parser fixtures; a stress run hit this case
   11 times in 361 requeues). The job's own progress report (all samples done)
   is taken as evidence too. When the script ended so shortly before the requeue
   that slurmctld had not yet heard of it, Slurm's record looks like a stop;

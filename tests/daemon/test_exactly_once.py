@@ -71,6 +71,11 @@ def test_recorded_same_second_runs_are_told_apart_by_the_allocation_record(
     assert all(jobs[j].pending and jobs[j].held for j in (233, 234))
     assert hit_an_ended_run(jobs[233]) and not hit_an_ended_run(jobs[234])
     assert jobs[230].alloc_tres and not jobs[231].alloc_tres  # cancelled since; same pattern
+    # Slurm 24.11.5 keeps and clears it the same way (6 ended first, 7 exited on SIGTERM)
+    text = (FIXTURE / "squeue_requeued_finished_vs_stopped.24.11.json").read_text()
+    newer = {j.job_id: j for j in parse_jobs(text)}
+    assert newer[6].pending and newer[6].held and newer[7].pending and newer[7].held
+    assert hit_an_ended_run(newer[6]) and not hit_an_ended_run(newer[7])
 
 
 @pytest.mark.parametrize(
