@@ -59,7 +59,9 @@ def status_payload(
     lrs = finished_latency_ratios(session, now - window_h * 3600)
     return {
         "jobs": [job_record(r, now, _eta(r, now)) for r in rows],
-        "cluster": [s.as_json() for s in type_summaries(nodes, config.node_types, queued)],
+        "cluster": [
+            s.as_json() for s in type_summaries(nodes, config.partitions, config.node_types, queued)
+        ],
         "raqlr": round(raqlr_of(lrs), 3),
         "raqlr_window_h": window_h,
         "slurm_error": slurm_error,

@@ -14,6 +14,7 @@ from hops_cli.submit_args import (
     read_script,
     total_samples,
 )
+from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 
 def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
@@ -26,15 +27,10 @@ def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
         timeout_s=config.slurm_timeout_s,
         command_prefix=config.slurm_command_prefix,
     )
-    per_type: dict[str, int] = {}
-    for node in port.list_nodes():
-        if not node.gpu_type or node.gpus_total <= 0:
-            continue
-        if config.partitions and not set(node.partitions) & set(config.partitions):
-            continue
-        gpu_type = config.node_types.get(node.name, node.gpu_type)
-        per_type[gpu_type] = per_type.get(gpu_type, 0) + node.gpus_total
-    return per_type
+    facts = [
+        NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in port.list_nodes()
+    ]
+    return gpus_per_type(managed_nodes(facts, config.partitions, config.node_types))
 
 
 def submit(

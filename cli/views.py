@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopsd.core.fairshare import standings
+from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.metrics import jain_index, mean_or_zero
 from hopsd.ledger.models import JobRow, JobState
 from hopsd.slurm.port import SlurmNode
@@ -74,13 +75,18 @@ class TypeSummary:
 
 
 def type_summaries(
-    nodes: Sequence[SlurmNode], node_types: Mapping[str, str], queued: int
+    nodes: Sequence[SlurmNode],
+    partitions: Sequence[str],
+    node_types: Mapping[str, str],
+    queued: int,
 ) -> list[TypeSummary]:
-    """GPUs total/busy/idle per GPU type from Slurm's node list; queue length is cluster-wide."""
+    """GPUs total/busy/idle per type over the managed nodes (the core's inventory rule)."""
+    facts = [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in nodes]
+    managed = {m.name: m.gpu_type for m in managed_nodes(facts, partitions, node_types)}
     totals: dict[str, list[int]] = {}
     for node in nodes:
-        gpu_type = node_types.get(node.name) or node.gpu_type
-        if not gpu_type or node.gpus_total <= 0:
+        gpu_type = managed.get(node.name)
+        if gpu_type is None:
             continue
         entry = totals.setdefault(gpu_type, [0, 0, 0, 0])
         entry[0] += 1

@@ -1,7 +1,7 @@
 """From observed Slurm state and ledger rows to the core's :class:`Snapshot`.
 
-The cluster is every node of the managed partitions, typed by Slurm's typed
-GRES (``gpu:a100:4``) unless hops.conf overrides the node's type. What hops may
+The cluster is the managed inventory (:mod:`hopsd.core.inventory`, the rule
+``hops submit`` and ``hops status`` use too). What hops may
 hand out on a node (its capacity) is the node's GPUs minus those held by jobs
 hops does not manage, zero on down or drained nodes.
 """
@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hopsd.config import HopsConfig
+from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
 from hopsd.daemon.views import ObservedJob, ObservedNode
 
@@ -41,38 +42,24 @@ class ClusterView:
         return sum(max(cap - used.get(n, 0), 0) for n, cap in self.capacity.items())
 
 
-def node_type(node: ObservedNode, config: HopsConfig) -> str:
-    return config.node_types.get(node.name) or node.gpu_type
-
-
-def managed_partitions(nodes: Sequence[ObservedNode], config: HopsConfig) -> tuple[str, ...]:
-    """Configured partitions, or every partition whose nodes all carry one GPU type."""
-    if config.partitions:
-        return tuple(config.partitions)
-    types: dict[str, set[str]] = {}
-    for node in nodes:
-        for part in node.partitions:
-            types.setdefault(part, set()).add(node_type(node, config))
-    return tuple(sorted(p for p, ts in types.items() if len(ts) == 1 and "" not in ts))
+def node_facts(nodes: Sequence[ObservedNode]) -> list[NodeFacts]:
+    return [NodeFacts(n.name, n.gpu_type, n.gpus, n.partitions) for n in nodes]
 
 
 def build_cluster_view(
     nodes: Sequence[ObservedNode], config: HopsConfig, hops_held: Mapping[str, int]
 ) -> ClusterView:
     """The managed cluster; ``hops_held`` is GPUs per node held by hops jobs the plan knows."""
-    partitions = managed_partitions(nodes, config)
+    observed = {n.name: n for n in nodes}
     partition_of: dict[str, str] = {}
     core_nodes: list[Node] = []
     capacity: dict[str, int] = {}
-    for part in partitions:
-        for node in sorted(nodes, key=lambda n: n.name):
-            kind = node_type(node, config)
-            if part not in node.partitions or node.name in partition_of or not kind:
-                continue
-            partition_of[node.name] = part
-            core_nodes.append(Node(node.name, kind, node.gpus, server_model=part))
-            foreign = max(node.gpus_used - hops_held.get(node.name, 0), 0)
-            capacity[node.name] = max(node.gpus - foreign, 0) if node.usable else 0
+    for managed in managed_nodes(node_facts(nodes), config.partitions, config.node_types):
+        node = observed[managed.name]
+        partition_of[node.name] = managed.partition
+        core_nodes.append(Node(node.name, managed.gpu_type, node.gpus, managed.partition))
+        foreign = max(node.gpus_used - hops_held.get(node.name, 0), 0)
+        capacity[node.name] = max(node.gpus - foreign, 0) if node.usable else 0
     types = {n.gpu_type for n in core_nodes}
     cluster = Cluster.build((config.gpu_type(t) for t in sorted(types)), core_nodes)
     return ClusterView(cluster, partition_of, capacity)
