@@ -16,22 +16,9 @@ from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
 from hopsd.config import HopsConfig
 from hopsd.core.fairshare import split_shares
-from hopsd.core.metrics import finish_time_fairness_of
 from hopsd.ledger.jobs import finished_latency_ratios
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.usage import decayed_usage
-
-
-def _ftf(job: JobRow, now: float) -> float | None:
-    """Finish-time fairness rho so far: time in the system over time actually served.
-
-    A job that has only run (no wait) has rho 1; waiting and restarts raise it.
-    """
-    if job.first_start_time is None:
-        return None
-    in_system = (job.end_time or now) - job.submit_time
-    served = max(in_system - job.wait_time, 1e-9)
-    return finish_time_fairness_of(in_system, served)
 
 
 def fairness_payload(session: Session, config: HopsConfig, window_h: float) -> dict[str, Any]:
@@ -53,14 +40,14 @@ def fairness_payload(session: Session, config: HopsConfig, window_h: float) -> d
     lrs = finished_latency_ratios(session, now - window_h * 3600)
     jobs = []
     for row in rows:
-        ftf = _ftf(row, now)
         jobs.append(
             {
                 "job_id": row.slurm_job_id,
                 "user": row.user,
                 "state": str(row.state),
                 "latency_ratio": None if row.latency_ratio is None else round(row.latency_ratio, 3),
-                "ftf_rho": None if ftf is None else round(ftf, 3),
+                # Themis rho as hopsd computed it (the ftf priority's own definition)
+                "ftf_rho": None if row.ftf_rho is None else round(row.ftf_rho, 3),
                 "starving": starving(row),
             }
         )

@@ -12,7 +12,8 @@ from typing import Any
 
 from hopsd.core.fairshare import standings
 from hopsd.core.inventory import NodeFacts, managed_nodes
-from hopsd.core.metrics import jain_index, mean_or_zero
+from hopsd.core.metrics import jain_index
+from hopsd.core.priorities import raqlr
 from hopsd.ledger.models import JobRow, JobState
 from hopsd.slurm.port import SlurmNode
 
@@ -127,8 +128,8 @@ def user_fairness(
 
 
 def raqlr_of(latency_ratios: Sequence[float]) -> float:
-    """RAQLR: mean latency ratio of the jobs that finished in the window."""
-    return mean_or_zero(list(latency_ratios))
+    """RAQLR: mean latency ratio of the jobs that finished in the window (the core's rule)."""
+    return raqlr(list(latency_ratios))
 
 
 def starving(job: JobRow) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShare, fair_share
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
-from hopsd.core.priorities import PriorityContext, latency_ratio
+from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
 from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
@@ -336,10 +337,12 @@ class Tick:
         return dataclasses.replace(built, snapshot=dataclasses.replace(snap, capacity=capacity))
 
     def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
-        """Record every active job's latency ratio, and the final one of jobs that just ended.
+        """Record every active job's latency ratio and Themis rho, and the final LR of jobs
+        that just ended.
 
-        The ledger keeps them so ``hops status`` shows each job's LR and RAQLR can
-        average the finished ones; ended jobs are scored even when the queue is empty.
+        The ledger keeps them so ``hops status`` and ``hops fairness`` show the
+        core's figures and RAQLR can average the finished ones; ended jobs are
+        scored even when the queue is empty.
         """
         snap = built.snapshot
         estimator = Estimator(snap.cluster, snap.store, self.settings)
@@ -354,8 +357,18 @@ class Tick:
             if ratio is not None:
                 ratios[job.id] = ratio
         result.latency_ratios = list(ratios.values())
+        rhos: dict[str, float] = {}
+        for job in snap.jobs:
+            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
+            rho = self.reconciler.problems.guard(
+                slurm_id, "latency", partial(finish_time_fairness, job, ctx)
+            )
+            if rho is not None and math.isfinite(rho):
+                rhos[job.id] = rho
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
         for job_id, row in load_jobs(session, [*ratios, *ended]).items():
+            if job_id in rhos:
+                row.ftf_rho = rhos[job_id]
             if job_id in ratios:
                 row.latency_ratio = ratios[job_id]
                 continue

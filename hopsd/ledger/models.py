@@ -177,6 +177,8 @@ class JobRow(Base):
     current_parts: Mapped[list[list[Any]] | None] = mapped_column(JSON)
     # Added by revision 0002: the latency ratio wait/age at the end, for RAQLR.
     latency_ratio: Mapped[float | None] = mapped_column(Float)
+    # Added by revision 0004: Themis rho (the core's finish-time fairness), per tick.
+    ftf_rho: Mapped[float | None] = mapped_column(Float)
     # Added by revision 0003: the latest input of this job hopsd refused, or
     # failure it contained to this job, and why; shown to the owner by ``hops status``.
     input_problem: Mapped[str] = mapped_column(Text, default="", server_default="")

@@ -23,9 +23,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    op.add_column(
-        "jobs", sa.Column("input_problem", sa.Text(), nullable=False, server_default="")
-    )
+    op.add_column("jobs", sa.Column("input_problem", sa.Text(), nullable=False, server_default=""))
 
 
 def downgrade() -> None:

@@ -15,7 +15,7 @@ from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import JobProgress, JobSpec, add_job, apply_progress, set_current_config
 from hopsd.ledger.jobs import transition as job_transition
 from hopsd.ledger.migrate import upgrade
-from hopsd.ledger.models import JobState
+from hopsd.ledger.models import JobRow, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
 from hopsd.slurm.port import SlurmNode
@@ -99,6 +99,9 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             ],
             now,
         )
+        running = session.get(JobRow, "j101")
+        assert running is not None
+        running.ftf_rho = 1.1  # as hopsd records it each tick (the core's Themis rho)
         add_usage(session, "alice", "ml", now - 100, 6000, 6000)
         store = SqlThroughputStore(session, now)
         store.set_type_aggregated("j101", "v100", 1, 100.0)

@@ -190,6 +190,7 @@ def test_fairness_json_schema_and_flags(ledger: str, port: Any, tmp_path: Path) 
     check_golden("fairness", payload)
     jobs = {j["job_id"]: j for j in payload["jobs"]}
     assert jobs[102]["starving"] and not jobs[101]["starving"]
+    assert jobs[101]["ftf_rho"] == 1.1 and jobs[102]["ftf_rho"] is None  # hopsd's figure
     users = {u["user"]: u for u in payload["users"]}
     assert users["alice"]["usage_share"] == 1.0 and users["bob"]["usage_share"] == 0.0
     assert users["alice"]["fair_share"] == 0.5

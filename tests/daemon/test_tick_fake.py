@@ -300,3 +300,19 @@ def test_requeue_of_a_job_that_ended_meanwhile_is_abandoned(config, port, sessio
     )
     report = enactor.run(steps)
     assert "requeue_hold" not in port.actions(job) and len(report.abandoned) == 1
+
+
+def test_each_tick_records_the_cores_latency_ratio_and_themis_rho(config, port, sessions, clock):
+    """hops fairness shows these figures: they are the core's, computed by hopsd."""
+    blocker = port.add_job(None, held=False, running_on={n.name: n.gpus for n in port.nodes})
+    job = port.add_job(HopsTag((2,), 10_000))
+    tick = make_tick(config, port, sessions, clock)
+    tick.run_once()
+    clock.advance(100)
+    tick.run_once()  # still waiting: the whole cluster is taken
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.state == JobState.QUEUED
+        assert row.latency_ratio is not None and row.latency_ratio > 0
+        assert row.ftf_rho is not None and row.ftf_rho > 1.0  # worse off than on its own share
+    assert blocker in port.jobs

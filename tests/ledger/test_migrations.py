@@ -29,7 +29,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_live_in_top_level_sql_dir() -> None:
     assert SQL_DIR.name == "sql"
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0003"
+    assert head_revision() == "0004"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
@@ -57,7 +57,7 @@ def test_input_problem_column_comes_and_goes_with_revision_0003(
         add_job(s, make_spec("kept"), now=5.0)
         require_job(s, "kept").input_problem = "progress file ignored: nested too deep"
     engine.dispose()
-    downgrade(empty_url, "-1")
+    downgrade(empty_url, "0002")
     assert current_revision(empty_url) == "0002"
     engine = make_engine(empty_url)
     assert "input_problem" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
@@ -66,6 +66,27 @@ def test_input_problem_column_comes_and_goes_with_revision_0003(
     engine = make_engine(empty_url)
     with make_sessionmaker(engine).begin() as s:
         assert require_job(s, "kept").input_problem == ""  # back, with its default
+    engine.dispose()
+
+
+def test_ftf_rho_column_comes_and_goes_with_revision_0004(
+    empty_url: str, make_spec: Callable[..., JobSpec]
+) -> None:
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    with make_sessionmaker(engine).begin() as s:
+        add_job(s, make_spec("kept"), now=5.0)
+        require_job(s, "kept").ftf_rho = 1.25
+    engine.dispose()
+    downgrade(empty_url, "-1")
+    assert current_revision(empty_url) == "0003"
+    engine = make_engine(empty_url)
+    assert "ftf_rho" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+    engine.dispose()
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    with make_sessionmaker(engine).begin() as s:
+        assert require_job(s, "kept").ftf_rho is None and require_job(s, "kept").id == "kept"
     engine.dispose()
 
 

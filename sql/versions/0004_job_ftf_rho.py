@@ -1,0 +1,31 @@
+"""Jobs keep their Themis finish-time fairness (rho) as hopsd last computed it.
+
+``hops fairness`` shows the core's rho (``T_shared / T_independent``, the same
+definition the ftf priority plans with), recorded by hopsd every tick, instead
+of a figure of its own.
+
+Revision ID: 0004
+Revises: 0003
+Created: 2026-12-01
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.add_column("jobs", sa.Column("ftf_rho", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    # Native DROP COLUMN (SQLite >= 3.35), as in 0002: no batch table copy.
+    op.drop_column("jobs", "ftf_rho")
