@@ -7,6 +7,8 @@ run outside ``scripts/test.sh``, which brings up both before running pytest.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +24,13 @@ def sessions(tmp_path: Path) -> sessionmaker[Session]:
     engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}", sqlite_begin="immediate")
     Base.metadata.create_all(engine)
     return make_sessionmaker(engine)
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Read Slurm's local times (recorded output) as UTC, whatever the machine's zone."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
+from daemon_live import LiveEnv
 
 from hopsd.config import HopsConfig, parse_config
 
@@ -40,3 +42,11 @@ def port() -> FakePort:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def live_env(tmp_path: Path) -> Iterator[LiveEnv]:
+    """A live test's private ledger, spool and job-name prefix; its jobs cancelled after."""
+    live = LiveEnv.create(tmp_path)
+    yield live
+    live.cleanup()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -31,6 +32,22 @@ from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
 TRAIN_JOB = Path(__file__).with_name("train_job.py")
+CLUSTER_SH = Path(__file__).resolve().parents[2] / "docker" / "cluster.sh"
+
+#: Marks of a test that needs the live Slurm test cluster.
+LIVE = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
+    ),
+]
+
+
+def cluster(command: str) -> None:
+    """Run ``docker/cluster.sh COMMAND`` on the test cluster (stop-ctld, start-ctld...)."""
+    subprocess.run(["bash", str(CLUSTER_SH), command], check=True, timeout=90, capture_output=True)
+
+
 PYTHON = sys.executable
 
 

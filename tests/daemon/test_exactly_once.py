@@ -310,17 +310,6 @@ def test_a_job_that_keeps_failing_at_launch_fails_after_three_tries(
         assert row is not None and row.state == JobState.FAILED
 
 
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    import time
-
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 @pytest.mark.parametrize("stopped", [True, False])
 def test_an_end_slurmctld_had_not_heard_of_is_told_by_the_job_output(  # type: ignore[no-untyped-def]
     config, racing, sessions, clock, tmp_path, utc, stopped

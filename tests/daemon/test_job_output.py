@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,18 +11,11 @@ import pytest
 from hopsd.daemon.job_output import TAIL_BYTES, stopped_by_requeue
 from hopsd.slurm.parse_squeue import parse_jobs
 
+pytestmark = pytest.mark.usefixtures("utc")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 # what slurmstepd wrote into a test-cluster job's output when hops's requeue stopped it
 LINE = "slurmstepd-a100n2: error: *** JOB {job} ON a100n2 CANCELLED AT {at} DUE TO JOB REQUEUE ***"
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def job_with_output(path: Path, job_id: int = 233):  # type: ignore[no-untyped-def]

@@ -17,28 +17,19 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
+from daemon_live import LIVE, LiveEnv, cluster, drive, hopsd_process
 from sqlalchemy import select
 
 from hopsd.daemon.service import Service
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobState
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
-
-CLUSTER_SH = Path(__file__).resolve().parents[2] / "docker" / "cluster.sh"
+pytestmark = LIVE
 
 
 @pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
+def env(live_env: LiveEnv) -> LiveEnv:
+    return live_env
 
 
 def restarts_planned(env: LiveEnv, job_id: str) -> int:
@@ -114,10 +105,6 @@ def daemon_pids() -> set[str]:
     pids = Path(os.environ.get("HOPS_CLUSTER_DIR", "/var/tmp/hops-cluster")) / "pids"
     lines = pids.read_text().splitlines() if pids.exists() else []
     return {line.split()[0] if line.startswith("slurmctld") else line for line in lines}
-
-
-def cluster(command: str) -> None:
-    subprocess.run(["bash", str(CLUSTER_SH), command], check=True, timeout=90, capture_output=True)
 
 
 @pytest.mark.slow

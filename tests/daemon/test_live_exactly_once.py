@@ -8,14 +8,11 @@ fault 1 is forced by handing the enactor a fresh read taken before the job ended
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
+from daemon_live import LIVE, LiveEnv, cluster, drive, hopsd_process
 from sqlalchemy import select
 
 from hopsd.core.model import Configuration
@@ -26,21 +23,12 @@ from hopsd.ledger.intents import record_intents
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
 from hopsd.slurm.tag import HopsTag
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
-
-CLUSTER_SH = Path(__file__).resolve().parents[2] / "docker" / "cluster.sh"
+pytestmark = LIVE
 
 
 @pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
+def env(live_env: LiveEnv) -> LiveEnv:
+    return live_env
 
 
 def submit_script(env: LiveEnv, label: str, body: str) -> int:
@@ -137,10 +125,6 @@ def test_move_waits_until_the_old_run_has_left_its_node(env):
     assert released >= runs[-1].batch_end_time + 1.5
     assert drive(tick.run_once, lambda: runs_of(env, "slowstop") == 2, deadline_s=30)
     assert slurm_state(env, job) == "RUNNING"
-
-
-def cluster(command: str) -> None:
-    subprocess.run(["bash", str(CLUSTER_SH), command], check=True, timeout=90, capture_output=True)
 
 
 @pytest.mark.slow

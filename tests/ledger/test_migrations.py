@@ -48,45 +48,37 @@ def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -
         engine.dispose()
 
 
-def test_input_problem_column_comes_and_goes_with_revision_0003(
-    empty_url: str, make_spec: Callable[..., JobSpec]
+@pytest.mark.parametrize(
+    ("revision", "column", "value", "restored"),
+    [
+        ("0003", "input_problem", "progress file ignored: nested too deep", ""),
+        ("0004", "ftf_rho", 1.25, None),
+    ],
+)
+def test_a_column_comes_and_goes_with_its_revision(
+    empty_url: str,
+    make_spec: Callable[..., JobSpec],
+    revision: str,
+    column: str,
+    value: object,
+    restored: object,
 ) -> None:
     upgrade(empty_url)
     engine = make_engine(empty_url)
     with make_sessionmaker(engine).begin() as s:
         add_job(s, make_spec("kept"), now=5.0)
-        require_job(s, "kept").input_problem = "progress file ignored: nested too deep"
+        setattr(require_job(s, "kept"), column, value)
     engine.dispose()
-    downgrade(empty_url, "0002")
-    assert current_revision(empty_url) == "0002"
+    below = f"{int(revision) - 1:04d}"
+    downgrade(empty_url, below)
+    assert current_revision(empty_url) == below
     engine = make_engine(empty_url)
-    assert "input_problem" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
-    engine.dispose()
-    upgrade(empty_url)
-    engine = make_engine(empty_url)
-    with make_sessionmaker(engine).begin() as s:
-        assert require_job(s, "kept").input_problem == ""  # back, with its default
-    engine.dispose()
-
-
-def test_ftf_rho_column_comes_and_goes_with_revision_0004(
-    empty_url: str, make_spec: Callable[..., JobSpec]
-) -> None:
-    upgrade(empty_url)
-    engine = make_engine(empty_url)
-    with make_sessionmaker(engine).begin() as s:
-        add_job(s, make_spec("kept"), now=5.0)
-        require_job(s, "kept").ftf_rho = 1.25
-    engine.dispose()
-    downgrade(empty_url, "-1")
-    assert current_revision(empty_url) == "0003"
-    engine = make_engine(empty_url)
-    assert "ftf_rho" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+    assert column not in {c["name"] for c in inspect(engine).get_columns("jobs")}
     engine.dispose()
     upgrade(empty_url)
     engine = make_engine(empty_url)
     with make_sessionmaker(engine).begin() as s:
-        assert require_job(s, "kept").ftf_rho is None and require_job(s, "kept").id == "kept"
+        assert getattr(require_job(s, "kept"), column) == restored  # back, with its default
     engine.dispose()
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,15 +23,6 @@ def fixture(name: str) -> str:
 
 def jobs_by_id(name: str) -> dict[int, SlurmJob]:
     return {j.job_id: j for j in parse_jobs(fixture(name))}
-
-
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 # ------------------------------------------------------------------ squeue 22.05

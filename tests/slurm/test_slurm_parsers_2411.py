@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from hopsd.slurm.classify import error_for
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
@@ -42,15 +38,6 @@ def fixture(name: str) -> str:
 
 def jobs() -> dict[int, SlurmJob]:
     return {j.job_id: j for j in parse_jobs(fixture("squeue.24.11.json"))}
-
-
-@pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def test_recorded_with_the_data_parser_shapes() -> None:
