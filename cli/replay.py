@@ -72,8 +72,11 @@ def window_of(
     return lo, hi
 
 
-def slurm_node_gpus(config: HopsConfig) -> dict[str, int]:
-    """GPUs per node as Slurm reports them now; empty when Slurm cannot be asked."""
+def slurm_inventory(config: HopsConfig) -> dict[str, tuple[str, int]]:
+    """Nodes of the managed partitions as Slurm lists them now: node -> (GPU type, GPUs).
+
+    Empty when Slurm cannot be asked; the replay then knows the nodes from the ledger.
+    """
     from hopsd.slurm.errors import SlurmError
     from hopsd.slurm.factory import make_port
 
@@ -81,7 +84,15 @@ def slurm_node_gpus(config: HopsConfig) -> dict[str, int]:
         listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
     except (SlurmError, ValueError, OSError):
         return {}
-    return {n.name: n.gpus_total for n in listed if n.gpus_total > 0}
+    managed = set(config.partitions)
+    out: dict[str, tuple[str, int]] = {}
+    for node in listed:
+        kind = config.node_types.get(node.name) or node.gpu_type or ""
+        if managed and not managed.intersection(node.partitions):
+            continue
+        if kind and node.gpus_total > 0:
+            out[node.name] = (kind, node.gpus_total)
+    return out
 
 
 def replay_payload(
@@ -90,7 +101,7 @@ def replay_payload(
     hi: float,
     policies: list[str],
     out: str | None = None,
-    node_gpus: dict[str, int] | None = None,
+    inventory: dict[str, tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Read the window from the ledger and replay it (what ``--json`` prints)."""
     from hopsd.ledger.history import read_history
@@ -112,7 +123,8 @@ def replay_payload(
         types=types,
         reference_throughput=config.reference_throughput,
         node_types=config.node_types,
-        node_gpus=node_gpus or {},
+        inventory=inventory or {},
+        profiled=config.profiling,
     )
     adoption = config.profiling_timeout_s if config.profiling else config.queue_refresh_s / 2
     engine = replay_engine_config(
@@ -124,7 +136,7 @@ def replay_payload(
     results = replay(world, policies, engine, out)
     results["window"] = {"from": lo, "to": hi}
     results["live_policy"] = config.policy
-    results["node_gpus_from"] = "slurm" if node_gpus else "ledger"
+    results["nodes_from"] = "slurm" if inventory else "ledger"
     return results
 
 
@@ -190,7 +202,7 @@ def replay(
         fail(str(exc), EXIT_USAGE)
     try:
         with stdout_to_stderr():
-            results = replay_payload(config, lo, hi, names, out, slurm_node_gpus(config))
+            results = replay_payload(config, lo, hi, names, out, slurm_inventory(config))
     except (HopsError, ValueError) as exc:
         fail(str(exc), EXIT_USAGE)
     except OSError as exc:

@@ -33,10 +33,11 @@ from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Cluster, Configuration, GpuType, Node
 from hopsd.core.policies import policy_names
 from hopsd.core.settings import Settings
+from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.engine import EngineConfig, EngineResult
 from hopsd.sim.metrics import JobRecord, job_records, summarise
 from hopsd.sim.run import _write_outputs, run_policy
-from hopsd.sim.truth import GroundTruth, ModelSpec
+from hopsd.sim.truth import BACKWARD_SHARE, FORWARD_SHARE, UPDATE_SHARE, GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 
 ENTITY_AGG = "entity_agg"
@@ -159,6 +160,33 @@ class JobRates:
         return self.type_rate(gpu_type, total, n_nodes) * self.node_factor.get(node, 1.0)
 
 
+@dataclass(frozen=True, slots=True)
+class AssumedModel(ModelSpec):
+    """A live job as the scheduler first sees it: profiling tells it ``assumed`` per type.
+
+    hopsd without profiling knows nothing of a new job but the type table
+    (``reference_throughput * speed``) until it measures the job; the replay
+    hands the simulated estimator that same table as the job's "profile", so
+    the replay learns as late as hopsd did. With profiling on, ``assumed`` is the
+    measured rates (what a profile would have found).
+    """
+
+    assumed: Mapping[str, float] = field(default_factory=dict)
+
+    def profile(
+        self, gpu_type: str, data_factor: float, batch_size: int | None = None
+    ) -> PhaseProfile:
+        batch = batch_size or self.batch_size
+        c = batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
+        return PhaseProfile(
+            t_f=FORWARD_SHARE * c,
+            t_b=BACKWARD_SHARE * c,
+            t_u=UPDATE_SHARE * c,
+            pattern=self.pattern,
+            data=self.data_mixture(data_factor, batch),
+        )
+
+
 @dataclass
 class ReplayTruth(GroundTruth):
     """Ground truth from measurements: each job (its own model) runs at its learned rates."""
@@ -176,6 +204,19 @@ class ReplayTruth(GroundTruth):
             for node, gpus in config.parts
         )
         return min(rates) * config.total_gpus, rates
+
+    def single_gpu(
+        self,
+        model: str,
+        gpu_type: str,
+        data_factor: float = 1.0,
+        batch_size: int | None = None,
+    ) -> float:
+        """The job's measured single-GPU rate on a type (ages and latency ratios use it)."""
+        job = self.rates.get(model)
+        if job is None:
+            return super().single_gpu(model, gpu_type, data_factor, batch_size)
+        return job.type_rate(gpu_type, 1)
 
 
 @dataclass(frozen=True)
@@ -227,25 +268,29 @@ def build_cluster(
     nodes: Sequence[ReplayNode],
     types: Mapping[str, GpuType],
     node_types: Mapping[str, str],
-    node_gpus: Mapping[str, int],
+    inventory: Mapping[str, tuple[str, int]],
 ) -> Cluster:
-    """Managed nodes: those allocations named and those hops.conf types.
+    """Managed nodes: those the cluster lists in the managed partitions (``inventory``:
+    node -> (GPU type, GPUs)), those allocations named, and those hops.conf types.
 
-    GPUs per node: what the cluster reports (``node_gpus``) when known, else the
-    most hops held there at once, else the most of any node of the same type.
+    A node's type: hops.conf, else Slurm's, else the allocations'. Its GPUs: what
+    Slurm reports, else the most hops held there at once, else the most of any
+    node of its type.
     """
-    kind: dict[str, str] = {n.node: node_types.get(n.node) or n.gpu_type for n in nodes}
-    for name, gpu_type in node_types.items():
-        kind.setdefault(name, gpu_type)
+    kind: dict[str, str] = {name: t for name, (t, _) in inventory.items() if t}
+    for n in nodes:
+        kind.setdefault(n.node, n.gpu_type)
+    kind.update({name: t for name, t in node_types.items() if t})
     peak = {n.node: n.peak_gpus for n in nodes}
+    listed = {name: gpus for name, (_, gpus) in inventory.items() if gpus > 0}
     by_type: dict[str, int] = {}
     for name, gpu_type in kind.items():
-        seen = max(node_gpus.get(name, 0), peak.get(name, 0))
+        seen = listed.get(name) or peak.get(name, 0)
         by_type[gpu_type] = max(by_type.get(gpu_type, 0), seen)
     core_nodes = []
     for name in sorted(kind):
         gpu_type = kind[name]
-        gpus = node_gpus.get(name) or peak.get(name) or by_type.get(gpu_type, 0)
+        gpus = listed.get(name) or peak.get(name) or by_type.get(gpu_type, 0)
         if gpu_type and gpus > 0:
             core_nodes.append(Node(name, gpu_type, gpus))
     if not core_nodes:
@@ -262,14 +307,19 @@ def build_world(
     types: Mapping[str, GpuType],
     reference_throughput: float,
     node_types: Mapping[str, str] | None = None,
-    node_gpus: Mapping[str, int] | None = None,
+    inventory: Mapping[str, tuple[str, int]] | None = None,
+    profiled: bool = False,
 ) -> ReplayWorld:
-    """Trace, measured truth and cluster of a window; only finished jobs are replayed."""
-    cluster = build_cluster(nodes, types, node_types or {}, node_gpus or {})
+    """Trace, measured truth and cluster of a window; only finished jobs are replayed.
+
+    ``profiled``: hopsd profiled new jobs (the simulated estimator then starts from
+    the measured rates; otherwise from the type table, as hopsd did).
+    """
+    cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
     skipped: dict[str, int] = {}
     for j in jobs:
-        if j not in done:
+        if j.state != "done" or j.end_time is None:
             skipped[j.state] = skipped.get(j.state, 0) + 1
     if not done:
         raise InvalidInputError(
@@ -296,11 +346,14 @@ def build_world(
         table.node_factor = {**across, **per_job.get(j.job_id, {})}
         name = model_of(j.job_id)
         tables[name] = table
-        models[name] = ModelSpec(
+        measured = {t: table.type_rate(t, 1) for t in cluster.gpu_types}
+        table_rate = {t: reference_throughput * g.speed for t, g in cluster.gpu_types.items()}
+        models[name] = AssumedModel(
             name=name,
             params=max(j.params, 0.0),
             batch_size=max(j.batch_size, 1),
-            throughput={t: table.type_rate(t, 1) for t in cluster.gpu_types},
+            throughput=measured,
+            assumed=measured if profiled else table_rate,
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(

@@ -74,7 +74,12 @@ def test_world_replays_finished_jobs_on_the_nodes_allocations_named() -> None:
         LearnedRate("j1", "entity_agg", "a100n2", 1, 100.0, 3),
     ]
     world = build_world(
-        jobs, rates, NODES, types=TYPES, reference_throughput=100.0, node_gpus={"a100n2": 4}
+        jobs,
+        rates,
+        NODES,
+        types=TYPES,
+        reference_throughput=100.0,
+        inventory={"a100n2": ("a100", 4)},
     )
     assert [s.job_id for s in world.jobs] == ["1", "3"]
     assert world.jobs[0].submit_time == 0.0 and world.jobs[1].submit_time == 5.0

@@ -89,7 +89,7 @@ def test_replay_json_sets_each_policy_beside_the_live_figures(
     doc = json.loads(result.stdout)
     assert doc["n_jobs"] == 3 and doc["skipped"] == {"queued": 1}
     assert doc["nodes"] == {"a100n1": ["a100", 3], "k80n1": ["k80", 1]}
-    assert doc["node_gpus_from"] == "ledger"
+    assert doc["nodes_from"] == "ledger"
     assert doc["round_length_s"] == 8.0 and doc["spare_guard_s"] == 2.0
     assert doc["live"]["avg_jct_s"] == pytest.approx((21 + 31 + 11) / 3)
     for name in ("hops", "fifo"):
