@@ -231,7 +231,9 @@ def spare_finishing(
 ) -> tuple[Plan, tuple[str, ...]]:
     """Keep running jobs the plan would requeue although they finish within ``guard_s``.
 
-    Starts that no longer fit once those jobs stay are dropped, last first.
+    Starts that no longer fit once those jobs stay are dropped, last first. A job
+    another job's move lands on is not spared when dropping starts cannot make room:
+    the plan must never hand its GPUs out twice.
     """
     if guard_s <= 0:
         return plan, ()
@@ -248,21 +250,26 @@ def spare_finishing(
             return False  # a job whose data cannot be estimated is simply not spared
         return rate > 0 and job.remaining_samples / rate < guard_s
 
-    spared = tuple(j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j))
-    if not spared:
-        return plan, ()
-    keep = list(plan.keep)
-    for job_id in spared:
+    candidates = [j for j in (*plan.preempt, *(a.job_id for a in plan.move)) if finishing(j)]
+    spared: list[str] = []
+    for job_id in candidates:
+        # Sparing a job may leave a *move* of another job landing on its GPUs; only
+        # dropped starts can make room, so a job is spared only if the plan then fits.
         current = jobs[job_id].current
         assert current is not None
-        keep.append(Assignment(job_id, current))
-    spared_plan = dataclasses.replace(
-        plan,
-        keep=tuple(keep),
-        move=tuple(a for a in plan.move if a.job_id not in spared),
-        preempt=tuple(j for j in plan.preempt if j not in spared),
-    )
-    return _drop_overbooked_starts(spared_plan, snapshot), spared
+        trial = _drop_overbooked_starts(
+            dataclasses.replace(
+                plan,
+                keep=(*plan.keep, Assignment(job_id, current)),
+                move=tuple(a for a in plan.move if a.job_id != job_id),
+                preempt=tuple(j for j in plan.preempt if j != job_id),
+            ),
+            snapshot,
+        )
+        if all(v >= 0 for v in _headroom(snapshot, _with_unmentioned(snapshot, trial)).values()):
+            plan = trial
+            spared.append(job_id)
+    return plan, tuple(spared)
 
 
 def _drop_overbooked_starts(plan: Plan, snapshot: Snapshot) -> Plan:
