@@ -29,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemo
 from daemon_live import LiveEnv
 from live_replay import Arrival, compare, replay_live, run_live
 
+from hops_cli.simulate import stdout_to_stderr
+from hopsd.solver_banner import silence_solver_banner
+
 #: Staggered arrivals on the 18-GPU test cluster (k80 x2, v100 2x4, a100 2x4, two
 #: of them half-speed servers): contended for a while, then draining. Samples at
 #: 100 samples/s per k80-GPU; ``type_speed`` changes a job's gain per GPU type.
@@ -69,9 +72,11 @@ def main() -> int:
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
         env = LiveEnv.create(root)
+        silence_solver_banner()
         try:
-            window = run_live(env, workload, deadline_s=900)
-            results = replay_live(env, window, env.config.policy)
+            with stdout_to_stderr():  # solver output never mixes with the figures
+                window = run_live(env, workload, deadline_s=900)
+                results = replay_live(env, window, env.config.policy)
         finally:
             env.cleanup()
     figures = compare(results, env.config.policy)
