@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -101,9 +102,13 @@ def replay_payload(
     hi: float,
     policies: list[str],
     out: str | None = None,
-    inventory: dict[str, tuple[str, int]] | None = None,
+    inventory_of: Callable[[HopsConfig], dict[str, tuple[str, int]]] | None = None,
 ) -> dict[str, Any]:
-    """Read the window from the ledger and replay it (what ``--json`` prints)."""
+    """Read the window from the ledger and replay it (what ``--json`` prints).
+
+    ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
+    only once the ledger holds jobs in the window.
+    """
     from hopsd.ledger.history import read_history
     from hopsd.sim.replay import build_world, replay, replay_engine_config
 
@@ -113,6 +118,7 @@ def replay_payload(
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"
         )
+    inventory = inventory_of(config) if inventory_of is not None else {}
     types = {name: config.gpu_type(name) for name in config.gpu_types}
     for seen in history.nodes:
         types.setdefault(seen.gpu_type, config.gpu_type(seen.gpu_type))
@@ -123,7 +129,7 @@ def replay_payload(
         types=types,
         reference_throughput=config.reference_throughput,
         node_types=config.node_types,
-        inventory=inventory or {},
+        inventory=inventory,
         profiled=config.profiling,
     )
     adoption = config.profiling_timeout_s if config.profiling else config.queue_refresh_s / 2
@@ -202,7 +208,7 @@ def replay(
         fail(str(exc), EXIT_USAGE)
     try:
         with stdout_to_stderr():
-            results = replay_payload(config, lo, hi, names, out, slurm_inventory(config))
+            results = replay_payload(config, lo, hi, names, out, slurm_inventory)
     except (HopsError, ValueError) as exc:
         fail(str(exc), EXIT_USAGE)
     except OSError as exc:

@@ -56,9 +56,7 @@ def run_live(env: LiveEnv, workload: Sequence[Arrival], deadline_s: float) -> tu
 
 def replay_live(env: LiveEnv, window: tuple[float, float], policy: str) -> dict[str, Any]:
     """``hops replay --from --to --policies POLICY --json`` of the test's ledger."""
-    return replay_payload(
-        env.config, window[0], window[1], [policy], None, slurm_inventory(env.config)
-    )
+    return replay_payload(env.config, window[0], window[1], [policy], None, slurm_inventory)
 
 
 def compare(results: dict[str, Any], policy: str) -> dict[str, Any]:

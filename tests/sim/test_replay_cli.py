@@ -20,6 +20,7 @@ from hopsd.ledger.jobs import transition as job_transition
 from hopsd.ledger.migrate import upgrade
 from hopsd.ledger.models import AllocationReason, AllocationRow, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.slurm.errors import SlurmError
 
 runner = CliRunner()
 R = AllocationReason
@@ -33,6 +34,10 @@ def _conf(tmp_path: Path, url: str) -> Path:
         "[gpu_types.k80]\nspeed = 1.0\n[gpu_types.a100]\nspeed = 4.0\n"
     )
     return conf
+
+
+def _no_slurm(*args: object, **kwargs: object) -> object:
+    raise SlurmError("sinfo: not reachable")
 
 
 @pytest.fixture
@@ -74,7 +79,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> float:
         job_transition(queued, JobState.QUEUED, t0 + 6)
     engine.dispose()
     monkeypatch.setenv("HOPS_CONF", str(_conf(tmp_path, url)))
-    monkeypatch.setenv("PATH", "/nonexistent")  # no Slurm: node GPUs come from the ledger
+    monkeypatch.setattr("hopsd.slurm.factory.make_port", _no_slurm)  # nodes from the ledger
     return t0
 
 
@@ -129,6 +134,7 @@ def test_replay_errors_are_one_hops_line(ledger: float, args: list[str], message
 
 def test_replay_without_a_ledger_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOPS_CONF", str(_conf(tmp_path, f"sqlite:///{tmp_path / 'none.db'}")))
+    monkeypatch.setattr("hopsd.slurm.factory.make_port", _no_slurm)
     result = runner.invoke(app, ["replay"])
     assert result.exit_code != 0
     assert result.output.startswith("hops: no ledger at")
