@@ -12,6 +12,7 @@ from hops_cli.admin import cancel, db_app
 from hops_cli.common import EXIT_USAGE, CliState
 from hops_cli.fairness import fairness
 from hops_cli.nodes import nodes
+from hops_cli.replay import replay
 from hops_cli.simulate import simulate
 from hops_cli.status import status
 from hops_cli.submit import submit
@@ -85,6 +86,7 @@ app.command()(fairness)
 app.command()(cancel)
 app.command()(nodes)
 app.command()(simulate)
+app.command()(replay)
 app.add_typer(db_app, name="db")
 
 

@@ -231,7 +231,9 @@ def spare_finishing(
 ) -> tuple[Plan, tuple[str, ...]]:
     """Keep running jobs the plan would requeue although they finish within ``guard_s``.
 
-    Starts that no longer fit once those jobs stay are dropped, last first.
+    Starts that no longer fit once those jobs stay are dropped, last first, and a
+    move onto a spared job's GPUs is undone (:func:`_make_room`): the plan never
+    hands a GPU out twice.
     """
     if guard_s <= 0:
         return plan, ()
@@ -262,18 +264,38 @@ def spare_finishing(
         move=tuple(a for a in plan.move if a.job_id not in spared),
         preempt=tuple(j for j in plan.preempt if j not in spared),
     )
-    return _drop_overbooked_starts(spared_plan, snapshot), spared
+    return _make_room(spared_plan, snapshot), spared
 
 
-def _drop_overbooked_starts(plan: Plan, snapshot: Snapshot) -> Plan:
-    """Drop the last starts until no node holds more than its capacity."""
-    starts = list(plan.start)
-    while starts:
-        trial = dataclasses.replace(plan, start=tuple(starts))
-        if all(v >= 0 for v in _headroom(snapshot, trial).values()):
-            return trial
-        starts.pop()
-    return dataclasses.replace(plan, start=())
+def _make_room(plan: Plan, snapshot: Snapshot) -> Plan:
+    """Undo the last start, then the last move, landing on an overbooked node, until none is.
+
+    A spared job keeps GPUs the plan had handed to a start or to another job's
+    move; an undone move leaves that job where it runs (which may in turn crowd
+    a later start or move there). Every running job back where it runs always
+    fits, so this ends with a plan that hands no GPU out twice.
+    """
+    jobs = {j.id: j for j in snapshot.jobs}
+    while True:
+        headroom = _headroom(snapshot, _with_unmentioned(snapshot, plan))
+        over = {n for n, v in headroom.items() if v < 0}
+        if not over:
+            return plan
+        starts = [a for a in plan.start if any(n in over for n, _ in a.config.parts)]
+        if starts:
+            plan = dataclasses.replace(plan, start=tuple(a for a in plan.start if a != starts[-1]))
+            continue
+        moves = [a for a in plan.move if any(n in over for n, _ in a.config.parts)]
+        if not moves:
+            return plan  # the policy's own plan was valid; nothing else can crowd a node
+        back = moves[-1]
+        current = jobs[back.job_id].current
+        assert current is not None
+        plan = dataclasses.replace(
+            plan,
+            move=tuple(a for a in plan.move if a != back),
+            keep=(*plan.keep, Assignment(back.job_id, current)),
+        )
 
 
 def _headroom(snapshot: Snapshot, plan: Plan) -> dict[str, int]:

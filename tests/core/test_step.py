@@ -116,6 +116,22 @@ def test_a_job_about_to_finish_is_spared_and_starts_that_no_longer_fit_dropped()
     assert unspared.plan.preempt == ("a",)
 
 
+def test_a_move_onto_a_spared_jobs_gpus_is_undone() -> None:
+    """Sparing never double-books: the job moving onto the spared GPUs stays where it runs."""
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("a", "a100", 4, 1000.0)
+    a = Job("a", (4,), 1e6, samples_done=1e6 - 40_000, current=cfg("a1", 4))  # 10 s left
+    c = job("c", (4,), current=cfg("k1", 4))
+    plan = Plan(preempt=("a",), move=(Assignment("c", cfg("a1", 4)),))
+    options = StepOptions(spare_guard_s=60.0, refill_after_round=False)
+    s = snap(a, c, now=0.0, store=store)
+    result = schedule_step(s, RoundClock(100.0), Fixed(plan), SETTINGS, options)
+    assert result.spared == ("a",)
+    assert set(result.plan.keep) == {Assignment("a", cfg("a1", 4)), Assignment("c", cfg("k1", 4))}
+    assert result.plan.move == () and result.plan.preempt == ()
+    validate_plan(s, result.plan, fragment=False)
+
+
 @pytest.mark.parametrize(
     ("plan", "message"),
     [

@@ -1,0 +1,100 @@
+"""One decision path: a workload run live under hopsd, then replayed from its ledger.
+
+hopsd (in process, the daemon's own tick) schedules a workload with staggered
+arrivals on the live Slurm test cluster, a private SQLite ledger recording what
+happened; then ``hops replay``'s reading of that ledger is replayed by the
+simulator under the same policy, settings and scheduling step. If both are one
+decision path, the replayed JCTs match the live ones up to what the simulator
+does not model (Slurm launch latency, tick granularity, learning from probes):
+
+    eval "$(bash docker/cluster.sh up | grep ^export)"
+    .venv/bin/python benchmarks/live_vs_replay.py [--scale 1.0] [--json]
+
+prints ``{"jobs", "live_avg_jct_s", "replay_avg_jct_s", "avg_jct_error",
+"median_job_error"}`` (errors as fractions; ``--json`` adds per-job rows).
+Goal: avg JCT within 10 %, median per-job error within 20 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemon"))
+
+from daemon_live import LiveEnv
+from live_replay import Arrival, compare, replay_live, run_live
+
+from hops_cli.simulate import stdout_to_stderr
+from hopsd.solver_banner import silence_solver_banner
+
+#: Staggered arrivals on the 18-GPU test cluster (k80 x2, v100 2x4, a100 2x4, two
+#: of them half-speed servers): contended for a while, then draining. Samples at
+#: 100 samples/s per k80-GPU; ``type_speed`` changes a job's gain per GPU type.
+WORKLOAD = [
+    Arrival(0, (1, 2), 6000),
+    Arrival(0, (2, 4), 16000, "a100=6"),
+    Arrival(2, (4,), 12000),
+    Arrival(4, (1,), 3000, "v100=3"),
+    Arrival(6, (1, 2, 4), 12000),
+    Arrival(8, (2,), 8000),
+    Arrival(12, (1, 2), 5000, "a100=2"),
+    Arrival(16, (4,), 16000),
+    Arrival(20, (1,), 4000),
+    Arrival(24, (2, 4), 10000, "k80=1.5"),
+    Arrival(30, (1, 2), 6000, "a100=5"),
+    Arrival(36, (1,), 2500),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scale", type=float, default=4.0, help="multiply every job's samples and arrival time"
+    )
+    parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        print(
+            "hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr
+        )
+        return 2
+    workload = [
+        Arrival(a.at_s * args.scale, a.demands, a.samples * args.scale, a.type_speed)
+        for a in WORKLOAD
+    ]
+    with tempfile.TemporaryDirectory(prefix="hops-live-replay-") as tmp:
+        root = Path(args.keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        env = LiveEnv.create(root)
+        silence_solver_banner()
+        try:
+            with stdout_to_stderr():  # solver output never mixes with the figures
+                window = run_live(env, workload, deadline_s=900)
+                results = replay_live(env, window, env.config.policy)
+        finally:
+            env.cleanup()
+    figures = compare(results, env.config.policy)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"jobs {figures['jobs']}")
+    print(f"live avg JCT    {figures['live_avg_jct_s']:.1f} s")
+    print(f"replay avg JCT  {figures['replay_avg_jct_s']:.1f} s")
+    print(f"avg JCT error   {figures['avg_jct_error']:.1%} (goal <= 10 %)")
+    print(f"median job err  {figures['median_job_error']:.1%} (goal <= 20 %)")
+    for row in figures["per_job"]:
+        print(
+            f"  job {row['job']:>6} demands {row['demands']}: live {row['live_jct_s']:7.1f} s"
+            f"  replay {row['replay_jct_s']:7.1f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,224 @@
+"""``hops replay``: the ledger's window, replayed under each policy beside what really happened."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from hops_cli.common import EXIT_USAGE, config_of, console, fail, print_json
+from hops_cli.ledger_access import reading
+from hops_cli.simulate import stdout_to_stderr
+from hopsd.config import HopsConfig
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+COLUMNS = (
+    ("avg_jct_s", "avg JCT s", "{:.1f}"),
+    ("median_jct_s", "med JCT s", "{:.1f}"),
+    ("p99_jct_s", "p99 JCT s", "{:.1f}"),
+    ("avg_wait_s", "avg wait s", "{:.1f}"),
+    ("max_lr", "max LR", "{:.2f}"),
+    ("restarts", "restarts", "{:.0f}"),
+)
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``30m``, ``24h``, ``7d`` -> seconds."""
+    found = _DURATION.match(text)
+    if found is None or float(found.group(1)) <= 0:
+        raise ValueError(f"--since: expected a duration such as 30m, 24h or 7d, got {text!r}")
+    return float(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+def parse_instant(text: str, flag: str) -> float:
+    """Epoch seconds, or an ISO 8601 time (UTC when it names no zone)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{flag}: expected an ISO time (2026-12-01T08:00) or epoch seconds, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
+    return moment.timestamp()
+
+
+def window_of(
+    since: str | None, start: str | None, end: str | None, now: float
+) -> tuple[float, float]:
+    """The window asked: ``--since D`` (up to now) or ``--from T [--to T]``."""
+    if since is not None and (start is not None or end is not None):
+        raise ValueError("give either --since or --from/--to, not both")
+    if start is None and end is not None:
+        raise ValueError("--to needs --from")
+    if start is not None:
+        lo = parse_instant(start, "--from")
+        hi = parse_instant(end, "--to") if end is not None else now
+    else:
+        hi = now
+        lo = now - parse_duration(since or "24h")
+    if hi <= lo:
+        raise ValueError("the window is empty: --to must be after --from")
+    return lo, hi
+
+
+def slurm_inventory(config: HopsConfig) -> dict[str, tuple[str, int]]:
+    """Nodes of the managed partitions as Slurm lists them now: node -> (GPU type, GPUs).
+
+    Empty when Slurm cannot be asked; the replay then knows the nodes from the ledger.
+    """
+    from hopsd.slurm.errors import SlurmError
+    from hopsd.slurm.factory import make_port
+
+    try:
+        listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
+    except (SlurmError, ValueError, OSError):
+        return {}
+    managed = set(config.partitions)
+    out: dict[str, tuple[str, int]] = {}
+    for node in listed:
+        kind = config.node_types.get(node.name) or node.gpu_type or ""
+        if managed and not managed.intersection(node.partitions):
+            continue
+        if kind and node.gpus_total > 0:
+            out[node.name] = (kind, node.gpus_total)
+    return out
+
+
+def replay_payload(
+    config: HopsConfig,
+    lo: float,
+    hi: float,
+    policies: list[str],
+    out: str | None = None,
+    inventory_of: Callable[[HopsConfig], dict[str, tuple[str, int]]] | None = None,
+) -> dict[str, Any]:
+    """Read the window from the ledger and replay it (what ``--json`` prints).
+
+    ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
+    only once the ledger holds jobs in the window.
+    """
+    from hopsd.ledger.history import read_history
+    from hopsd.sim.replay import build_world, replay, replay_engine_config
+
+    with reading(config) as session:
+        history = read_history(session, lo, hi)
+    if not history.jobs:
+        raise ValueError(
+            f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"
+        )
+    inventory = inventory_of(config) if inventory_of is not None else {}
+    types = {name: config.gpu_type(name) for name in config.gpu_types}
+    for seen in history.nodes:
+        types.setdefault(seen.gpu_type, config.gpu_type(seen.gpu_type))
+    world = build_world(
+        history.jobs,
+        history.rates,
+        history.nodes,
+        types=types,
+        reference_throughput=config.reference_throughput,
+        node_types=config.node_types,
+        inventory=inventory,
+        profiled=config.profiling,
+    )
+    adoption = config.profiling_timeout_s if config.profiling else config.queue_refresh_s / 2
+    engine = replay_engine_config(
+        config.settings(),
+        spare_guard_s=max(config.restart_penalty_s, 2 * config.queue_refresh_s),
+        adoption_s=adoption,
+        measure_after_s=config.queue_refresh_s,
+    )
+    results = replay(world, policies, engine, out)
+    results["window"] = {"from": lo, "to": hi}
+    results["live_policy"] = config.policy
+    results["nodes_from"] = "slurm" if inventory else "ledger"
+    return results
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _table(results: dict[str, Any]) -> Table:
+    window = results["window"]
+    table = Table(
+        title=(
+            f"{results['n_jobs']} finished jobs submitted {_stamp(window['from'])} .. "
+            f"{_stamp(window['to'])}, {results['total_gpus']} GPUs"
+        ),
+        title_justify="left",
+    )
+    table.add_column("run")
+    for _, header, _ in COLUMNS:
+        table.add_column(header, justify="right")
+    rows = [(f"live ({results['live_policy']})", results["live"])]
+    rows += [(f"replay {name}", figures) for name, figures in results["policies"].items()]
+    for label, figures in rows:
+        table.add_row(label, *(fmt.format(figures[key]) for key, _, fmt in COLUMNS))
+    return table
+
+
+def replay(
+    ctx: typer.Context,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Window up to now: 30m, 24h, 7d (default 24h).")
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--from", help="Window start: ISO time or epoch seconds.")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="Window end (default now): ISO time or epoch s.")
+    ] = None,
+    policies: Annotated[
+        str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")
+    ] = "hops,sia,gavel,fifo",
+    out: Annotated[
+        str | None, typer.Option("--out", help="Directory for results.json, CSVs and PNG plots.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results object.")] = False,
+) -> None:
+    """Replay the jobs hops ran in a window under each policy, beside what really happened.
+
+    The trace (arrivals, demand sets, sizes), each job's learned throughput per GPU
+    type and server, and the managed nodes come from the ledger; the replay takes
+    hopsd's own scheduling step with hops.conf's round length and restart penalty.
+
+    Example: hops replay --since 24h --policies hops,sia,gavel,fifo --out replay/
+    """
+    from hopsd.core.errors import HopsError
+    from hopsd.solver_banner import silence_solver_banner
+
+    silence_solver_banner()
+    config = config_of(ctx)
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    try:
+        lo, hi = window_of(since, start, end, time.time())
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
+    try:
+        with stdout_to_stderr():
+            results = replay_payload(config, lo, hi, names, out, slurm_inventory)
+    except (HopsError, ValueError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except OSError as exc:
+        fail(f"{exc.filename or 'output'}: {exc.strerror or exc}")
+    if as_json:
+        print_json(results)
+        return
+    console().print(_table(results))
+    if results["skipped"]:
+        skipped = ", ".join(f"{n} {state}" for state, n in sorted(results["skipped"].items()))
+        console().print(f"not replayed (unfinished or too large): {skipped}")
+    if out:
+        console().print(f"results.json, per-job CSVs and plots written to {out}")

@@ -1,0 +1,75 @@
+"""Run a workload under hopsd on the live test cluster, then replay its ledger (one decision path).
+
+Shared by the live test and ``benchmarks/live_vs_replay.py``: jobs arrive at
+their offsets while an in-process hopsd ticks every ``queue_refresh_s``; once
+all are done, ``hops replay``'s own reading and replay of the ledger run with
+the policy hopsd used, and each job's replayed JCT is set beside its live one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daemon_live import LiveEnv
+
+from hops_cli.replay import replay_payload, slurm_inventory
+from hopsd.daemon.tick import Tick
+from hopsd.sim.replay import jct_errors
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One job of a live workload: when it is submitted (s after the start) and what it is."""
+
+    at_s: float
+    demands: tuple[int, ...]
+    samples: float
+    type_speed: str = ""
+
+
+def run_live(env: LiveEnv, workload: Sequence[Arrival], deadline_s: float) -> tuple[float, float]:
+    """Submit ``workload`` on its schedule and tick hopsd until every job ended.
+
+    Returns the window (start, end) in epoch seconds that holds the jobs' submissions.
+    """
+    tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
+    pending = sorted(workload, key=lambda a: a.at_s)
+    start = time.time()
+    end = time.monotonic() + deadline_s
+    index = 0
+    interval = env.config.queue_refresh_s
+    while time.monotonic() < end:
+        began = time.monotonic()
+        while index < len(pending) and time.time() - start >= pending[index].at_s:
+            a = pending[index]
+            env.submit(a.demands, a.samples, type_speed=a.type_speed, label=f"r{index}")
+            index += 1
+        tick.run_once()
+        if index == len(pending) and env.all_terminal():
+            return start - 5.0, time.time()
+        time.sleep(max(0.0, interval - (time.monotonic() - began)))
+    raise AssertionError(f"workload not finished within {deadline_s:.0f} s")
+
+
+def replay_live(env: LiveEnv, window: tuple[float, float], policy: str) -> dict[str, Any]:
+    """``hops replay --from --to --policies POLICY --json`` of the test's ledger."""
+    return replay_payload(env.config, window[0], window[1], [policy], None, slurm_inventory)
+
+
+def compare(results: dict[str, Any], policy: str) -> dict[str, Any]:
+    """The benchmark's figures plus the per-job rows (live and replayed JCT, seconds)."""
+    figures: dict[str, Any] = dict(jct_errors(results, policy))
+    figures["jobs"] = int(figures["jobs"])
+    figures["per_job"] = [
+        {
+            "job": r["job_id"],
+            "demands": r["demands"],
+            "live_jct_s": r["live_jct_s"],
+            "replay_jct_s": r[f"{policy}_jct_s"],
+        }
+        for r in results["jobs"]
+    ]
+    return figures

@@ -1,0 +1,130 @@
+"""``hopsd.sim.replay``: measured truth, cluster and trace from ledger records, and the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopsd.core.errors import InvalidInputError
+from hopsd.core.model import Configuration, GpuType
+from hopsd.core.settings import Settings
+from hopsd.ledger.history import JobHistory, LearnedRate, NodeSeen
+from hopsd.sim.replay import (
+    JobRates,
+    build_world,
+    jct_errors,
+    model_of,
+    replay,
+    replay_engine_config,
+)
+
+TYPES = {"k80": GpuType("k80", speed=1.0), "a100": GpuType("a100", speed=4.0)}
+NODES = [NodeSeen("a100n1", "a100", 4), NodeSeen("a100n2", "a100", 2), NodeSeen("k80n1", "k80", 4)]
+
+
+def job(
+    job_id: str,
+    submit: float,
+    end: float | None,
+    demands: tuple[int, ...] = (1,),
+    samples: float = 1000.0,
+    state: str = "done",
+) -> JobHistory:
+    return JobHistory(
+        job_id=job_id,
+        slurm_job_id=int(job_id[1:]),
+        user="alice",
+        state=state,
+        submit_time=submit,
+        first_start_time=None if end is None else submit + 1,
+        end_time=end,
+        demands=demands,
+        total_samples=samples,
+        samples_done=samples if end is not None else 0.0,
+        batch_size=32,
+        model_name="",
+        params=0.0,
+        wait_time=1.0,
+        restarts=0,
+        latency_ratio=0.1,
+    )
+
+
+def test_rates_fall_back_from_exact_to_nearest_to_scaled_type_to_type_table() -> None:
+    rates = JobRates(TYPES, reference=100.0)
+    assert rates.type_rate("a100", 1) == 400.0  # nothing measured: type table
+    rates.add("type_agg", "a100", 2, 300.0)
+    assert rates.type_rate("a100", 2) == 300.0  # exact
+    assert rates.type_rate("a100", 4) == 300.0  # nearest size
+    assert rates.type_rate("k80", 1) == pytest.approx(75.0)  # a100's, scaled by speed 1/4
+    rates.add("entity_agg", "a100n2", 2, 150.0)
+    assert rates.node_rate("a100n2", "a100", 2, 1) == 150.0  # the server's own measurement
+    rates.node_factor = {"a100n1": 0.5}
+    assert rates.node_rate("a100n1", "a100", 2, 1) == 150.0  # type rate x server factor
+
+
+def test_world_replays_finished_jobs_on_the_nodes_allocations_named() -> None:
+    jobs = [
+        job("j1", 100.0, 120.0),
+        job("j2", 110.0, None, state="running"),
+        job("j3", 105.0, 140.0),
+    ]
+    rates = [
+        LearnedRate("j1", "type_agg", "a100", 1, 200.0, 3),
+        LearnedRate("j1", "entity_agg", "a100n1", 1, 200.0, 3),
+        LearnedRate("j1", "entity_agg", "a100n2", 1, 100.0, 3),
+    ]
+    world = build_world(
+        jobs,
+        rates,
+        NODES,
+        types=TYPES,
+        reference_throughput=100.0,
+        inventory={"a100n2": ("a100", 4)},
+    )
+    assert [s.job_id for s in world.jobs] == ["1", "3"]
+    assert world.jobs[0].submit_time == 0.0 and world.jobs[1].submit_time == 5.0
+    assert world.skipped == {"running": 1}
+    gpus = {n.id: n.gpus for n in world.truth.cluster.nodes}
+    assert gpus == {"a100n1": 4, "a100n2": 4, "k80n1": 4}  # Slurm's count beats the peak
+    truth = world.truth
+    one = Configuration.of("a100", {"a100n1": 1})
+    slow = Configuration.of("a100", {"a100n2": 1})
+    assert truth.throughput(model_of("j1"), one) == pytest.approx(200.0)
+    assert truth.throughput(model_of("j1"), slow) == pytest.approx(100.0)
+    # j3 was never measured: type table, and the slow server's factor other jobs saw
+    assert truth.throughput(model_of("j3"), one) == pytest.approx(400.0)
+    assert truth.throughput(model_of("j3"), slow) == pytest.approx(200.0)
+    # distributed: the slowest server sets the pace
+    both = Configuration.of("a100", {"a100n1": 1, "a100n2": 1})
+    assert truth.throughput(model_of("j3"), both) == pytest.approx(2 * 200.0)
+
+
+def test_a_window_with_nothing_finished_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="no finished job"):
+        build_world(
+            [job("j1", 0.0, None, state="queued")], [], NODES, types=TYPES, reference_throughput=1.0
+        )
+    with pytest.raises(InvalidInputError, match="no managed node"):
+        build_world([job("j1", 0.0, 5.0)], [], [], types=TYPES, reference_throughput=1.0)
+
+
+@pytest.mark.parametrize("policy", ["hops", "fifo"])
+def test_a_lone_job_runs_at_its_measured_rate(policy: str) -> None:
+    rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
+    world = build_world(
+        [job("j1", 0.0, 30.0, samples=1000.0)], rates, NODES, types=TYPES, reference_throughput=1.0
+    )
+    config = replay_engine_config(
+        Settings(round_length_s=8.0, restart_penalty_s=2.0),
+        spare_guard_s=2.0,
+        adoption_s=0.5,
+        measure_after_s=1.0,
+    )
+    out = replay(world, [policy], config)
+    jct = out["jobs"][0][f"{policy}_jct_s"]
+    # 1000 samples at 50/s on the a100 it was measured on; at most one round of waiting
+    assert 20.0 <= jct <= 20.0 + 0.5 + 8.0 + 1e-6
+    errors = jct_errors(out, policy)
+    assert errors["live_avg_jct_s"] == 30.0 and errors["jobs"] == 1
+    assert errors["avg_jct_error"] == pytest.approx(abs(jct - 30.0) / 30.0)
+    assert out["live"]["avg_jct_s"] == 30.0 and out["policies"][policy]["restarts"] == 0
