@@ -29,7 +29,7 @@ from hopsd.daemon.requeue_check import (
 )
 from hopsd.daemon.sensing import system_uid
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.allocations import record_allocation
+from hopsd.ledger.allocations import placement_before_last_move, record_allocation
 from hopsd.ledger.intents import (
     last_requeue_was_relaunch,
     mark_abandoned,
@@ -402,7 +402,9 @@ class Enactor:
         with self.sessions.begin() as session:
             ended_at = verdict.ended_at if verdict.ended_at is not None else now
             if record_finished_run(session, first.job_id, verdict.final_state, ended_at, reason):
-                record_allocation(session, None, first.job_id, AllocationReason.END, None, ended_at)
+                # history rows at the time hops learned it, after the move it had recorded
+                self._undo_planned_move(session, chain, now)
+                record_allocation(session, None, first.job_id, AllocationReason.END, None, now)
             for step in chain:
                 mark_abandoned(session, step.intent_id, reason, now)
             row = record_intent(session, first.job_id, IntentAction.CANCEL, payload, None, now=now)
@@ -419,6 +421,15 @@ class Enactor:
         )
         report.finished_early.append(first.job_id)
         self._take(cancel, {}, {}, report)
+
+    @staticmethod
+    def _undo_planned_move(session: Session, chain: Sequence[Step], at: float) -> None:
+        """The history said the job moved; it finished where it was: say so (a ``keep``)."""
+        if chain[0].payload.get("kind") != "move":
+            return
+        where = placement_before_last_move(session, chain[0].job_id)
+        if where is not None:
+            record_allocation(session, None, chain[0].job_id, AllocationReason.KEEP, where, at)
 
     def _not_running(self, steps: Sequence[Step], skip: Mapping[int, str]) -> set[str]:
         """Jobs whose requeue would hit a job that already ended (one fresh batched read).

@@ -77,6 +77,23 @@ def allocation_history(session: Session, job_id: str) -> list[AllocationRow]:
     return list(session.scalars(stmt))
 
 
+def placement_before_last_move(session: Session, job_id: str) -> Configuration | None:
+    """Where a job ran before its last planned move (None when it never moved).
+
+    For a move that never happened: the requeue hit a run that had already
+    finished where it was.
+    """
+    history = [
+        r
+        for r in allocation_history(session, job_id)
+        if r.reason in (AllocationReason.START, AllocationReason.MOVE, AllocationReason.KEEP)
+    ]
+    moves = [i for i, r in enumerate(history) if r.reason == AllocationReason.MOVE]
+    if not moves or moves[-1] == 0:
+        return None
+    return allocation_config(history[moves[-1] - 1])
+
+
 def allocations_in_round(session: Session, round_id: int) -> list[AllocationRow]:
     stmt = (
         select(AllocationRow).where(AllocationRow.round_id == round_id).order_by(AllocationRow.id)

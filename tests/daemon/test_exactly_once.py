@@ -23,9 +23,10 @@ from hopsd.daemon.requeue_check import (
     last_requeued_run,
 )
 from hopsd.daemon.tick import Tick
+from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
-from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
+from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow, IntentState, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.parse_sacct import parse_runs
@@ -210,6 +211,10 @@ def test_requeue_that_hits_a_finished_job_never_runs_it_again(config, racing, se
         assert (IntentAction.CANCEL, IntentState.DONE) in states
         assert (IntentAction.RELEASE, IntentState.ABANDONED) in states
         assert not pending_intents(s)
+        # the history no longer claims the move: the job ended where it ran
+        history = allocation_history(s, str(job))
+        assert [a.reason for a in history[-2:]] == [AllocationReason.KEEP, AllocationReason.END]
+        assert {p[0] for p in history[-2].parts or []} <= {"slow1", "slow2"}
     clock.advance(1)
     tick.run_once()  # Slurm now shows it CANCELLED: the ledger keeps it done
     with sessions.begin() as s:

@@ -54,7 +54,7 @@ def last_placement(env: LiveEnv, job_id: str) -> set[str]:
         allocs = [
             a
             for a in allocation_history(s, job_id)
-            if a.reason in (AllocationReason.START, AllocationReason.MOVE)
+            if a.reason in (AllocationReason.START, AllocationReason.MOVE, AllocationReason.KEEP)
         ]
     assert allocs, f"job {job_id} has no start allocation"
     return {str(p[0]) for p in allocs[-1].parts or []}
