@@ -82,6 +82,7 @@ def _render(payload: dict[str, Any]) -> None:
         "LR",
         "ETA",
         "EST",
+        "REASON",
     ):
         jobs.add_column(header)
     for job in payload["jobs"]:
@@ -98,6 +99,7 @@ def _render(payload: dict[str, Any]) -> None:
             lr,
             hours(job["eta_s"]),
             job["estimate_source"] or "-",
+            job["reason"] or "-",
         )
     out.print(jobs if payload["jobs"] else "No hops jobs.")
     for job in payload["jobs"]:

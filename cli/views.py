@@ -52,6 +52,7 @@ def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
         "restarts": job.restarts,
         "age_s": round(now - job.submit_time, 1),
         "problem": job.input_problem or None,
+        "reason": job.plan_reason or None,
     }
 
 

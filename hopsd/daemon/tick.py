@@ -276,6 +276,8 @@ class Tick:
             if decision.kind == IDLE:
                 return
             result.decision = decision
+            for job_id, row in load_jobs(session, list(decision.reasons)).items():
+                row.plan_reason = decision.reasons[job_id][:500]
             for job_id in decision.spared:
                 log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
             started = time.perf_counter()

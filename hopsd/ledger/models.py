@@ -182,6 +182,8 @@ class JobRow(Base):
     # Added by revision 0003: the latest input of this job hopsd refused, or
     # failure it contained to this job, and why; shown to the owner by ``hops status``.
     input_problem: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # Added by revision 0005: the reason the last scheduling step gave the job.
+    plan_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     updated_at: Mapped[float] = mapped_column(Float)
 
 

@@ -102,6 +102,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         running = session.get(JobRow, "j101")
         assert running is not None
         running.ftf_rho = 1.1  # as hopsd records it each tick (the core's Themis rho)
+        running.plan_reason = "running on v100 v100n1:1"  # the last step's reason
         add_usage(session, "alice", "ml", now - 100, 6000, 6000)
         store = SqlThroughputStore(session, now)
         store.set_type_aggregated("j101", "v100", 1, 100.0)

@@ -148,6 +148,7 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert jobs[101]["nodes"] == {"v100n1": 2} and jobs[101]["gpu_type"] == "v100"
     assert jobs[101]["eta_s"] is not None and jobs[101]["eta_s"] > 0
     assert jobs[102]["state"] == "queued" and jobs[102]["latency_ratio"] == 4.5
+    assert jobs[101]["reason"] == "running on v100 v100n1:1" and jobs[102]["reason"] is None
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
 
@@ -161,7 +162,7 @@ def test_status_table_renders_without_colour(ledger: str, port: Any) -> None:
     result = runner.invoke(app, ["status", "--all"])
     assert result.exit_code == 0, result.output
     assert "v100n1:2" in result.stdout and "\x1b[" not in result.stdout
-    assert "RAQLR" in result.stdout
+    assert "RAQLR" in result.stdout and "REASON" in result.stdout
 
 
 def test_status_without_ledger_is_one_clear_line(

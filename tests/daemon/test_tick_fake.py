@@ -315,4 +315,5 @@ def test_each_tick_records_the_cores_latency_ratio_and_themis_rho(config, port, 
         assert row is not None and row.state == JobState.QUEUED
         assert row.latency_ratio is not None and row.latency_ratio > 0
         assert row.ftf_rho is not None and row.ftf_rho > 1.0  # worse off than on its own share
+        assert row.plan_reason == "waiting: 0 GPUs free, needs at least 2"  # the step's reason
     assert blocker in port.jobs

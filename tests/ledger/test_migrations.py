@@ -29,7 +29,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_live_in_top_level_sql_dir() -> None:
     assert SQL_DIR.name == "sql"
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0004"
+    assert head_revision() == "0005"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
@@ -53,6 +53,7 @@ def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -
     [
         ("0003", "input_problem", "progress file ignored: nested too deep", ""),
         ("0004", "ftf_rho", 1.25, None),
+        ("0005", "plan_reason", "waiting: 3 GPUs free, needs at least 4", ""),
     ],
 )
 def test_a_column_comes_and_goes_with_its_revision(

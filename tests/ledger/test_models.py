@@ -69,6 +69,7 @@ def _job() -> JobRow:
         current_parts=[["n1", 2], ["n2", 2]],
         latency_ratio=0.125,
         input_problem="progress file ignored: nested deeper than 2 levels",
+        plan_reason="waiting: GPUs that fit go to jobs of higher priority",
         updated_at=1_700_000_200.0,
     )
 
