@@ -626,6 +626,10 @@ cmd_up() {
         write_configs 0
     fi
     log "accounting $([[ ${accounting} == 1 ]] && echo on || echo off)"
+    # A fresh controller counts job ids from 1 again: the test cluster's hops
+    # ledger belongs to the incarnation that is gone, so it starts afresh too.
+    rm -f "${CLUSTER_DIR}/hops-ledger.sqlite" "${CLUSTER_DIR}/hops-ledger.sqlite-wal" \
+        "${CLUSTER_DIR}/hops-ledger.sqlite-shm"
     start_slurmctld -c
     start_slurmds
     if ! wait_until_idle; then

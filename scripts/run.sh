@@ -22,6 +22,9 @@ hops db upgrade
 
 demo="${HOPS_CLUSTER_DIR}/demo"
 spool="${HOPS_CLUSTER_DIR}/hops-spool"
+# Job ids restart at 1 with a fresh cluster: a previous demo's checkpoints and
+# reports would be taken for the new jobs' own.
+rm -rf "${demo}" "${spool}"
 mkdir -p "${demo}" "${spool}"
 
 echo "== hopsd (log: ${demo}/hopsd.log)"
