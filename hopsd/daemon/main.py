@@ -31,6 +31,7 @@ from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
+from hopsd.ledger.health import ping
 from hopsd.ledger.lease import ensure_lease, lease_info, release_lease
 from hopsd.slurm.factory import make_port
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
@@ -146,11 +147,14 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     )
     metrics = DaemonMetrics()
     metrics.watch(tick.reconciler.problems)
+    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
+    checks = service.health_checks()
+    after_tick = checks["ledger"]
+    checks["ledger"] = lambda: ping(engine) or after_tick()
     try:
-        metrics.serve(config.metrics_address)
+        metrics.serve(config.metrics_address, checks)
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
-    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
     log.info(
         "event=start version=%s ledger=%s shadow=%s holder=%s",
         hopsd.__version__,

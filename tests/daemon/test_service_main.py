@@ -146,8 +146,11 @@ def test_metrics_endpoint_serves_tick_figures(config, port, sessions, clock):
     service.metrics.serve(f"127.0.0.1:{free}")
     body = urllib.request.urlopen(f"http://127.0.0.1:{free}/metrics", timeout=5).read().decode()
     assert "hopsd_tick_seconds_count 1.0" in body
-    assert 'hopsd_enactments_total{action="release",result="ok"} 1.0' in body
+    assert 'hopsd_slurm_actions_total{action="release",result="ok"} 1.0' in body
+    assert 'hopsd_enactments_total{kind="start",result="ok"} 1.0' in body
     assert "hopsd_jobs_adopted_total 1.0" in body
+    assert service.metrics.endpoint is not None
+    service.metrics.endpoint.close()
     service.metrics.serve("")  # disabled: nothing started, no error
 
 
