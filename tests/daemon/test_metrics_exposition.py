@@ -124,7 +124,9 @@ def test_build_process_and_per_gpu_type_series(config, port, sessions, clock, se
     assert samples[("hopsd_queue_length", ())] == 1 and samples[("hopsd_running_jobs", ())] == 1
 
 
-def test_queued_demand_counts_waiting_jobs_that_fit_the_type(config, port, sessions, clock, serving):
+def test_queued_demand_counts_waiting_jobs_that_fit_the_type(
+    config, port, sessions, clock, serving
+):
     port.add_job(None, held=False, running_on={"fast1": 4, "fast2": 4, "slow1": 4, "slow2": 4})
     port.add_job(HopsTag((2, 4), 1e7))
     service = _service(config, port, sessions, clock, serving)
