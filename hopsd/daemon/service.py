@@ -19,11 +19,13 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from apscheduler.schedulers.blocking import BlockingScheduler
+from sqlalchemy.exc import SQLAlchemyError
 
 from hopsd.config import ConfigError, HopsConfig
 from hopsd.daemon.endpoint import Check
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.metrics import DaemonMetrics
+from hopsd.daemon.retention import Retention
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError
@@ -58,6 +60,7 @@ class Service:
         self.started_at = tick.clock()
         self.last_tick_at: float | None = None
         self.ledger_error = ""
+        self.retention = Retention(tick.sessions)
 
     @property
     def interval_s(self) -> float:
@@ -103,7 +106,21 @@ class Service:
             self.ledger_error = ""
             self.last_tick_at = result.started_at
             self._observe(result)
+            self._prune(result.started_at)
             return result
+
+    def _prune(self, now: float) -> None:
+        """Retention between ticks; a failure is logged and tried again next time."""
+        if self.lease is not None and not self.lease.may_act():
+            return
+        try:
+            pruned = self.retention.run(self.tick.config.retention_days, now)
+        except (LedgerUnavailableError, SQLAlchemyError) as exc:
+            log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
+            return
+        if pruned is not None:
+            for table in ("rounds", "intents", "allocations"):
+                self.metrics.pruned.labels(table).inc(getattr(pruned, table))
 
     def _back_off(self, exc: SlurmUnavailableError) -> None:
         self.failures += 1
