@@ -26,6 +26,7 @@ from collections.abc import Callable
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from hopsd.daemon.logging import iso
 from hopsd.ledger.errors import LeaseLostError, LedgerError, LedgerUnavailableError
 from hopsd.ledger.lease import DEFAULT_LEASE, acquire_lease, lease_info, renew_lease
 
@@ -91,9 +92,9 @@ class LeaseKeeper:
                 return self._renew_or_retake(session, now)
         except (LedgerError, SQLAlchemyError) as exc:
             log.warning(
-                "event=lease-heartbeat-failed error=%r may_act_until=%.3f",
+                "event=lease-heartbeat-failed error=%r may_act_until=%s",
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                self.expires_at - SAFETY_MARGIN * self.ttl_s,
+                iso(self.expires_at - SAFETY_MARGIN * self.ttl_s),
             )
             return False
 
