@@ -113,6 +113,13 @@ def test_installed_wheel_migrates_and_simulates(venv: Path, tmp_path: Path) -> N
     env = {**os.environ, "HOPS_CONF": str(conf)}
     env.pop("PYTHONPATH", None)
 
+    # the installed daemon refuses an unmigrated ledger, naming the command (exit 3)
+    refused = subprocess.run(
+        [str(bin_dir / "hopsd"), "--once"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 3, refused.stderr
+    assert "hops db upgrade" in refused.stderr
     head = migrate.head_revision()
     assert ": empty (needs" in _run([str(bin_dir / "hops"), "db", "current"], tmp_path, env)
     _run([str(bin_dir / "hops"), "db", "upgrade"], tmp_path, env)
