@@ -237,9 +237,12 @@ def test_db_upgrade_creates_then_reports(tmp_path: Path, monkeypatch: pytest.Mon
     assert current.exit_code == 0 and "empty" not in current.stdout
 
 
-def test_version() -> None:
-    result = runner.invoke(app, ["version"])
-    assert result.exit_code == 0 and result.stdout.startswith("hops ")
+@pytest.mark.parametrize("argv", [["version"], ["--version"], ["-V"]])
+def test_version(argv: list[str]) -> None:
+    import hopsd
+
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 0 and result.stdout == f"hops {hopsd.__version__}\n"
 
 
 @pytest.mark.parametrize("text", ["²", "1,²", "١-٣"])
