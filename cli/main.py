@@ -8,7 +8,8 @@ import typer
 from typer.core import TyperGroup
 
 import hopsd
-from hops_cli.admin import cancel, db_app
+from hops_cli.admin import db_app
+from hops_cli.cancel import cancel
 from hops_cli.common import EXIT_USAGE, CliState
 from hops_cli.fairness import fairness
 from hops_cli.nodes import nodes
