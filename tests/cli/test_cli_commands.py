@@ -84,7 +84,7 @@ def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
 
 def test_submit_range_is_expanded(tmp_path: Path, port: Any) -> None:
     result = runner.invoke(
-        app, ["submit", str(script(tmp_path)), "--gpus", "1-4", "--samples", "9"]
+        app, ["submit", str(script(tmp_path)), "--gpus", "1-4", "--samples", "900"]
     )
     assert result.exit_code == 0, result.output
     assert port.submitted[0]["tag"].demands == (1, 2, 3, 4)
@@ -260,3 +260,14 @@ def test_fairness_mine_keeps_only_the_callers_jobs(
     payload = json.loads(runner.invoke(app, ["fairness", "--mine", "--json"]).stdout)
     assert [j["user"] for j in payload["jobs"]] == ["bob"]
     assert {u["user"] for u in payload["users"]} == {"alice", "bob"}
+
+
+def test_submit_refuses_what_hopsd_would_refuse(tmp_path: Path, port: Any) -> None:
+    """Fewer samples than one batch: hopsd refuses it, so submit refuses it first."""
+    path = script(tmp_path)
+    result = runner.invoke(app, ["submit", str(path), "--samples", "10", "--batch-size", "32"])
+    assert result.exit_code == 2 and port.submitted == []
+    assert (
+        result.stderr.strip()
+        == "hops: hopsd would refuse this job: total samples 10 below one batch (32)"
+    )
