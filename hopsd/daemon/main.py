@@ -31,7 +31,7 @@ from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
-from hopsd.ledger.health import ping
+from hopsd.ledger.health import ping, probe_engine
 from hopsd.ledger.lease import ensure_lease, lease_info, release_lease
 from hopsd.slurm.factory import make_port
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
@@ -157,7 +157,8 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
     checks = service.health_checks()
     after_tick = checks["ledger"]
-    checks["ledger"] = lambda: ping(engine) or after_tick()
+    probe = probe_engine(config.ledger_url)
+    checks["ledger"] = lambda: ping(probe) or after_tick()
     try:
         metrics.serve(config.metrics_address, checks)
     except OSError as exc:
@@ -179,6 +180,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
             if (info := lease_info(session)) is not None and info.holder == holder:
                 release_lease(session, holder)
         engine.dispose()
+        probe.dispose()
     return 1 if service.fatal is not None else 0
 
 

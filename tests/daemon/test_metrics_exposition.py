@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.daemon.enact import EnactReport, Step
@@ -21,8 +22,8 @@ from hopsd.daemon.metrics import DaemonMetrics, enactment_outcomes, nearest_rank
 from hopsd.daemon.service import Service
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.engine import make_engine
-from hopsd.ledger.health import ping
-from hopsd.ledger.models import IntentAction
+from hopsd.ledger.health import ping, probe_engine
+from hopsd.ledger.models import Base, IntentAction
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
 
@@ -216,3 +217,15 @@ def test_ledger_ping_reports_an_unreachable_ledger(tmp_path, sessions: sessionma
     assert "unable to open database file" in (ping(engine) or "")
     good = sessions.kw["bind"]
     assert ping(good) is None
+
+
+def test_ledger_probe_answers_while_a_tick_holds_the_write_lock(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    daemon = make_engine(url, sqlite_begin="immediate", timeout_ms=200)
+    Base.metadata.create_all(daemon)
+    with daemon.begin() as writing:  # a tick's unit of work, write lock held
+        writing.execute(text("UPDATE rounds SET note = 'x'"))
+        assert ping(probe_engine(url)) is None
+        # the daemon's own engine would queue behind the tick and fail the check
+        assert "locked" in (ping(make_engine(url, sqlite_begin="immediate", timeout_ms=200)) or "")
+    daemon.dispose()
