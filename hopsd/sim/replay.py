@@ -415,7 +415,8 @@ def replay_engine_config(
     """
     return EngineConfig(
         settings=settings,
-        profile_s=adoption_s,
+        profile_s=0.0,
+        adoption_s=adoption_s,
         profile_noise=0.0,
         measure_noise=0.0,
         measure_after_s=measure_after_s,
