@@ -7,8 +7,10 @@ cluster: at every round start the policy plans the whole cluster; when a job
 ends or a new job becomes schedulable inside a round, the policy plans the idle
 GPUs with every running job pinned. Jobs progress at their *true*
 throughput (:mod:`hopsd.sim.truth`); the scheduler only ever sees the
-:class:`InMemoryThroughputStore`, fed with noisy profiles after a job's
-profiling and noisy measurements of the configurations jobs actually ran in.
+:class:`InMemoryThroughputStore`, fed with noisy profiles from a job's
+profiling runs and noisy measurements of the configurations jobs actually ran
+in, learned by the core's one rule (:mod:`hopsd.core.learning`) as hopsd
+learns them.
 
 The idle GPUs a round plan leaves while jobs wait (including jobs the plan
 itself preempted) are offered to the policy's fragment planning right away
@@ -34,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import HopsError, InfeasibleDemandError, InvalidInputError
+from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
@@ -189,7 +192,6 @@ class Engine:
         if len(self.by_id) != len(self.jobs):
             raise InvalidInputError("job ids in the workload are not unique")
         self._ref_rate = {m: reference_rate(truth, m) for m in {j.spec.model for j in self.jobs}}
-        self._sums: dict[tuple[str, ...], tuple[float, int]] = {}
         self.rounds: list[RoundStat] = []
         self.preemptions = 0
         self.moves = 0
@@ -402,20 +404,14 @@ class Engine:
         self.n_active -= 1
         del self.active[job.spec.job_id]
         self.store.forget_job(job.spec.job_id)
-        self._forget_sums(job.spec.job_id)
 
     # ---------------------------------------------------------- measurements
-    def _record(self, key: tuple[str, ...], value: float) -> float:
-        total, count = self._sums.get(key, (0.0, 0))
-        self._sums[key] = (total + value, count + 1)
-        return (total + value) / (count + 1)
-
-    def _forget_sums(self, job_id: str) -> None:
-        for key in [k for k in self._sums if k[1] == job_id]:
-            del self._sums[key]
-
     def _measure(self, job: JobState) -> None:
-        """Report the per-node pace of a job's current configuration, if it ran long enough."""
+        """Report the job's per-GPU pace in its current configuration, if it ran long enough.
+
+        The pace is what hopsd measures: a distributed job runs at its slowest
+        node's. It is learned by the core's one rule, as hopsd learns it.
+        """
         cfg = job.config
         if cfg is None:
             return
@@ -423,20 +419,12 @@ class Engine:
         if productive < self.config.measure_after_s:
             return
         rates = self.truth.node_rates(job.spec.model, cfg, job.batch_size)
-        jid = job.spec.job_id
-        noisy = [self._noisy(r, self.config.measure_noise) for r in rates]
-        if cfg.distributed:
-            for (node_id, _), value in zip(cfg.parts, noisy, strict=True):
-                mean = self._record(("ed", jid, node_id, str(cfg.n_nodes)), value)
-                self.store.set_entity_distributed(jid, node_id, cfg.n_nodes, mean)
-            mean = self._record(("td", jid, cfg.gpu_type, str(cfg.n_nodes)), min(noisy))
-            self.store.set_type_distributed(jid, cfg.gpu_type, cfg.n_nodes, mean)
-        else:
-            node_id = cfg.parts[0][0]
-            mean = self._record(("ea", jid, node_id, str(cfg.total_gpus)), noisy[0])
-            self.store.set_entity_aggregated(jid, node_id, cfg.total_gpus, mean)
-            mean = self._record(("ta", jid, cfg.gpu_type, str(cfg.total_gpus)), noisy[0])
-            self.store.set_type_aggregated(jid, cfg.gpu_type, cfg.total_gpus, mean)
+        per_gpu = min(self._noisy(r, self.config.measure_noise) for r in rates)
+        self.learn_measurement(job.spec.job_id, cfg, per_gpu)
+
+    def learn_measurement(self, job_id: str, cfg: Configuration, per_gpu: float) -> None:
+        """What the scheduler learns from one measured pace (the core's rule, as hopsd)."""
+        apply_learned(self.store, job_id, learn(self.store, job_id, cfg, self.cluster, per_gpu))
 
     # --------------------------------------------------------------- planning
     @staticmethod
