@@ -128,3 +128,25 @@ def test_the_step_computes_share_factors_from_usage() -> None:
     assert factors["b"] > 1.0 > factors["a"]  # under share above 1, over share below
     schedule_step(snapshot, RoundClock(100.0), Spy(), Settings(), StepOptions())
     assert {j.share_factor for j in seen[1].jobs} == {1.0}  # weight 0: the pure method
+
+
+def test_one_plan_diff_for_every_policy() -> None:
+    """start / keep / move / preempt from target placements, in the order given."""
+    from hopsd.core.model import Configuration
+    from hopsd.core.plandiff import arrival_order, diff_plan
+
+    k1 = Configuration("k80", (("k1", 1),))
+    a1 = Configuration("a100", (("a1", 1),))
+    jobs = [
+        Job("new", (1,), 1e6, submit_time=3.0),
+        Job("stay", (1,), 1e6, submit_time=1.0, current=k1),
+        Job("go", (1,), 1e6, submit_time=2.0, current=a1),
+        Job("out", (1,), 1e6, submit_time=0.0, current=Configuration("a100", (("a2", 1),))),
+    ]
+    plan = diff_plan(jobs, {"new": a1, "stay": k1, "go": Configuration("k80", (("k1", 1),))})
+    assert [a.job_id for a in plan.start] == ["new"]
+    assert [a.job_id for a in plan.keep] == ["stay"]
+    assert [a.job_id for a in plan.move] == ["go"] and plan.preempt == ("out",)
+    pinned = diff_plan(jobs, {}, pinned=frozenset({"go"}))
+    assert [a.job_id for a in pinned.keep] == ["go"] and set(pinned.preempt) == {"stay", "out"}
+    assert [j.id for j in arrival_order(jobs)] == ["out", "stay", "go", "new"]
