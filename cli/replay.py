@@ -217,8 +217,11 @@ def replay(
         print_json(results)
         return
     console().print(_table(results))
+    if results.get("load_only"):
+        load = ", ".join(f"{n} {state}" for state, n in sorted(results["load_only"].items()))
+        console().print(f"replayed as load, not compared (unfinished or ended early): {load}")
     if results["skipped"]:
         skipped = ", ".join(f"{n} {state}" for state, n in sorted(results["skipped"].items()))
-        console().print(f"not replayed (unfinished or too large): {skipped}")
+        console().print(f"not replayed (never progressed or too large): {skipped}")
     if out:
         console().print(f"results.json, per-job CSVs and plots written to {out}")
