@@ -116,6 +116,21 @@ class ReplayNode(Protocol):
     def peak_gpus(self) -> int: ...
 
 
+class ReplayPlacement(Protocol):
+    """One allocation row: start, keep, move, preempt or end of a job at ``at``."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def gpu_type(self) -> str | None: ...
+    @property
+    def parts(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def at(self) -> float: ...
+
+
 @dataclass
 class JobRates:
     """One job's learned per-GPU samples/s, and how to answer for what it never ran."""
@@ -323,11 +338,16 @@ def build_world(
     node_types: Mapping[str, str] | None = None,
     inventory: Mapping[str, tuple[str, int]] | None = None,
     profiled: bool = False,
+    restart_cost_s: float | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
     ``profiled``: hopsd profiled new jobs (the simulated estimator then starts from
     the measured rates; otherwise from the type table, as hopsd did).
+    ``restart_cost_s``: what a move or restart really cost on the cluster (the
+    requeue, relaunch and restore until the job trains again); every replayed
+    job is charged it while the planner keeps pricing moves at hops.conf's
+    ``restart_penalty_s``, as hopsd did. None: the penalty is the cost.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -373,6 +393,7 @@ def build_world(
             batch_size=max(j.batch_size, 1),
             throughput=measured,
             assumed=measured if profiled else table_rate,
+            restore_s=restart_cost_s,
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(
@@ -394,6 +415,54 @@ def build_world(
         raise InvalidInputError("no finished job of the window fits the cluster")
     truth = ReplayTruth(cluster, models, rates=tables)
     return ReplayWorld(truth, specs, live, origin, skipped, load_only)
+
+
+def measured_restart_cost(
+    world: ReplayWorld, placements: Sequence[ReplayPlacement]
+) -> float | None:
+    """What a restart really cost on the cluster: the median over finished, restarted jobs.
+
+    A job's placements (start or move until the next start, move, preempt or
+    end) at its measured rates would have done more samples than it had, had
+    every relaunch been free; the excess, over the rates of the placements that
+    began with a relaunch, is the time each relaunch cost it (requeue, Slurm's
+    launch, the job's own restore until it trains again). None when no
+    finished job was ever restarted.
+    """
+    by_job: dict[str, list[ReplayPlacement]] = {}
+    for p in sorted(placements, key=lambda p: p.at):
+        by_job.setdefault(p.job_id, []).append(p)
+    costs: list[float] = []
+    for live in world.live.values():
+        if live.restarts <= 0 or live.end_time is None:
+            continue
+        spans = _spans(by_job.get(live.job_id, []), live.end_time)
+        rate_of = world.truth.throughput
+        model = model_of(live.job_id)
+        done = sum(rate_of(model, cfg) * (end - begin) for cfg, begin, end in spans)
+        relaunched = sum(rate_of(model, cfg) for cfg, _, _ in spans[1:])
+        if relaunched > 0:
+            costs.append(max((done - live.total_samples) / relaunched, 0.0))
+    return statistics.median(costs) if costs else None
+
+
+def _spans(
+    rows: Sequence[ReplayPlacement], end_time: float
+) -> list[tuple[Configuration, float, float]]:
+    """(placement, from, to) of each stretch a job held GPUs (keeps do not break one)."""
+    spans: list[tuple[Configuration, float, float]] = []
+    current: tuple[Configuration, float] | None = None
+    for row in rows:
+        if row.reason == "keep":
+            continue
+        if current is not None:
+            spans.append((current[0], current[1], row.at))
+            current = None
+        if row.reason in ("start", "move") and row.parts and row.gpu_type:
+            current = (Configuration(row.gpu_type, tuple(row.parts)), row.at)
+    if current is not None:
+        spans.append((current[0], current[1], max(end_time, current[1])))
+    return spans
 
 
 def replay_size(job: ReplayJob) -> float | None:

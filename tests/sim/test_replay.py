@@ -14,6 +14,7 @@ from hopsd.sim.replay import (
     JobRates,
     build_world,
     jct_errors,
+    measured_restart_cost,
     model_of,
     replay,
     replay_engine_config,
@@ -163,3 +164,31 @@ def test_a_lone_job_runs_at_its_measured_rate(policy: str) -> None:
     assert errors["live_avg_jct_s"] == 30.0 and errors["jobs"] == 1
     assert errors["avg_jct_error"] == pytest.approx(abs(jct - 30.0) / 30.0)
     assert out["live"]["avg_jct_s"] == 30.0 and out["policies"][policy]["restarts"] == 0
+
+
+def test_the_restart_cost_is_measured_from_the_placements_and_rates() -> None:
+    """j1 (1,000 samples at 10/s on k80n1) ran 0-40 s, was moved at 40 s and ended at
+    110 s: 40 + 70 s at 10/s would be 1,100 samples, 100 more than it had, so its one
+    relaunch cost 100 / 10 = 10 s. j2 never restarted and tells nothing."""
+    from hopsd.ledger.history import PlacementSeen
+
+    gpu = [NodeSeen("k80n1", "k80", 4)]
+    rates = [LearnedRate("j1", "type_agg", "k80", 1, 10.0, 3)]
+    moved = dataclasses.replace(job("j1", 0.0, 110.0, samples=1000.0), restarts=1)
+    world = build_world(
+        [moved, job("j2", 0.0, 20.0)], rates, gpu, types=TYPES, reference_throughput=10.0
+    )
+    one = (("k80n1", 1),)
+    placements = [
+        PlacementSeen("j1", "start", "k80", one, 0.0),
+        PlacementSeen("j1", "keep", "k80", one, 8.0),
+        PlacementSeen("j1", "move", "k80", (("k80n1", 1),), 40.0),
+        PlacementSeen("j1", "end", None, (), 110.0),
+        PlacementSeen("j2", "start", "k80", one, 0.0),
+    ]
+    assert measured_restart_cost(world, placements) == pytest.approx(10.0)
+    assert measured_restart_cost(world, placements[4:]) is None
+    charged = build_world(
+        [moved], rates, gpu, types=TYPES, reference_throughput=10.0, restart_cost_s=10.0
+    )
+    assert charged.truth.model(model_of("j1")).restore_s == 10.0
