@@ -226,6 +226,11 @@ def replay(
         print_json(results)
         return
     console().print(_table(results))
+    if results.get("restart_cost_s") is not None:
+        console().print(
+            f"a restart cost {results['restart_cost_s']:.1f} s on the cluster (measured), "
+            f"charged to every replayed move; moves priced at {results['restart_penalty_s']:g} s"
+        )
     if results.get("load_only"):
         load = ", ".join(f"{n} {state}" for state, n in sorted(results["load_only"].items()))
         console().print(f"replayed as load, not compared (unfinished or ended early): {load}")
