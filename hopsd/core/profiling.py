@@ -7,7 +7,8 @@ the same rules by calling :func:`profiling_step` (the scheduling step does it
 for them, :func:`hopsd.core.step.schedule_step`); they differ only in how a
 run is enacted and how its report comes back.
 
-The rules, for each job in its profiling phase (oldest submission first):
+The rules, for each job in its profiling phase (oldest submission first;
+with profiling switched off, runs stop and held jobs queue):
 
 * a run in flight whose type is now profiled is stopped;
 * a run that reports no profile within ``timeout_s`` of starting is stopped;
@@ -48,6 +49,7 @@ OVER_SILENT = "a profiling run gave no report: scheduled from priors"
 OVER_DEADLINE = "profiling deadline passed"
 OVER_NO_GPU = "no free GPU on the types left"
 OVER_BUSY = "no GPU free to be profiled on: scheduled from priors"
+OVER_OFF = "profiling is off"
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,11 @@ def profiling_step(
     types = profiled_types_of(cluster)
     work.soon = {cluster.node(p.run.node).gpu_type for p in profilees if p.run is not None}
     for job in sorted(profilees, key=lambda p: (p.submit_time, p.job_id)):
-        if job.run is not None:
+        if not rules.enabled and job.run is None:
+            work.over(job.job_id, OVER_OFF)  # switched off: held jobs queue, runs end first
+        elif not rules.enabled:
+            work.stop.append((job.job_id, OVER_OFF))
+        elif job.run is not None:
             _in_flight(job, job.run, rules, now, work)
         else:
             _held(job, cluster, types, rules, now, work)

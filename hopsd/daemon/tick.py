@@ -334,8 +334,8 @@ class Tick:
         Jobs whose profiling ended were planned in the same step; their handles
         join the assembled ones so their starts are enacted too.
         """
-        if not decision.profiling.acted:
-            return built
+        if not decision.profiling.acted or self.shadow:
+            return built  # shadow mode enacts nothing, profiling included
         enacted = self.profiler.enact(
             session, decision.profiling, rows, obs, built.view, self.config, now
         )

@@ -10,6 +10,7 @@ from hopsd.core.profiling import (
     OVER_BUSY,
     OVER_DEADLINE,
     OVER_NO_GPU,
+    OVER_OFF,
     OVER_SILENT,
     Profilee,
     ProfilingRules,
@@ -69,6 +70,15 @@ def test_a_run_that_gave_no_report_ends_profiling_instead_of_trying_the_next_typ
     # one good profile, then a silent run: over too (the good profile is kept and derived from)
     one_good = Profilee("j", 0.0, 0.0, profiled=frozenset({"a100"}), runs=2)
     assert step(one_good, now=12.0).finish == (("j", OVER_SILENT),)
+
+
+def test_switched_off_profiling_stops_runs_and_queues_held_jobs() -> None:
+    off = ProfilingRules(enabled=False, timeout_s=10.0)
+    run = RunInFlight("a100", "a1", since=0.0, started=True)
+    jobs = (Profilee("held", 0.0, 0.0), Profilee("running", 1.0, 1.0, run=run, runs=1))
+    got = profiling_step(jobs, CLUSTER, ALL_FREE, off, 1.0)
+    assert got.finish == (("held", OVER_OFF),) and got.stop == (("running", OVER_OFF),)
+    assert not got.start
 
 
 def test_released_run_keeps_its_gpu_and_is_held_when_it_never_starts() -> None:
