@@ -20,9 +20,7 @@ with profiling switched off, runs stop and held jobs queue):
   from priors and learns from its real run if it ever reports), the phase
   deadline ``timeout_s * (types + 1)`` passed, no type left to profile has a
   free GPU now while one profile exists (the others are derived from it,
-  :func:`derived_types`), or no GPU of a type it needs is free nor held by
-  another job's profiling run (which frees it within ``timeout_s``): on a busy
-  cluster a new job is not kept from the queue waiting for a GPU to profile on;
+  :func:`derived_types`);
 * a job whose profiling is over is planned in the same step, with the
   profile of each type it was not profiled on scaled from a measured one
   (:class:`WithDerived`, the rule hopsd also writes to its ledger);
@@ -48,7 +46,6 @@ OVER_ALL_TYPES = "profiled on every type it could be"
 OVER_SILENT = "a profiling run gave no report: scheduled from priors"
 OVER_DEADLINE = "profiling deadline passed"
 OVER_NO_GPU = "no free GPU on the types left"
-OVER_BUSY = "no GPU free to be profiled on: scheduled from priors"
 OVER_OFF = "profiling is off"
 
 
@@ -161,7 +158,6 @@ class _Pass:
         self.finish: list[tuple[str, str]] = []
         self.reserved: dict[str, int] = {}
         self.reasons: dict[str, str] = {}
-        self.soon: set[str] = set()  # types where a profiling run frees a GPU soon
 
     def reserve(self, node: str) -> None:
         self.reserved[node] = self.reserved.get(node, 0) + 1
@@ -192,7 +188,6 @@ def profiling_step(
     """Decide every profiling job's next move; ``free`` is idle GPUs per node now."""
     work = _Pass(free)
     types = profiled_types_of(cluster)
-    work.soon = {cluster.node(p.run.node).gpu_type for p in profilees if p.run is not None}
     for job in sorted(profilees, key=lambda p: (p.submit_time, p.job_id)):
         if not rules.enabled and job.run is None:
             work.over(job.job_id, OVER_OFF)  # switched off: held jobs queue, runs end first
@@ -245,14 +240,11 @@ def _held(
             gpu_type = cluster.node(node).gpu_type
             work.start.append(ProfilingRun(job.job_id, gpu_type, node))
             work.reserve(node)
-            work.soon.add(gpu_type)
             work.reasons[job.job_id] = f"profiling on {gpu_type} ({node})"
         elif job.profiled:
             work.over(job.job_id, OVER_NO_GPU)
-        elif not work.soon.intersection(remaining):
-            work.over(job.job_id, OVER_BUSY)
         else:
-            work.reasons[job.job_id] = "waiting for a profiling GPU to free"
+            work.reasons[job.job_id] = "waiting for a free GPU to be profiled on"
 
 
 def pick_node(cluster: Cluster, types: Sequence[str], free: Mapping[str, int]) -> str | None:

@@ -303,8 +303,8 @@ class FillPolicy(MoveOncePolicy):
 
 
 def test_a_job_arriving_while_the_cluster_is_full_is_not_profiled_on_a_busy_gpu() -> None:
-    """Profiling only takes idle GPUs: with every GPU busy, the new job is queued on priors
-    and no profiling run takes a GPU until one frees."""
+    """Profiling only takes idle GPUs: with every GPU busy, no profiling run takes a GPU
+    until one frees."""
     jobs = [
         JobSpec("f", 0.0, (4,), 20_000.0, "toy"),  # 4 fast GPUs at 20/s: ends near 400 s
         JobSpec("s", 0.0, (8,), 40_000.0, "toy"),  # 8 slow GPUs at 10/s: ends near 600 s
