@@ -110,7 +110,7 @@ def replay_payload(
     only once the ledger holds jobs in the window.
     """
     from hopsd.ledger.history import read_history
-    from hopsd.sim.replay import build_world, replay, replay_engine_config
+    from hopsd.sim.replay import build_world, measured_restart_cost, replay, replay_engine_config
 
     with reading(config) as session:
         history = read_history(session, lo, hi)
@@ -122,16 +122,24 @@ def replay_payload(
     types = {name: config.gpu_type(name) for name in config.gpu_types}
     for seen in history.nodes:
         types.setdefault(seen.gpu_type, config.gpu_type(seen.gpu_type))
-    world = build_world(
-        history.jobs,
-        history.rates,
-        history.nodes,
-        types=types,
-        reference_throughput=config.reference_throughput,
-        node_types=config.node_types,
-        inventory=inventory,
-        profiled=config.profiling,
-    )
+
+    def world_of(restart_cost_s: float | None) -> Any:
+        return build_world(
+            history.jobs,
+            history.rates,
+            history.nodes,
+            types=types,
+            reference_throughput=config.reference_throughput,
+            node_types=config.node_types,
+            inventory=inventory,
+            profiled=config.profiling,
+            restart_cost_s=restart_cost_s,
+        )
+
+    # What a relaunch really cost (measured on the window's restarted jobs) is charged
+    # to every replayed move; the planner still prices moves at restart_penalty_s.
+    restart_cost = measured_restart_cost(world_of(None), history.placements)
+    world = world_of(restart_cost)
     adoption = config.profiling_timeout_s if config.profiling else config.queue_refresh_s / 2
     engine = replay_engine_config(
         config.settings(),
@@ -143,6 +151,7 @@ def replay_payload(
     results["window"] = {"from": lo, "to": hi}
     results["live_policy"] = config.policy
     results["nodes_from"] = "slurm" if inventory else "ledger"
+    results["restart_cost_s"] = restart_cost
     return results
 
 
@@ -217,8 +226,16 @@ def replay(
         print_json(results)
         return
     console().print(_table(results))
+    if results.get("restart_cost_s") is not None:
+        console().print(
+            f"a restart cost {results['restart_cost_s']:.1f} s on the cluster (measured), "
+            f"charged to every replayed move; moves priced at {results['restart_penalty_s']:g} s"
+        )
+    if results.get("load_only"):
+        load = ", ".join(f"{n} {state}" for state, n in sorted(results["load_only"].items()))
+        console().print(f"replayed as load, not compared (unfinished or ended early): {load}")
     if results["skipped"]:
         skipped = ", ".join(f"{n} {state}" for state, n in sorted(results["skipped"].items()))
-        console().print(f"not replayed (unfinished or too large): {skipped}")
+        console().print(f"not replayed (never progressed or too large): {skipped}")
     if out:
         console().print(f"results.json, per-job CSVs and plots written to {out}")

@@ -18,9 +18,12 @@ the pure method.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from hopsd.core.model import Job
 
 ACCOUNT_PREFIX = "account:"
 #: Smallest share factor handed to the planner (it must stay > 0).
@@ -96,6 +99,39 @@ class FairShare:
         f_account = self.accounts.get(account, 1.0)
         value = math.pow(2.0 * f_user, self.weight) * math.pow(2.0 * f_account, self.weight)
         return max(value, MIN_FACTOR)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Decayed normalised GPU-seconds per user and per account, as of the snapshot.
+
+    The caller aggregates it (hopsd sums its ledger's usage rows in the
+    database, two queries whatever the history); the scheduling step turns it
+    into each job's share factor with :func:`apply_fair_share`.
+    """
+
+    users: Mapping[str, float] = field(default_factory=dict)
+    accounts: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FairShareRule:
+    """The operator's fair-share knobs: configured shares and the weight (0: off)."""
+
+    shares: Mapping[str, float] = field(default_factory=dict)
+    weight: float = 0.0
+
+
+def apply_fair_share(jobs: Iterable[Job], usage: Usage, rule: FairShareRule) -> tuple[Job, ...]:
+    """The jobs with their owners' share factors (every factor 1 when the weight is 0)."""
+    job_list = tuple(jobs)
+    if rule.weight == 0:
+        return tuple(dataclasses.replace(j, share_factor=1.0) for j in job_list)
+    owners = sorted({(j.user, j.account) for j in job_list})
+    factors = fair_share(usage.users, usage.accounts, owners, rule.shares, rule.weight)
+    return tuple(
+        dataclasses.replace(j, share_factor=factors.multiplier(j.user, j.account)) for j in job_list
+    )
 
 
 def split_shares(shares: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:

@@ -31,6 +31,7 @@ proven upper bound of the main ILP.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +52,8 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.fragments import sensitivity_adjustment
 from hopsd.core.gains import prior_weights, restart_discount
 from hopsd.core.ilp import Solution, solve_assignment
-from hopsd.core.model import Assignment, Configuration, Job, Plan
+from hopsd.core.model import Configuration, Job, Plan
+from hopsd.core.plandiff import diff_plan
 from hopsd.core.priorities import PriorityContext, get_priority, share_keys
 from hopsd.core.sensitivity import is_high_sensitivity, mean_finite, probe_nodes, sensitivity_on
 from hopsd.core.settings import Settings
@@ -362,44 +364,16 @@ def _assemble(
     notes: list[str],
 ) -> Plan:
     placed = main.placed if main is not None else {}
-    start: list[Assignment] = []
-    keep: list[Assignment] = []
-    move: list[Assignment] = []
-    preempt: list[str] = []
-    for job in planner.order:
-        if job.id in pinned and job.current is not None:
-            keep.append(Assignment(job.id, job.current))
-        elif job.id in placed:
-            config, kept = placed[job.id]
-            if job.current is None:
-                start.append(Assignment(job.id, config))
-            elif kept:
-                keep.append(Assignment(job.id, config))
-            else:
-                move.append(Assignment(job.id, config))
-        elif job.id in starts:
-            config = starts[job.id]
-            if job.current is None:
-                start.append(Assignment(job.id, config))
-            elif config == job.current:
-                keep.append(Assignment(job.id, config))
-            else:
-                move.append(Assignment(job.id, config))
-        elif job.current is not None:
-            preempt.append(job.id)
-    objective = 0.0
-    if main is not None:
-        final = {a.job_id: a.config for a in (*start, *keep, *move)}
-        objective = planner.value_of(main, final)
-    return Plan(
-        start=tuple(start),
-        keep=tuple(keep),
-        move=tuple(move),
-        preempt=tuple(preempt),
-        window=tuple(j.id for j in window),
-        objective=objective,
-        notes=tuple(notes),
+    final = {job_id: config for job_id, (config, _) in placed.items()}
+    for job_id, config in starts.items():
+        final.setdefault(job_id, config)
+    plan = diff_plan(
+        planner.order, final, pinned=pinned, notes=notes, window=tuple(j.id for j in window)
     )
+    if main is None:
+        return plan
+    held = {a.job_id: a.config for a in (*plan.start, *plan.keep, *plan.move)}
+    return dataclasses.replace(plan, objective=planner.value_of(main, held))
 
 
 def plan_round_with(snapshot: Snapshot, settings: Settings, options: PlannerOptions) -> Plan:

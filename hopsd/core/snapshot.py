@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.fairshare import Usage
 from hopsd.core.model import Cluster, Job
+from hopsd.core.profiling import Profilee
 from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
 
 
@@ -19,7 +21,10 @@ class Snapshot:
     not manage, zero for drained nodes); missing nodes default to their size.
     ``pinned`` names running jobs that must keep their place in this plan (used
     by the fragment plans inside a round). ``finished_lrs`` are the latency
-    ratios of recently finished jobs, for RAQLR.
+    ratios of recently finished jobs, for RAQLR. ``profiling`` lists the jobs in
+    their profiling phase (not in ``jobs``: the profiling queue owns them, see
+    :mod:`hopsd.core.profiling`); ``usage`` is the owners' decayed usage the
+    step turns into fair-share factors (None: every factor stays as given).
     """
 
     now: float
@@ -29,6 +34,8 @@ class Snapshot:
     capacity: Mapping[str, int] = field(default_factory=dict)
     pinned: frozenset[str] = frozenset()
     finished_lrs: tuple[float, ...] = ()
+    profiling: tuple[Profilee, ...] = ()
+    usage: Usage | None = None
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]

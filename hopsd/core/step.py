@@ -5,6 +5,11 @@ comes from and where the decision goes; each of them calls
 :func:`schedule_step` with the snapshot and the round clock, and gets back what
 to do. The step owns the rules that used to be written once per caller:
 
+* the **profiling queue** (:mod:`hopsd.core.profiling`): new jobs' short runs
+  on each GPU type take idle GPUs first, and the decision says which runs to
+  start, stop or hold and whose profiling is over;
+* the **fair-share factor** of every job, from the owners' decayed usage the
+  snapshot carries (:func:`hopsd.core.fairshare.apply_fair_share`);
 * the **round clock**: a full round when ``round_length_s`` has passed since
   the last one, otherwise a fragment plan for idle GPUs, and only when
   something changed and a queued job waits;
@@ -29,8 +34,10 @@ from dataclasses import dataclass, field
 
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
+from hopsd.core.fairshare import FairShareRule, apply_fair_share
 from hopsd.core.model import Assignment, Configuration, Job, Plan
 from hopsd.core.policies import Policy
+from hopsd.core.profiling import ProfilingDecision, ProfilingRules, WithDerived, profiling_step
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 
@@ -64,6 +71,8 @@ class StepOptions:
     spare_guard_s: float = 0.0
     refill_after_round: bool = True
     fragments: bool = True
+    profiling: ProfilingRules = field(default_factory=ProfilingRules)
+    fairshare: FairShareRule = field(default_factory=FairShareRule)
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,8 @@ class StepResult:
     spared: tuple[str, ...] = ()
     idle_gpus_waiting: int = 0
     refilled: bool = False
+    profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
+    planned: Snapshot | None = None  # what the policy saw (profiling GPUs out, jobs joined)
 
     @property
     def acted(self) -> bool:
@@ -95,11 +106,60 @@ def schedule_step(
 ) -> StepResult:
     """Decide for ``snapshot``: a full round, a fragment plan, or nothing (``idle``).
 
-    ``changed`` says whether anything happened since the last step (a job
-    arrived, ended or became schedulable); without it, a fragment plan could
-    only repeat the last one.
+    The profiling queue is served first (its runs take idle GPUs before the
+    policy sees them), then the jobs get their fair-share factors, then the
+    policy plans. ``changed`` says whether anything happened since the last
+    step (a job arrived, ended or became schedulable); without it, a fragment
+    plan could only repeat the last one.
     """
     opts = options or StepOptions()
+    profiling = ProfilingDecision()
+    if snapshot.profiling:
+        free = free_gpus(snapshot, None)
+        profiling = profiling_step(
+            snapshot.profiling, snapshot.cluster, free, opts.profiling, snapshot.now
+        )
+    snapshot = _prepared(snapshot, profiling, opts)
+    changed = changed or bool(profiling.finish)
+    result = _plan_step(snapshot, clock, policy, settings, opts, changed)
+    reasons = {**profiling.reasons, **result.reasons}
+    return dataclasses.replace(result, profiling=profiling, reasons=reasons, planned=snapshot)
+
+
+def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOptions) -> Snapshot:
+    """The snapshot the policy sees: profiling GPUs taken out, jobs whose profiling just
+    ended queued (with their derived profiles), fair-share factors set."""
+    over = {job_id for job_id, _ in profiling.finish}
+    joining = tuple(p for p in snapshot.profiling if p.job_id in over and p.job is not None)
+    if joining:
+        jobs = (
+            *snapshot.jobs,
+            *(dataclasses.replace(p.job, current=None) for p in joining if p.job),
+        )
+        profiled = {p.job_id: p.profiled for p in joining}
+        store = WithDerived(snapshot.store, snapshot.cluster, profiled)
+        snapshot = dataclasses.replace(snapshot, jobs=jobs, store=store)
+    if profiling.reserved:
+        free = free_gpus(snapshot, None)  # a run never takes a GPU a running job holds
+        capacity = {
+            n.id: snapshot.capacity_of(n.id) - min(profiling.reserved.get(n.id, 0), free[n.id])
+            for n in snapshot.cluster.nodes
+        }
+        snapshot = dataclasses.replace(snapshot, capacity=capacity)
+    if snapshot.usage is not None:
+        jobs = apply_fair_share(snapshot.jobs, snapshot.usage, opts.fairshare)
+        snapshot = dataclasses.replace(snapshot, jobs=jobs)
+    return snapshot
+
+
+def _plan_step(
+    snapshot: Snapshot,
+    clock: RoundClock,
+    policy: Policy,
+    settings: Settings,
+    opts: StepOptions,
+    changed: bool,
+) -> StepResult:
     now = snapshot.now
     if clock.due(now) and not snapshot.jobs:
         return StepResult(IDLE, Plan(), clock.after_round(now))  # the boundary passes anyway

@@ -6,8 +6,8 @@ not launched it yet, and as *queued* when it waits held. Anything else (a job
 completing, running where hops did not put it, or in its profiling runs, which
 the profiling queue owns) is left out, and its GPUs count as occupied.
 
-Every job carries its owner's fair-share factor as ``share_factor``
-(:mod:`hopsd.core.fairshare`); the planner scales the job's biased priority by it.
+Fair-share factors are the scheduling step's to set, from the usage the tick
+adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
-from hopsd.core.fairshare import FairShare
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
@@ -73,7 +72,6 @@ def assemble(
     obs: Observation,
     config: HopsConfig,
     targets: Mapping[str, Configuration],
-    fairshare: FairShare,
     store: ThroughputStore,
     now: float,
     guard: Guard | None = None,
@@ -115,8 +113,7 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
-        factor = fairshare.multiplier(row.user, row.account)
-        jobs.append(dataclasses.replace(core, current=current, share_factor=factor))
+        jobs.append(dataclasses.replace(core, current=current))
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
         handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
     view = build_cluster_view(obs.nodes, config, held_running)

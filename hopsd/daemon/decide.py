@@ -15,6 +15,7 @@ from typing import Any
 
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
+from hopsd.core.profiling import ProfilingDecision
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
@@ -22,8 +23,8 @@ from hopsd.ledger.intents import IntentRequest
 from hopsd.ledger.models import IntentAction
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
-# Profiling (hopsd.daemon.profiling): start a short run on one GPU of a type,
-# and hold a released profiling run that Slurm did not start in time.
+# Profiling (hopsd.core.profiling decides, hopsd.daemon.profiling enacts): start a
+# short run on one GPU of a type, and hold a released run that did not start in time.
 PROFILE, HOLD = "profile", "hold"
 
 
@@ -37,6 +38,8 @@ class Decision:
     idle_gpus_waiting: int
     reasons: Mapping[str, str] = field(default_factory=dict)
     spared: tuple[str, ...] = ()
+    profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
+    planned: Snapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,14 @@ def decide(
     step = schedule_step(snapshot, clock, policy, settings, options)
     elapsed = time.perf_counter() - started
     decision = Decision(
-        step.kind, step.plan, elapsed, step.idle_gpus_waiting, step.reasons, step.spared
+        step.kind,
+        step.plan,
+        elapsed,
+        step.idle_gpus_waiting,
+        step.reasons,
+        step.spared,
+        step.profiling,
+        step.planned,
     )
     return decision, step.clock
 

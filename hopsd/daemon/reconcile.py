@@ -30,7 +30,8 @@ from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
 from hopsd.core.admission import admit
-from hopsd.core.model import Configuration
+from hopsd.core.learning import learn
+from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
@@ -61,7 +62,6 @@ from hopsd.ledger.models import (
     JobState,
     LrRule,
     TagStatus,
-    ThroughputLayer,
 )
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
@@ -589,7 +589,7 @@ class Reconciler:
         if progress.samples_done is not None:
             row.samples_done = max(row.samples_done, min(progress.samples_done, row.total_samples))
         if config is not None:
-            self._learn_rate(store, row, progress, config)
+            self._learn_rate(store, row, progress, config, view.cluster)
 
     def _learn_rate(
         self,
@@ -597,12 +597,14 @@ class Reconciler:
         row: JobRow,
         progress: ProgressReport,
         config: Configuration,
+        cluster: Cluster,
     ) -> None:
         """The per-GPU rate a progress file states, where Slurm says the job runs.
 
         The file's own ``nodes``/``gpus``/``gpu_type`` must agree with the job's
         placement; a job claiming a rate on nodes it does not hold is refused,
-        so no user can teach hops a speed for a place they never ran on.
+        so no user can teach hops a speed for a place they never ran on. The
+        rate is learned by the core's one rule (:func:`hopsd.core.learning.learn`).
         """
         per_gpu = progress.per_gpu
         if per_gpu is None or per_gpu <= 0 or not progress.nodes or progress.gpus is None:
@@ -616,16 +618,8 @@ class Reconciler:
                 "progress",
             )
             return
-        L = ThroughputLayer
-        if len(progress.nodes) == 1:
-            gpus = progress.gpus
-            store.observe(L.ENTITY_AGGREGATED, row.id, progress.nodes[0], gpus, per_gpu)
-            store.observe(L.TYPE_AGGREGATED, row.id, config.gpu_type, gpus, per_gpu)
-        else:
-            size = len(progress.nodes)
-            for node in progress.nodes:
-                store.observe(L.ENTITY_DISTRIBUTED, row.id, node, size, per_gpu)
-            store.observe(L.TYPE_DISTRIBUTED, row.id, config.gpu_type, size, per_gpu)
+        for update in learn(store, row.id, config, cluster, per_gpu):
+            store.put_learned(row.id, update)
 
     # -- jobs gone from the queue --------------------------------------------------------
 

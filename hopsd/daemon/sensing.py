@@ -19,10 +19,10 @@ What is learned:
 
 * ``profile`` records fill the theory layer (``set_profile``) of the GPU type
   the run was on, plus the entity/type rows at one GPU;
-* ``run`` records fill the entity layer (per node, by GPU count or node count)
-  with the measured per-GPU samples/s (EWMA), and the type layer with the best
-  server of the type measured so far for that size -- the answer for a server
-  the job has not run on, which a slower host's impairment must not drag down;
+* ``run`` records are measurements of the job's per-GPU samples/s where it
+  runs, learned by the core's one rule (:mod:`hopsd.core.learning`: EWMA per
+  node, the best server of the type for the type layer), as the simulator
+  learns them;
 * data-time and sync-wait samples accumulate per (job, type) and the
   hit/miss mixture is re-fitted into the theory layer as they come;
 * a job that reports only progress (no iteration timings) is measured from
@@ -44,15 +44,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
+from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.models import JobRow, ProfileRow, ThroughputLayer, ThroughputRow
+from hopsd.ledger.models import JobRow, ProfileRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.userdata import (
     JsonLimits,
@@ -579,42 +578,5 @@ class Sensing:
     ) -> None:
         if not (math.isfinite(per_gpu) and per_gpu > 0):
             return
-        L = ThroughputLayer
-        if config.distributed:
-            for node in config.node_ids:
-                store.observe(L.ENTITY_DISTRIBUTED, row.id, node, config.n_nodes, per_gpu, samples)
-            self._type_best(store, row.id, config, cluster, L.ENTITY_DISTRIBUTED, config.n_nodes)
-        else:
-            node = config.node_ids[0]
-            store.observe(L.ENTITY_AGGREGATED, row.id, node, config.total_gpus, per_gpu, samples)
-            self._type_best(store, row.id, config, cluster, L.ENTITY_AGGREGATED, config.total_gpus)
-
-    @staticmethod
-    def _type_best(
-        store: SqlThroughputStore,
-        job_id: str,
-        config: Configuration,
-        cluster: Cluster,
-        layer: ThroughputLayer,
-        size: int,
-    ) -> None:
-        nodes = [n.id for n in cluster.nodes if n.gpu_type == config.gpu_type]
-        best = max(_entity_values(store, job_id, layer, size, nodes), default=None)
-        if best is None:
-            return
-        if layer == ThroughputLayer.ENTITY_AGGREGATED:
-            store.set_type_aggregated(job_id, config.gpu_type, size, best)
-        else:
-            store.set_type_distributed(job_id, config.gpu_type, size, best)
-
-
-def _entity_values(
-    store: SqlThroughputStore, job_id: str, layer: ThroughputLayer, size: int, nodes: Iterable[str]
-) -> list[float]:
-    stmt = select(ThroughputRow.per_gpu).where(
-        ThroughputRow.job_id == job_id,
-        ThroughputRow.layer == layer,
-        ThroughputRow.size == size,
-        ThroughputRow.place.in_(list(nodes)),
-    )
-    return [float(v) for v in store.session.scalars(stmt)]
+        for update in learn(store, row.id, config, cluster, per_gpu):
+            store.put_learned(row.id, update, samples)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
-from hopsd.core.fairshare import FairShare, fair_share
+from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
@@ -232,17 +232,17 @@ class Tick:
 
     # -- deciding ------------------------------------------------------------------------
 
-    def _fairshare(self, session: Session, owners: list[tuple[str, str]], now: float) -> FairShare:
-        """Factors from usage summed per owner in the ledger (two queries, any history)."""
+    def _usage(self, session: Session, now: float) -> Usage | None:
+        """Decayed usage per user and account, summed in the ledger (two queries, any history).
+
+        The step turns it into share factors (:func:`hopsd.core.fairshare.apply_fair_share`).
+        """
         if self.config.fairshare_weight == 0:
-            return FairShare({}, {}, 0.0)
+            return None
         half_life = self.config.fairshare_half_life_h * 3600.0
-        return fair_share(
+        return Usage(
             decayed_usage(session, now, half_life, by="user"),
             decayed_usage(session, now, half_life, by="account"),
-            owners,
-            self.config.shares,
-            self.config.fairshare_weight,
         )
 
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
@@ -250,22 +250,22 @@ class Tick:
         self._steps = []
         with self.sessions.begin() as session:
             rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
-            self.profiler.finish_ready(session, rows, obs, self.config, now)
             ids = [r.id for r in rows]
-            owners = sorted({(r.user, r.account) for r in rows})
             built = assemble(
                 rows,
                 obs,
                 self.config,
                 latest_targets(session, ids),
-                self._fairshare(session, owners, now),
                 load_throughput_store(session, ids),
                 now,
                 self.reconciler.problems.guard,
             )
             built = self._hold_back(session, built)
-            built = self._profile(session, rows, obs, built, result, now)
-            snap = built.snapshot
+            profilees = self.profiler.profilees(session, rows, obs, built.view, now)
+            snap = dataclasses.replace(
+                built.snapshot, profiling=profilees, usage=self._usage(session, now)
+            )
+            built = dataclasses.replace(built, snapshot=snap)
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
             self._note_latency(built, result, session)
@@ -280,6 +280,7 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
+            built = self._profile(session, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
             result.decision = decision
@@ -294,7 +295,11 @@ class Tick:
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
-        return StepOptions(spare_guard_s=guard)
+        return StepOptions(
+            spare_guard_s=guard,
+            profiling=self.profiler.options.rules,
+            fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+        )
 
     def _hold_back(self, session: Session, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
@@ -327,23 +332,25 @@ class Tick:
         rows: Sequence[JobRow],
         obs: Observation,
         built: Assembled,
+        decision: Decision,
         result: TickResult,
         now: float,
     ) -> Assembled:
-        """Serve the profiling queue first; the planner gets the GPUs it leaves."""
-        step = self.profiler.step(session, rows, obs, built.snapshot, built.view, self.config, now)
-        if step.actions:
-            intents = record_intents(session, chains(step.actions, step.reasons), None, now)
-            result.actions = list(step.actions)
-            self._steps = [Step.of(r) for r in intents]
-        if not step.reserved:
-            return built
-        snap = built.snapshot
-        capacity = {
-            n.id: max(snap.capacity_of(n.id) - step.reserved.get(n.id, 0), 0)
-            for n in snap.cluster.nodes
-        }
-        return dataclasses.replace(built, snapshot=dataclasses.replace(snap, capacity=capacity))
+        """Enact the step's profiling decision: intents for its runs, queued jobs for its ends.
+
+        Jobs whose profiling ended were planned in the same step; their handles
+        join the assembled ones so their starts are enacted too.
+        """
+        if not decision.profiling.acted or self.shadow:
+            return built  # shadow mode enacts nothing, profiling included
+        enacted = self.profiler.enact(
+            session, decision.profiling, rows, obs, built.view, self.config, now
+        )
+        if enacted.actions:
+            intents = record_intents(session, chains(enacted.actions, enacted.reasons), None, now)
+            result.actions = [*result.actions, *enacted.actions]
+            self._steps = [*self._steps, *(Step.of(r) for r in intents)]
+        return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
 
     def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
         """Record every active job's latency ratio and Themis rho, and the final LR of jobs
@@ -429,11 +436,12 @@ class Tick:
             return
         changes = [c for c in changes_from_plan(plan) if _worth_recording(c, decision.kind)]
         record_allocations(session, round_row.id, changes, now)
-        estimator = Estimator(snap.cluster, snap.store, self.settings)
-        jobs = {j.id: j for j in snap.jobs}
+        planned = decision.planned or snap
+        estimator = Estimator(planned.cluster, planned.store, self.settings)
+        jobs = {j.id: j for j in planned.jobs}
         for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
             config = next(a.config for a in actions if a.job_id == row.id)
-            if config is not None:
+            if config is not None and row.id in jobs:
                 estimate = partial(estimator.throughput, jobs[row.id], config)
                 got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
                 row.estimate_source = got.source if got is not None else row.estimate_source

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from hopsd.core.model import Configuration, Plan
@@ -117,3 +117,21 @@ def _row_values(round_id: int | None, change: AllocationChange, now: float) -> d
         "total_gpus": 0 if config is None else config.total_gpus,
         "at": now,
     }
+
+
+def start_counts(session: Session, job_ids: Sequence[str]) -> dict[str, int]:
+    """How many times each job was started (one query; a profiling run is a start)."""
+    out = {j: 0 for j in job_ids}
+    if not job_ids:
+        return out
+    stmt = (
+        select(AllocationRow.job_id, func.count())
+        .where(
+            AllocationRow.job_id.in_(list(job_ids)),
+            AllocationRow.reason == AllocationReason.START,
+        )
+        .group_by(AllocationRow.job_id)
+    )
+    for job_id, count in session.execute(stmt):
+        out[str(job_id)] = int(count)
+    return out

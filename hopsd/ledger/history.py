@@ -1,9 +1,10 @@
 """What happened on the cluster in a time window, as plain records (for ``hops replay``).
 
-The replay needs three things from the ledger: the jobs submitted in the window
+The replay needs four things from the ledger: the jobs submitted in the window
 (what users asked for and what they got), every throughput hops learned for
-them (per GPU type and per server), and the nodes their allocations named with
-the most GPUs hops held on each at once. Three queries, whatever the window;
+them (per GPU type and per server), the nodes their allocations named with
+the most GPUs hops held on each at once, and the allocations themselves (to
+measure what a restart really cost). Three queries, whatever the window;
 the records carry no ORM state, so the simulator side never sees the ledger.
 """
 
@@ -67,10 +68,22 @@ class NodeSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacementSeen:
+    """One allocation row: a job started, kept, moved, preempted or ended at ``at``."""
+
+    job_id: str
+    reason: str
+    gpu_type: str | None
+    parts: tuple[tuple[str, int], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerHistory:
     jobs: tuple[JobHistory, ...]
     rates: tuple[LearnedRate, ...]
     nodes: tuple[NodeSeen, ...]
+    placements: tuple[PlacementSeen, ...] = ()
 
 
 def read_history(session: Session, since: float, until: float) -> LedgerHistory:
@@ -106,7 +119,17 @@ def read_history(session: Session, since: float, until: float) -> LedgerHistory:
                 .order_by(AllocationRow.at, AllocationRow.id)
             )
         )
-    return LedgerHistory(jobs, tuple(rates), tuple(peak_nodes(allocs)))
+    placements = tuple(
+        PlacementSeen(
+            a.job_id,
+            str(a.reason.value),
+            a.gpu_type,
+            tuple((str(n), int(g)) for n, g in (a.parts or [])),
+            float(a.at),
+        )
+        for a in allocs
+    )
+    return LedgerHistory(jobs, tuple(rates), tuple(peak_nodes(allocs)), placements)
 
 
 def _job(r: JobRow) -> JobHistory:

@@ -19,12 +19,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.learning import ALPHA, Learned, fold
 from hopsd.core.throughput import InMemoryThroughputStore, Mixture, PhaseProfile
 from hopsd.ledger.models import ProfileRow, ThroughputLayer, ThroughputRow
 
 L = ThroughputLayer
 
-DEFAULT_ALPHA = 0.3
+DEFAULT_ALPHA = ALPHA
 
 
 class SqlThroughputStore:
@@ -84,17 +85,31 @@ class SqlThroughputStore:
         caches) without jumping on a single noisy interval.
         """
         _check_positive(per_gpu)
-        if not 0.0 < alpha <= 1.0:
-            raise InvalidInputError(f"EWMA alpha must be in (0, 1], got {alpha}")
         row = self.session.get(ThroughputRow, (job_id, ThroughputLayer(layer), place, size))
         if row is None:
+            fold(None, per_gpu, alpha)  # the same checks
             self.session.add(_new_row(job_id, layer, place, size, per_gpu, samples, self.now))
             return per_gpu
-        row.per_gpu = (1.0 - alpha) * row.per_gpu + alpha * per_gpu
+        row.per_gpu = fold(row.per_gpu, per_gpu, alpha)
         row.observations += 1
         row.samples += samples
         row.updated_at = self.now
         return row.per_gpu
+
+    def put_learned(self, job_id: str, update: Learned, samples: float = 0.0) -> None:
+        """Store one estimate of :func:`hopsd.core.learning.learn`, counting the measurement."""
+        _check_positive(update.per_gpu)
+        key = (job_id, ThroughputLayer(update.layer), update.place, update.size)
+        row = self.session.get(ThroughputRow, key)
+        if row is None:
+            layer = ThroughputLayer(update.layer)
+            row = _new_row(job_id, layer, update.place, update.size, update.per_gpu, 0.0, self.now)
+            self.session.add(row)
+        else:
+            row.per_gpu = update.per_gpu
+            row.observations += 1
+            row.updated_at = self.now
+        row.samples = (row.samples or 0.0) + samples
 
     def set_profile(
         self, job_id: str, gpu_type: str, profile: PhaseProfile, iterations: int = 0

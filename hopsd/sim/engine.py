@@ -7,18 +7,25 @@ cluster: at every round start the policy plans the whole cluster; when a job
 ends or a new job becomes schedulable inside a round, the policy plans the idle
 GPUs with every running job pinned. Jobs progress at their *true*
 throughput (:mod:`hopsd.sim.truth`); the scheduler only ever sees the
-:class:`InMemoryThroughputStore`, fed with noisy profiles after a job's
-profiling and noisy measurements of the configurations jobs actually ran in.
+:class:`InMemoryThroughputStore`, fed with noisy profiles from a job's
+profiling runs and noisy measurements of the configurations jobs actually ran
+in, learned by the core's one rule (:mod:`hopsd.core.learning`) as hopsd
+learns them.
 
 The idle GPUs a round plan leaves while jobs wait (including jobs the plan
 itself preempted) are offered to the policy's fragment planning right away
 (``refill_after_round``); round-based baselines answer that with no change.
 
 Costs modelled: a job that is moved, or restarted after a preemption, makes no
-progress for ``restart_penalty_s`` (or its model's own ``restore_s``); a new job
-spends ``profile_s`` profiling (short runs on every GPU type, in parallel,
-outside the scheduled GPUs) before it can be scheduled. A GPU is never handed
-to two jobs (checked on every plan).
+progress for ``restart_penalty_s`` (or its model's own ``restore_s``). A new job
+is profiled under the core's profiling rules (:mod:`hopsd.core.profiling`, the
+ones hopsd follows): short runs on one GPU of each type in turn, each
+``profile_s / types`` long, on idle GPUs taken before the policy plans; the
+run trains the job (its progress counts) and the job's first real start is a
+restart. Types it could not be profiled on get the measured profile scaled by
+the types' speeds. ``adoption_s`` delays a new job before hops sees it (replay
+uses it for hopsd's queue refresh). A GPU is never handed to two jobs
+(checked on every plan).
 """
 
 from __future__ import annotations
@@ -29,8 +36,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import HopsError, InfeasibleDemandError, InvalidInputError
+from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.policies import Policy
+from hopsd.core.profiling import (
+    Profilee,
+    ProfilingDecision,
+    ProfilingRules,
+    RunInFlight,
+    derived_profile,
+    profiled_types_of,
+)
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import (
@@ -40,6 +56,7 @@ from hopsd.core.step import (
     PlanRuleError,
     RoundClock,
     StepOptions,
+    StepResult,
     schedule_step,
 )
 from hopsd.core.throughput import InMemoryThroughputStore, Mixture, PhaseProfile
@@ -60,7 +77,8 @@ class EngineConfig:
     """Knobs of the simulated world (the planner's own knobs live in ``settings``)."""
 
     settings: Settings = field(default_factory=Settings)
-    profile_s: float = 60.0
+    profile_s: float = 60.0  # all of a job's profiling runs; 0: profiles known at arrival
+    adoption_s: float = 0.0
     profile_noise: float = 0.03
     measure_noise: float = 0.03
     measure_after_s: float = 60.0
@@ -80,7 +98,7 @@ class JobState:
 
     spec: JobSpec
     model: ModelSpec
-    status: str = "pending"  # pending | profiling | queued | running | done
+    status: str = "pending"  # pending | arriving | profiling | queued | running | done
     ready_at: float = math.inf
     config: Configuration | None = None
     rate: float = 0.0
@@ -97,6 +115,9 @@ class JobState:
     active_integral_at_submit: float = 0.0
     active_integral_at_finish: float = 0.0
     types_used: set[str] = field(default_factory=set)
+    profiled: set[str] = field(default_factory=set)
+    profiling_since: float = 0.0
+    profiling_runs: int = 0
 
     @property
     def batch_size(self) -> int:
@@ -171,7 +192,6 @@ class Engine:
         if len(self.by_id) != len(self.jobs):
             raise InvalidInputError("job ids in the workload are not unique")
         self._ref_rate = {m: reference_rate(truth, m) for m in {j.spec.model for j in self.jobs}}
-        self._sums: dict[tuple[str, ...], tuple[float, int]] = {}
         self.rounds: list[RoundStat] = []
         self.preemptions = 0
         self.moves = 0
@@ -179,10 +199,14 @@ class Engine:
         self.fragment_plans = 0
         self.unmentioned = 0
         self.clock = RoundClock(self.settings.round_length_s)
+        self.profiling_used: dict[str, int] = {n.id: 0 for n in self.cluster.nodes}
+        n_types = max(len(profiled_types_of(self.cluster)), 1)
+        self.profile_run_s = self.config.profile_s / n_types
         self.step_options = StepOptions(
             spare_guard_s=self.config.spare_guard_s,
             refill_after_round=self.config.refill_after_round,
             fragments=self.config.fragments,
+            profiling=ProfilingRules(self.config.profile_s > 0, max(self.config.profile_s, EPS)),
         )
         self._check_feasible()
 
@@ -219,14 +243,18 @@ class Engine:
                 else math.inf
             )
             t_ready = min(
-                (j.ready_at for j in self.active.values() if j.status == "profiling"),
+                (j.ready_at for j in self.active.values() if j.status == "arriving"),
+                default=math.inf,
+            )
+            t_report = min(
+                (self._report_at(j) for j in self.active.values() if j.status == "profiling"),
                 default=math.inf,
             )
             t_end = min(
                 (j.finish_eta(self.now) for j in self.active.values() if j.status == "running"),
                 default=math.inf,
             )
-            t_next = min(t_arr, t_ready, t_end, next_round)
+            t_next = min(t_arr, t_ready, t_report, t_end, next_round)
             if t_next > horizon:
                 stuck = [j.spec.job_id for j in self.jobs if j.status != "done"]
                 raise SimulationError(
@@ -234,7 +262,7 @@ class Engine:
                     f"horizon, e.g. {stuck[:5]}"
                 )
             self._advance(t_next)
-            changed = False
+            changed = profiling = False
             while (
                 next_arrival < len(arrivals)
                 and arrivals[next_arrival].spec.submit_time <= self.now + EPS
@@ -242,17 +270,20 @@ class Engine:
                 self._arrive(arrivals[next_arrival])
                 next_arrival += 1
             for job in list(self.active.values()):
-                if job.status == "profiling" and job.ready_at <= self.now + EPS:
-                    self._profiled(job)
-                    changed = True
+                if job.status == "arriving" and job.ready_at <= self.now + EPS:
+                    changed = self._adopt(job) or changed
+                    profiling = True
+                if job.status == "profiling" and self._report_at(job) <= self.now + EPS:
+                    self._report_profile(job)
+                    profiling = True
             for job in list(self.active.values()):
                 if job.status == "running" and job.finish_eta(self.now) <= self.now + EPS:
                     self._finish(job)
                     done += 1
                     changed = True
             inside_round = self.now < next_round - EPS
-            if changed and inside_round:
-                self._decide()
+            if (changed or profiling) and inside_round:
+                self._decide(changed)
         self._close_round()
         return EngineResult(
             policy=self.policy.name,
@@ -282,8 +313,10 @@ class Engine:
                 job.run_time += dt
                 speed = self.cluster.gpu_types[job.config.gpu_type].speed
                 job.attained_service += job.config.total_gpus * speed * dt
-            elif job.status in ("queued", "profiling"):
+            elif job.status in ("queued", "profiling", "arriving"):
                 job.wait_time += dt
+                if job.config is not None:  # a profiling run trains the job
+                    job.samples_done = min(job.samples_done + job.rate * dt, job.spec.total_samples)
         stat = self.rounds[-1]
         stat.used_gpu_s += used * dt
         if waiting:
@@ -295,43 +328,71 @@ class Engine:
 
     # ---------------------------------------------------------------- events
     def _arrive(self, job: JobState) -> None:
-        job.status = "profiling"
-        job.ready_at = job.spec.submit_time + self.config.profile_s
+        job.status = "arriving"
+        job.ready_at = job.spec.submit_time + self.config.adoption_s
         job.active_integral_at_submit = self.active_integral
         self.n_active += 1
         self.active[job.spec.job_id] = job
+
+    def _adopt(self, job: JobState) -> bool:
+        """hops sees the job: it is profiled, or (no profiling) queued knowing every type.
+
+        True when the job is schedulable at once.
+        """
+        if self.config.profile_s > 0:
+            job.status = "profiling"
+            job.profiling_since = self.now
+            return False
+        self._profiled(job)
+        return True
+
+    def _report_at(self, job: JobState) -> float:
+        """When the job's profiling run in flight reports its profile (inf: none due)."""
+        if job.config is None or job.config.gpu_type in job.profiled:
+            return math.inf
+        return job.config_since + self.profile_run_s
+
+    def _report_profile(self, job: JobState) -> None:
+        """The profiling run's report: the measured (noisy) profile of the run's type."""
+        assert job.config is not None
+        gpu_type = job.config.gpu_type
+        node_id = job.config.parts[0][0]
+        self.store.set_profile(
+            job.spec.job_id, gpu_type, self._noisy_profile(job, gpu_type, node_id)
+        )
+        job.profiled.add(gpu_type)
 
     def _noisy(self, value: float, sigma: float) -> float:
         return value * math.exp(self.rng.gauss(0.0, sigma)) if sigma > 0 else value
 
     def _profiled(self, job: JobState) -> None:
-        """Profiling ends: the theory layer learns the basic times on every type (with noise)."""
+        """No profiling runs: the theory layer learns the basic times on every type at once."""
         job.status = "queued"
-        sigma = self.config.profile_noise
         for gpu_type in sorted(self.cluster.gpu_types):
             nodes = self.cluster.nodes_of_type(gpu_type)
-            if not nodes:
-                continue
-            true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id), job.batch_size)
-            data = true.data
-            noisy_data = Mixture(
-                data.p_hit,
-                self._noisy(data.mu_hit, sigma),
-                data.sigma_hit,
-                self._noisy(data.mu_miss, sigma),
-                data.sigma_miss,
-            )
-            self.store.set_profile(
-                job.spec.job_id,
-                gpu_type,
-                PhaseProfile(
-                    t_f=self._noisy(true.t_f, sigma),
-                    t_b=self._noisy(true.t_b, sigma),
-                    t_u=self._noisy(true.t_u, sigma),
-                    pattern=true.pattern,
-                    data=noisy_data,
-                ),
-            )
+            if nodes:
+                profile = self._noisy_profile(job, gpu_type, nodes[0].id)
+                self.store.set_profile(job.spec.job_id, gpu_type, profile)
+
+    def _noisy_profile(self, job: JobState, gpu_type: str, node_id: str) -> PhaseProfile:
+        """The job's true basic times on a node of ``gpu_type``, as a profile measures them."""
+        sigma = self.config.profile_noise
+        true = job.model.profile(gpu_type, self.truth.factor(node_id), job.batch_size)
+        data = true.data
+        noisy_data = Mixture(
+            data.p_hit,
+            self._noisy(data.mu_hit, sigma),
+            data.sigma_hit,
+            self._noisy(data.mu_miss, sigma),
+            data.sigma_miss,
+        )
+        return PhaseProfile(
+            t_f=self._noisy(true.t_f, sigma),
+            t_b=self._noisy(true.t_b, sigma),
+            t_u=self._noisy(true.t_u, sigma),
+            pattern=true.pattern,
+            data=noisy_data,
+        )
 
     def _finish(self, job: JobState) -> None:
         self._measure(job)
@@ -343,20 +404,14 @@ class Engine:
         self.n_active -= 1
         del self.active[job.spec.job_id]
         self.store.forget_job(job.spec.job_id)
-        self._forget_sums(job.spec.job_id)
 
     # ---------------------------------------------------------- measurements
-    def _record(self, key: tuple[str, ...], value: float) -> float:
-        total, count = self._sums.get(key, (0.0, 0))
-        self._sums[key] = (total + value, count + 1)
-        return (total + value) / (count + 1)
-
-    def _forget_sums(self, job_id: str) -> None:
-        for key in [k for k in self._sums if k[1] == job_id]:
-            del self._sums[key]
-
     def _measure(self, job: JobState) -> None:
-        """Report the per-node pace of a job's current configuration, if it ran long enough."""
+        """Report the job's per-GPU pace in its current configuration, if it ran long enough.
+
+        The pace is what hopsd measures: a distributed job runs at its slowest
+        node's. It is learned by the core's one rule, as hopsd learns it.
+        """
         cfg = job.config
         if cfg is None:
             return
@@ -364,43 +419,40 @@ class Engine:
         if productive < self.config.measure_after_s:
             return
         rates = self.truth.node_rates(job.spec.model, cfg, job.batch_size)
-        jid = job.spec.job_id
-        noisy = [self._noisy(r, self.config.measure_noise) for r in rates]
-        if cfg.distributed:
-            for (node_id, _), value in zip(cfg.parts, noisy, strict=True):
-                mean = self._record(("ed", jid, node_id, str(cfg.n_nodes)), value)
-                self.store.set_entity_distributed(jid, node_id, cfg.n_nodes, mean)
-            mean = self._record(("td", jid, cfg.gpu_type, str(cfg.n_nodes)), min(noisy))
-            self.store.set_type_distributed(jid, cfg.gpu_type, cfg.n_nodes, mean)
-        else:
-            node_id = cfg.parts[0][0]
-            mean = self._record(("ea", jid, node_id, str(cfg.total_gpus)), noisy[0])
-            self.store.set_entity_aggregated(jid, node_id, cfg.total_gpus, mean)
-            mean = self._record(("ta", jid, cfg.gpu_type, str(cfg.total_gpus)), noisy[0])
-            self.store.set_type_aggregated(jid, cfg.gpu_type, cfg.total_gpus, mean)
+        per_gpu = min(self._noisy(r, self.config.measure_noise) for r in rates)
+        self.learn_measurement(job.spec.job_id, cfg, per_gpu)
+
+    def learn_measurement(self, job_id: str, cfg: Configuration, per_gpu: float) -> None:
+        """What the scheduler learns from one measured pace (the core's rule, as hopsd)."""
+        apply_learned(self.store, job_id, learn(self.store, job_id, cfg, self.cluster, per_gpu))
 
     # --------------------------------------------------------------- planning
+    @staticmethod
+    def _core_job(js: JobState) -> Job:
+        return Job(
+            id=js.spec.job_id,
+            demands=js.spec.demands,
+            total_samples=js.spec.total_samples,
+            batch_size=js.batch_size,
+            params=js.model.params,
+            submit_time=js.spec.submit_time,
+            user=js.spec.user,
+            samples_done=min(js.samples_done, js.spec.total_samples),
+            attained_service=js.attained_service,
+            wait_time=js.wait_time,
+            current=js.config if js.status == "running" else None,
+        )
+
     def _snapshot(self, pinned: bool) -> Snapshot:
         jobs: list[Job] = []
         running: list[str] = []
+        profiling: list[JobState] = []
         for js in self.active.values():
+            if js.status == "profiling":
+                profiling.append(js)
             if js.status not in ("queued", "running"):
                 continue
-            jobs.append(
-                Job(
-                    id=js.spec.job_id,
-                    demands=js.spec.demands,
-                    total_samples=js.spec.total_samples,
-                    batch_size=js.batch_size,
-                    params=js.model.params,
-                    submit_time=js.spec.submit_time,
-                    user=js.spec.user,
-                    samples_done=min(js.samples_done, js.spec.total_samples),
-                    attained_service=js.attained_service,
-                    wait_time=js.wait_time,
-                    current=js.config,
-                )
-            )
+            jobs.append(self._core_job(js))
             if js.status == "running":
                 running.append(js.spec.job_id)
         return Snapshot(
@@ -409,6 +461,29 @@ class Engine:
             jobs=tuple(jobs),
             store=self.store,
             pinned=frozenset(running) if pinned else frozenset(),
+            capacity={
+                n.id: n.gpus - self.profiling_used[n.id]
+                for n in self.cluster.nodes
+                if self.profiling_used[n.id]
+            },
+            profiling=tuple(self._profilee(js) for js in profiling),
+        )
+
+    def _profilee(self, js: JobState) -> Profilee:
+        """A profiling job as the core's profiling rules see it (its runs always start)."""
+        run = None
+        if js.config is not None:
+            cfg = js.config
+            run = RunInFlight(cfg.gpu_type, cfg.parts[0][0], js.config_since, True)
+        return Profilee(
+            js.spec.job_id,
+            js.spec.submit_time,
+            js.profiling_since,
+            frozenset(js.profiled),
+            frozenset(),
+            run,
+            js.profiling_runs,
+            self._core_job(js),
         )
 
     def _usable_idle(self) -> int:
@@ -443,26 +518,77 @@ class Engine:
             if j.status == "running"
         )
 
-    def _decide(self) -> None:
-        """Take the core's scheduling step (hopsd takes the same one) and apply its plan."""
+    def _decide(self, changed: bool = True) -> None:
+        """Take the core's scheduling step (hopsd takes the same one) and apply its decision.
+
+        Profiling runs that stopped free their GPU at once; the step is then taken
+        again so the job's next type is placed in the same instant (hopsd does it
+        on its next tick, seconds later).
+        """
+        step = self._step(changed)
+        self.clock = step.clock
+        stopped = self._apply_profiling(step.profiling)
+        if step.kind != IDLE:
+            if step.kind == ROUND:
+                self.plans += 1
+            if step.kind == FRAGMENT or step.refilled:
+                self.fragment_plans += 1
+            self._apply(step.plan)
+        if stopped:
+            again = self._step(False)
+            self.clock = again.clock
+            self._apply_profiling(again.profiling)
+            if again.kind != IDLE:
+                self._apply(again.plan)
+
+    def _step(self, changed: bool) -> StepResult:
         try:
-            step = schedule_step(
+            return schedule_step(
                 self._snapshot(pinned=False),
                 self.clock,
                 self.policy,
                 self.settings,
                 self.step_options,
+                changed=changed,
             )
         except PlanRuleError as exc:
             raise SimulationError(f"policy {self.policy.name!r}: {exc}") from exc
-        self.clock = step.clock
-        if step.kind == IDLE:
+
+    def _apply_profiling(self, decision: ProfilingDecision) -> bool:
+        """Enact the profiling queue's decision on the simulated cluster; True if a run stopped."""
+        for job_id, _ in (*decision.stop, *decision.hold):
+            js = self.by_id[job_id]
+            self._release_profiling(js)
+        for job_id, _ in decision.finish:
+            js = self.by_id[job_id]
+            self._release_profiling(js)
+            js.status = "queued"
+            self._derive(js)
+        for run in decision.start:
+            js = self.by_id[run.job_id]
+            cfg = Configuration(run.gpu_type, ((run.node, 1),))
+            self.profiling_used[run.node] += 1
+            self._occupy(js, cfg, real=False)
+            js.profiling_runs += 1
+            js.has_run = True  # its first real start is a restart
+        return bool(decision.stop)
+
+    def _release_profiling(self, js: JobState) -> None:
+        if js.config is None:
             return
-        if step.kind == ROUND:
-            self.plans += 1
-        if step.kind == FRAGMENT or step.refilled:
-            self.fragment_plans += 1
-        self._apply(step.plan)
+        for node_id, gpus in js.config.parts:
+            self.profiling_used[node_id] -= gpus
+        self._release(js)
+
+    def _derive(self, js: JobState) -> None:
+        """Profiles of the types a job was not profiled on, scaled from a measured one."""
+        profiled = frozenset(js.profiled)
+        for gpu_type in profiled_types_of(self.cluster):
+            if gpu_type in profiled:
+                continue
+            derived = derived_profile(self.store, self.cluster, js.spec.job_id, profiled, gpu_type)
+            if derived is not None:
+                self.store.set_profile(js.spec.job_id, gpu_type, derived)
 
     def _release(self, job: JobState) -> None:
         if job.config is None:
@@ -473,7 +599,7 @@ class Engine:
         job.config = None
         job.rate = 0.0
 
-    def _occupy(self, job: JobState, cfg: Configuration) -> None:
+    def _occupy(self, job: JobState, cfg: Configuration, *, real: bool = True) -> None:
         for node_id, gpus in cfg.parts:
             self.used[node_id] += gpus
             cap = self.cluster.node(node_id).gpus
@@ -485,6 +611,8 @@ class Engine:
         job.config = cfg
         job.rate = self.truth.throughput(job.spec.model, cfg, job.batch_size)
         job.config_since = self.now
+        if not real:
+            return  # a profiling run: not the job's start
         job.types_used.add(cfg.gpu_type)
         if job.first_start is None:
             job.first_start = self.now

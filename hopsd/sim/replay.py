@@ -4,8 +4,13 @@ From the ledger's records of a window (read by :mod:`hopsd.ledger.history`; this
 module only sees plain records through the protocols below, so the simulator
 never touches the ledger) it builds:
 
-* the trace: every job that finished, arriving when it was submitted, with its
-  demand set, size in samples and batch size;
+* the trace: every job submitted in the window, arriving when it was, with its
+  demand set, size in samples and batch size. Jobs that finished are compared
+  with what really happened; jobs still unfinished at the window's end (queued,
+  running, profiling) are replayed as the load they were -- they held GPUs and
+  competed -- at their full size, and jobs that failed or were cancelled after
+  some work at the size they reached; neither is compared (their live JCT is
+  unknown or not a JCT);
 * a ground truth the simulator runs at: each job's *measured* per-GPU samples/s
   (hopsd learned them per GPU type and per server while the job ran), falling
   back to the nearest measured size, then to another measured type scaled by
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,6 +49,8 @@ ENTITY_AGG = "entity_agg"
 ENTITY_DIST = "entity_dist"
 TYPE_AGG = "type_agg"
 TYPE_DIST = "type_dist"
+#: Live states of jobs that ended other than by finishing.
+ENDED = frozenset({"failed", "cancelled"})
 
 
 class ReplayJob(Protocol):
@@ -67,6 +74,8 @@ class ReplayJob(Protocol):
     def demands(self) -> tuple[int, ...]: ...
     @property
     def total_samples(self) -> float: ...
+    @property
+    def samples_done(self) -> float: ...
     @property
     def batch_size(self) -> int: ...
     @property
@@ -105,6 +114,21 @@ class ReplayNode(Protocol):
     def gpu_type(self) -> str: ...
     @property
     def peak_gpus(self) -> int: ...
+
+
+class ReplayPlacement(Protocol):
+    """One allocation row: start, keep, move, preempt or end of a job at ``at``."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def gpu_type(self) -> str | None: ...
+    @property
+    def parts(self) -> tuple[tuple[str, int], ...]: ...
+    @property
+    def at(self) -> float: ...
 
 
 @dataclass
@@ -225,9 +249,14 @@ class ReplayWorld:
 
     truth: ReplayTruth
     jobs: list[JobSpec]
-    live: dict[str, ReplayJob]  # by trace job id
+    live: dict[str, ReplayJob]  # by trace job id: the finished jobs, compared
     origin: float  # epoch seconds of trace time 0
     skipped: dict[str, int]
+    load_only: dict[str, str] = field(default_factory=dict)  # trace id -> live state
+
+    def compared(self, records: Sequence[JobRecord]) -> list[JobRecord]:
+        """The records of the jobs compared with the live run (finished ones)."""
+        return [r for r in records if r.job_id in self.live]
 
 
 def model_of(job_id: str) -> str:
@@ -309,24 +338,33 @@ def build_world(
     node_types: Mapping[str, str] | None = None,
     inventory: Mapping[str, tuple[str, int]] | None = None,
     profiled: bool = False,
+    restart_cost_s: float | None = None,
 ) -> ReplayWorld:
-    """Trace, measured truth and cluster of a window; only finished jobs are replayed.
+    """Trace, measured truth and cluster of a window (see the module docstring).
 
     ``profiled``: hopsd profiled new jobs (the simulated estimator then starts from
     the measured rates; otherwise from the type table, as hopsd did).
+    ``restart_cost_s``: what a move or restart really cost on the cluster (the
+    requeue, relaunch and restore until the job trains again); every replayed
+    job is charged it while the planner keeps pricing moves at hops.conf's
+    ``restart_penalty_s``, as hopsd did. None: the penalty is the cost.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
-    skipped: dict[str, int] = {}
-    for j in jobs:
-        if j.state != "done" or j.end_time is None:
-            skipped[j.state] = skipped.get(j.state, 0) + 1
     if not done:
         raise InvalidInputError(
             f"no finished job in the window ({len(jobs)} job(s) submitted in it)"
         )
+    skipped: dict[str, int] = {}
+    replayed: list[tuple[ReplayJob, float]] = []
+    for j in jobs:
+        size = replay_size(j)
+        if size is None:
+            skipped[j.state] = skipped.get(j.state, 0) + 1
+        else:
+            replayed.append((j, size))
     largest = max(sum(n.gpus for n in cluster.nodes if n.gpu_type == t) for t in cluster.gpu_types)
-    origin = min(j.submit_time for j in done)
+    origin = min(j.submit_time for j, _ in replayed)
     per_job, across = _node_factors(rates, {n.id: n.gpu_type for n in cluster.nodes})
     by_job: dict[str, list[ReplayRate]] = {}
     for r in rates:
@@ -335,7 +373,8 @@ def build_world(
     tables: dict[str, JobRates] = {}
     specs: list[JobSpec] = []
     live: dict[str, ReplayJob] = {}
-    for j in done:
+    load_only: dict[str, str] = {}
+    for j, size in replayed:
         demands = tuple(d for d in j.demands if d <= largest)
         if not demands:
             skipped["too_large"] = skipped.get("too_large", 0) + 1
@@ -354,6 +393,7 @@ def build_world(
             batch_size=max(j.batch_size, 1),
             throughput=measured,
             assumed=measured if profiled else table_rate,
+            restore_s=restart_cost_s,
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(
@@ -361,15 +401,90 @@ def build_world(
                 job_id=trace_id,
                 submit_time=round(j.submit_time - origin, 3),
                 demands=demands,
-                total_samples=j.total_samples,
+                total_samples=size,
                 model=name,
                 user=j.user,
                 batch_size=max(j.batch_size, 1),
             )
         )
-        live[trace_id] = j
+        if j.state == "done" and j.end_time is not None:
+            live[trace_id] = j
+        else:
+            load_only[trace_id] = j.state
+    if not live:
+        raise InvalidInputError("no finished job of the window fits the cluster")
     truth = ReplayTruth(cluster, models, rates=tables)
-    return ReplayWorld(truth, specs, live, origin, skipped)
+    return ReplayWorld(truth, specs, live, origin, skipped, load_only)
+
+
+def measured_restart_cost(
+    world: ReplayWorld, placements: Sequence[ReplayPlacement]
+) -> float | None:
+    """What a restart really cost on the cluster: the median over finished, restarted jobs.
+
+    A job's placements (start or move until the next start, move, preempt or
+    end) at its measured rates would have done more samples than it had, had
+    every relaunch been free; the excess, over the rates of the placements that
+    began with a relaunch, is the time each relaunch cost it (requeue, Slurm's
+    launch, the job's own restore until it trains again). None when no
+    finished job was ever restarted.
+    """
+    by_job: dict[str, list[ReplayPlacement]] = {}
+    for p in sorted(placements, key=lambda p: p.at):
+        by_job.setdefault(p.job_id, []).append(p)
+    costs: list[float] = []
+    for live in world.live.values():
+        if live.restarts <= 0 or live.end_time is None:
+            continue
+        spans = _spans(by_job.get(live.job_id, []), live.end_time)
+        rate_of = world.truth.throughput
+        model = model_of(live.job_id)
+        done = sum(rate_of(model, cfg) * (end - begin) for cfg, begin, end in spans)
+        relaunched = sum(rate_of(model, cfg) for cfg, _, _ in spans[1:])
+        if relaunched > 0:
+            costs.append(max((done - live.total_samples) / relaunched, 0.0))
+    return statistics.median(costs) if costs else None
+
+
+def _spans(
+    rows: Sequence[ReplayPlacement], end_time: float
+) -> list[tuple[Configuration, float, float]]:
+    """(placement, from, to) of each stretch a job held GPUs (keeps do not break one)."""
+    spans: list[tuple[Configuration, float, float]] = []
+    current: tuple[Configuration, float] | None = None
+    for row in rows:
+        if row.reason == "keep":
+            continue
+        if current is not None:
+            spans.append((current[0], current[1], row.at))
+            current = None
+        if row.reason in ("start", "move") and row.parts and row.gpu_type:
+            current = (Configuration(row.gpu_type, tuple(row.parts)), row.at)
+    if current is not None:
+        spans.append((current[0], current[1], max(end_time, current[1])))
+    return spans
+
+
+def replay_size(job: ReplayJob) -> float | None:
+    """The samples a live job is replayed with; None when it is not replayed.
+
+    Finished: its size. Still unfinished: its size (it would have run on).
+    Failed or cancelled: the samples it reached before it ended, if any (the
+    load it really was); one that never progressed is left out.
+    """
+    if job.state == "done" and job.end_time is not None:
+        return job.total_samples
+    if job.state not in ENDED and job.end_time is None:
+        return job.total_samples
+    done = min(job.samples_done, job.total_samples)
+    return done if done > 0 else None
+
+
+def _count(states: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for state in states:
+        out[state] = out.get(state, 0) + 1
+    return out
 
 
 def _pct(values: Sequence[float], q: float) -> float:
@@ -415,7 +530,8 @@ def replay_engine_config(
     """
     return EngineConfig(
         settings=settings,
-        profile_s=adoption_s,
+        profile_s=0.0,
+        adoption_s=adoption_s,
         profile_noise=0.0,
         measure_noise=0.0,
         measure_after_s=measure_after_s,
@@ -444,10 +560,12 @@ def replay(
         result = run_policy(world.truth, world.jobs, name, replace(config))
         results[name] = result
         records[name] = job_records(world.truth, result)
-        figures[name] = sim_figures(result, records[name])
+        figures[name] = sim_figures(result, world.compared(records[name]))
     per_job = []
     for spec in world.jobs:
-        live = world.live[spec.job_id]
+        live = world.live.get(spec.job_id)
+        if live is None:
+            continue  # replayed as load only
         row: dict[str, Any] = {
             "job_id": spec.job_id,
             "demands": list(spec.demands),
@@ -460,7 +578,8 @@ def replay(
         per_job.append(row)
     out: dict[str, Any] = {
         "window": {"from": world.origin},
-        "n_jobs": len(world.jobs),
+        "n_jobs": len(world.live),
+        "load_only": _count(world.load_only.values()),
         "skipped": dict(world.skipped),
         "total_gpus": world.truth.cluster.total_gpus,
         "nodes": {n.id: [n.gpu_type, n.gpus] for n in world.truth.cluster.nodes},

@@ -63,6 +63,7 @@ def compare(results: dict[str, Any], policy: str) -> dict[str, Any]:
     """The benchmark's figures plus the per-job rows (live and replayed JCT, seconds)."""
     figures: dict[str, Any] = dict(jct_errors(results, policy))
     figures["jobs"] = int(figures["jobs"])
+    figures["restart_cost_s"] = results.get("restart_cost_s")  # measured, charged to moves
     figures["per_job"] = [
         {
             "job": r["job_id"],

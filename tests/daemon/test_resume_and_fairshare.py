@@ -9,7 +9,10 @@ import pytest
 from hopsd.core.fairshare import (
     MIN_FACTOR,
     FairShare,
+    FairShareRule,
+    Usage,
     UsageSample,
+    apply_fair_share,
     compute_fairshare,
     fairshare_factors,
 )
@@ -122,26 +125,30 @@ def test_multiplier_of_an_owner_far_over_a_tiny_share_stays_positive():
     assert FairShare({"alice": 0.0}, {}, 0.0).multiplier("alice", "lab") == 1.0
 
 
-def test_assembled_jobs_carry_the_owner_factor_and_their_true_wait(config, port, sessions, clock):
+def test_assembled_jobs_get_the_owner_factor_in_the_step_and_their_true_wait(
+    config, port, sessions, clock
+):
     alice = port.add_job(HopsTag((1,), 1e6), user="alice", account="lab")
     bob = port.add_job(HopsTag((1,), 1e6), user="bob", account="lab")
     tick = Tick(config, port, sessions, clock=clock)
     tick.observe_and_reconcile()
     clock.advance(30)
     tick.observe_and_reconcile()  # both waited 30 s
-    fs = FairShare({"alice": 0.25, "bob": 1.0}, {"lab": 0.5}, 1.0)
+    # alice used everything: user factor 0.25, bob 1; the one account holds all: 0.5
+    usage = Usage({"alice": 10.0, "bob": 0.0}, {"lab": 10.0})
     with sessions.begin() as s:
         rows = active_jobs(s)
         obs = observe(port, clock)
         store = InMemoryThroughputStore()
-        snap = assemble(rows, obs, config, {}, fs, store, clock()).snapshot
-        pure = assemble(rows, obs, config, {}, FairShare(fs.users, fs.accounts, 0.0), store, 0.0)
-    jobs = {j.id: j for j in snap.jobs}
+        snap = assemble(rows, obs, config, {}, store, clock()).snapshot
+    assert [j.share_factor for j in snap.jobs] == [1.0, 1.0]  # the step's to set
+    jobs = {j.id: j for j in apply_fair_share(snap.jobs, usage, FairShareRule({}, 1.0))}
     # alice (2 * 0.25) * (2 * 0.5) = 0.5, bob (2 * 1) * (2 * 0.5) = 2
     assert jobs[str(alice)].share_factor == pytest.approx(0.5)
     assert jobs[str(bob)].share_factor == pytest.approx(2.0)
     assert jobs[str(alice)].wait_time == jobs[str(bob)].wait_time == pytest.approx(30.0)
-    assert [j.share_factor for j in pure.snapshot.jobs] == [1.0, 1.0]
+    pure = apply_fair_share(snap.jobs, usage, FairShareRule({}, 0.0))
+    assert [j.share_factor for j in pure] == [1.0, 1.0]
 
 
 def test_plan_becomes_ordered_intent_chains():

@@ -132,10 +132,42 @@ def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path)
     tick.run_once()
     row = row_of(sessions, job)
     assert row.state in (JobState.QUEUED, JobState.RUNNING)
-    assert "no probe" in row.state_reason or row.state == JobState.RUNNING
+    assert "gave no report" in row.state_reason or row.state == JobState.RUNNING
     assert port.jobs[job].state == "RUNNING"
     assert row.estimate_source == "table"
     assert row.wait_time > 0  # the held profiling wait counts as waiting
+
+
+@pytest.mark.parametrize("restart_at", ["run", "held"])
+def test_a_job_without_probe_is_started_at_most_twice_across_a_daemon_restart(
+    sessions, spool: Path, restart_at: str
+) -> None:
+    """One silent profiling run ends profiling, even when hopsd restarts during the run
+    or between its requeue and the next placement (what the step is told is in the ledger)."""
+    port, clock = FakePort(small_cluster()), FakeClock()
+    job = port.add_job(HopsTag((1,), 1e6))
+    tick = make_tick(spool, sessions, port, clock)
+    tick.run_once()  # the profiling run is placed and released
+    clock.advance(1)
+    tick.run_once()
+    assert port.jobs[job].state == "RUNNING"
+    if restart_at == "run":
+        tick = make_tick(spool, sessions, port, clock)  # a new daemon, no memory
+    for _ in range(3):
+        clock.advance(3)
+        tick.run_once()
+        if port.actions(job)[-1] == "requeue_hold":
+            break
+    assert port.actions(job)[-1] == "requeue_hold"
+    if restart_at == "held":
+        tick = make_tick(spool, sessions, port, clock)
+    for _ in range(8):
+        clock.advance(3)
+        tick.run_once()
+    row = row_of(sessions, job)
+    assert "gave no report" in row.state_reason or row.state == JobState.RUNNING
+    assert port.jobs[job].state == "RUNNING"
+    assert port.actions(job).count("release") == 2  # one profiling run, then its real run
 
 
 def test_profiling_jobs_are_not_planned_and_their_gpus_are_kept(sessions, spool: Path) -> None:

@@ -142,3 +142,21 @@ def test_profiles_estimates_and_server_speed_are_learned_and_used(env: LiveEnv) 
     assert factors["v100n1"][0] == pytest.approx(1.0, abs=0.1), factors
     assert factors["v100n2"][0] == pytest.approx(0.5, abs=0.1), factors
     assert time.monotonic() - started < 90
+
+
+def test_a_job_that_never_uses_the_probe_is_started_at_most_twice(env: LiveEnv) -> None:
+    """Profiling on, a plain ``sleep`` job: its one profiling run gives no report, so its
+    profiling ends (no other type is tried) and its next start is its real run."""
+    script = env.root / "sleeper.sh"
+    script.write_text("#!/bin/bash\nsleep 30\n")
+    args = ["-J", f"{env.prefix}sleeper", "-o", "/dev/null", "-t", "5"]
+    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    env.submitted.append(job)
+    tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
+    assert drive(tick.run_once, env.all_terminal, 120), env.rows().get(job)
+    row = env.rows()[job]
+    assert row.state.value == "done", (row.state, row.state_reason)
+    starts = [reason for reason, _ in placements(env, job) if reason == "start"]
+    assert len(starts) == 2, placements(env, job)  # one profiling run, one real run
+    assert row.restarts <= 1, row.restarts
+    assert not profiled_types(env, job)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hopsd.core.errors import InvalidInputError
@@ -12,9 +14,11 @@ from hopsd.sim.replay import (
     JobRates,
     build_world,
     jct_errors,
+    measured_restart_cost,
     model_of,
     replay,
     replay_engine_config,
+    replay_size,
 )
 
 TYPES = {"k80": GpuType("k80", speed=1.0), "a100": GpuType("a100", speed=4.0)}
@@ -62,7 +66,7 @@ def test_rates_fall_back_from_exact_to_nearest_to_scaled_type_to_type_table() ->
     assert rates.node_rate("a100n1", "a100", 2, 1) == 150.0  # type rate x server factor
 
 
-def test_world_replays_finished_jobs_on_the_nodes_allocations_named() -> None:
+def test_world_replays_every_job_on_the_nodes_allocations_named() -> None:
     jobs = [
         job("j1", 100.0, 120.0),
         job("j2", 110.0, None, state="running"),
@@ -81,9 +85,10 @@ def test_world_replays_finished_jobs_on_the_nodes_allocations_named() -> None:
         reference_throughput=100.0,
         inventory={"a100n2": ("a100", 4)},
     )
-    assert [s.job_id for s in world.jobs] == ["1", "3"]
-    assert world.jobs[0].submit_time == 0.0 and world.jobs[1].submit_time == 5.0
-    assert world.skipped == {"running": 1}
+    assert [s.job_id for s in world.jobs] == ["1", "2", "3"]
+    assert [s.submit_time for s in world.jobs] == [0.0, 10.0, 5.0]
+    assert set(world.live) == {"1", "3"}  # compared with the live run
+    assert world.load_only == {"2": "running"} and world.skipped == {}
     gpus = {n.id: n.gpus for n in world.truth.cluster.nodes}
     assert gpus == {"a100n1": 4, "a100n2": 4, "k80n1": 4}  # Slurm's count beats the peak
     truth = world.truth
@@ -108,6 +113,37 @@ def test_a_window_with_nothing_finished_is_refused() -> None:
         build_world([job("j1", 0.0, 5.0)], [], [], types=TYPES, reference_throughput=1.0)
 
 
+def test_unfinished_and_ended_jobs_are_replayed_as_the_load_they_were() -> None:
+    """A job still running at the window's end holds the only GPU the finished job needs:
+    replaying without it would let the finished job start at once."""
+    gpu = [NodeSeen("k80n1", "k80", 1)]
+    rates = [
+        LearnedRate("j1", "type_agg", "k80", 1, 10.0, 3),
+        LearnedRate("j2", "type_agg", "k80", 1, 10.0, 3),
+    ]
+    jobs = [
+        job("j1", 0.0, None, samples=1000.0, state="running"),  # 100 s of work left
+        job("j2", 1.0, 200.0, samples=100.0),
+        dataclasses.replace(job("j3", 2.0, 50.0, state="cancelled"), samples_done=0.0),  # no work
+    ]
+    world = build_world(jobs, rates, gpu, types=TYPES, reference_throughput=10.0)
+    assert world.load_only == {"1": "running"} and world.skipped == {"cancelled": 1}
+    failed = job("j4", 0.0, 30.0, samples=1000.0, state="failed")
+    failed = dataclasses.replace(failed, samples_done=250.0)
+    assert replay_size(failed) == 250.0
+    config = replay_engine_config(
+        Settings(round_length_s=8.0, restart_penalty_s=2.0),
+        spare_guard_s=2.0,
+        adoption_s=0.5,
+        measure_after_s=5.0,
+    )
+    out = replay(world, ["fifo"], config)
+    assert out["n_jobs"] == 1 and out["load_only"] == {"running": 1}
+    (row,) = out["jobs"]
+    assert row["job_id"] == "2"
+    assert row["fifo_jct_s"] > 90.0  # it waited for the unfinished job's GPU
+
+
 @pytest.mark.parametrize("policy", ["hops", "fifo"])
 def test_a_lone_job_runs_at_its_measured_rate(policy: str) -> None:
     rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
@@ -128,3 +164,31 @@ def test_a_lone_job_runs_at_its_measured_rate(policy: str) -> None:
     assert errors["live_avg_jct_s"] == 30.0 and errors["jobs"] == 1
     assert errors["avg_jct_error"] == pytest.approx(abs(jct - 30.0) / 30.0)
     assert out["live"]["avg_jct_s"] == 30.0 and out["policies"][policy]["restarts"] == 0
+
+
+def test_the_restart_cost_is_measured_from_the_placements_and_rates() -> None:
+    """j1 (1,000 samples at 10/s on k80n1) ran 0-40 s, was moved at 40 s and ended at
+    110 s: 40 + 70 s at 10/s would be 1,100 samples, 100 more than it had, so its one
+    relaunch cost 100 / 10 = 10 s. j2 never restarted and tells nothing."""
+    from hopsd.ledger.history import PlacementSeen
+
+    gpu = [NodeSeen("k80n1", "k80", 4)]
+    rates = [LearnedRate("j1", "type_agg", "k80", 1, 10.0, 3)]
+    moved = dataclasses.replace(job("j1", 0.0, 110.0, samples=1000.0), restarts=1)
+    world = build_world(
+        [moved, job("j2", 0.0, 20.0)], rates, gpu, types=TYPES, reference_throughput=10.0
+    )
+    one = (("k80n1", 1),)
+    placements = [
+        PlacementSeen("j1", "start", "k80", one, 0.0),
+        PlacementSeen("j1", "keep", "k80", one, 8.0),
+        PlacementSeen("j1", "move", "k80", (("k80n1", 1),), 40.0),
+        PlacementSeen("j1", "end", None, (), 110.0),
+        PlacementSeen("j2", "start", "k80", one, 0.0),
+    ]
+    assert measured_restart_cost(world, placements) == pytest.approx(10.0)
+    assert measured_restart_cost(world, placements[4:]) is None
+    charged = build_world(
+        [moved], rates, gpu, types=TYPES, reference_throughput=10.0, restart_cost_s=10.0
+    )
+    assert charged.truth.model(model_of("j1")).restore_s == 10.0

@@ -92,7 +92,7 @@ def test_replay_json_sets_each_policy_beside_the_live_figures(
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["n_jobs"] == 3 and doc["skipped"] == {"queued": 1}
+    assert doc["n_jobs"] == 3 and doc["load_only"] == {"queued": 1} and doc["skipped"] == {}
     assert doc["nodes"] == {"a100n1": ["a100", 3], "k80n1": ["k80", 1]}
     assert doc["nodes_from"] == "ledger"
     assert doc["round_length_s"] == 8.0 and doc["spare_guard_s"] == 2.0

@@ -16,6 +16,12 @@ from hopsd.sim.workload import JobSpec
 POLICIES = ["fifo", "gavel", "sia", "hops"]
 
 
+# A new job waits 60 s and is then known on every type (no profiling runs): the
+# hand-checked timings below are about moves and refills, not profiling.
+DELAY_ONLY = EngineConfig(profile_s=0.0, adoption_s=60.0)
+DELAY_ONLY_NOISELESS = EngineConfig(measure_noise=0.0, profile_s=0.0, adoption_s=60.0)
+
+
 class GuardedEngine(Engine):
     """Checks after every plan that no node hands out more GPUs than it has."""
 
@@ -45,14 +51,16 @@ def test_every_job_finishes_once_and_gpus_are_conserved(name: str) -> None:
     for job in result.jobs:
         assert job.samples_done == job.spec.total_samples
         assert job.finish_time is not None and job.first_start is not None
-        assert job.first_start >= job.spec.submit_time + 60.0  # profiling first
+        # profiling first: at least one run of 60 s / 2 types, on a GPU, before the real start
+        assert job.first_start >= job.spec.submit_time + 30.0
+        assert job.profiling_runs >= 1 and job.profiled
     assert sum(engine.used.values()) == 0
     assert max(engine.peak.values()) > 0
     records = job_records(truth, result)
     assert sorted(r.job_id for r in records) == sorted(j.job_id for j in tiny_jobs())
     figures = summarise(result, records)
     assert 0 < figures["utilization"] <= 1
-    assert figures["avg_wait_h"] >= 60 / 3600 - 1e-9
+    assert figures["avg_wait_h"] >= 30 / 3600 - 1e-9
 
 
 def test_same_seed_same_run_and_seed_matters() -> None:
@@ -112,11 +120,12 @@ class MoveOncePolicy:
 
 
 def test_restart_penalty_hand_checked() -> None:
-    # Profiling ends at 60 s; 240 s on the fast GPU at 20 samples/s = 4,800 samples;
+    # hops adopts the job at 60 s (no profiling runs); 240 s on the fast GPU at 20
+    # samples/s = 4,800 samples;
     # the move at 300 s costs 30 s; the remaining 55,200 samples at 10/s take 5,520 s.
     truth = tiny_truth()
     jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
-    result = Engine(truth, jobs, MoveOncePolicy(), EngineConfig(measure_noise=0.0)).run()
+    result = Engine(truth, jobs, MoveOncePolicy(), DELAY_ONLY_NOISELESS).run()
     (job,) = result.jobs
     assert job.first_start == 60.0
     assert job.finish_time == pytest.approx(300 + 30 + 5_520, abs=0.5)
@@ -136,7 +145,7 @@ def test_a_models_own_restore_cost_replaces_the_penalty() -> None:
         truth.data_factors,
     )
     jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
-    result = Engine(truth, jobs, MoveOncePolicy(), EngineConfig(measure_noise=0.0)).run()
+    result = Engine(truth, jobs, MoveOncePolicy(), DELAY_ONLY_NOISELESS).run()
     assert result.jobs[0].finish_time == pytest.approx(300 + 200 + 5_520, abs=0.5)
 
 
@@ -151,7 +160,7 @@ def _blocking_jobs() -> list[JobSpec]:
 
 
 def test_fifo_refills_freed_gpus_inside_the_round() -> None:
-    result = Engine(tiny_truth(), _blocking_jobs(), get_policy("fifo"), EngineConfig()).run()
+    result = Engine(tiny_truth(), _blocking_jobs(), get_policy("fifo"), DELAY_ONLY).run()
     by_id = {j.spec.job_id: j for j in result.jobs}
     assert by_id["x1"].first_start == 60.0
     assert by_id["x1"].finish_time == pytest.approx(160.0, abs=0.1)
@@ -161,7 +170,7 @@ def test_fifo_refills_freed_gpus_inside_the_round() -> None:
 
 def test_round_based_baselines_start_jobs_only_at_round_boundaries() -> None:
     for name in ("gavel", "sia"):
-        result = Engine(tiny_truth(), _blocking_jobs(), get_policy(name), EngineConfig()).run()
+        result = Engine(tiny_truth(), _blocking_jobs(), get_policy(name), DELAY_ONLY).run()
         starts = [j.first_start for j in result.jobs]
         assert all(s is not None and s % 300 == 0 for s in starts), (name, starts)
 
@@ -184,7 +193,7 @@ def test_gpus_a_round_plan_leaves_idle_are_offered_again() -> None:
     # would: nothing to enact) instead of paying 30 s each round or waiting for an
     # event. 60,000 samples at 20/s from 60 s: done at 3,060 s.
     jobs = [JobSpec("solo", 0.0, (1,), 60_000.0, "toy")]
-    config = EngineConfig(measure_noise=0.0)
+    config = DELAY_ONLY_NOISELESS
     result = Engine(tiny_truth(), jobs, PreemptAllPolicy(), config).run()
     (job,) = result.jobs
     assert job.finish_time == pytest.approx(3_060.0, abs=0.5)
@@ -224,3 +233,87 @@ def test_usable_idle_never_exceeds_idle_and_shows_in_the_figures() -> None:
         assert stat.usable_idle_gpu_s <= stat.idle_gpu_s_waiting + 1e-9
     figures = summarise(result, job_records(tiny_truth(), result))
     assert 0.0 <= figures["avg_usable_idle_gpus"] <= figures["avg_idle_gpus"]
+
+
+class FastOnlyPolicy(MoveOncePolicy):
+    """Starts queued jobs on f00 and never moves them."""
+
+    name = "fast-only"
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return self.plan_fragment(snapshot, settings)
+
+
+class WatchedEngine(Engine):
+    """Records how many GPUs profiling runs held after every step."""
+
+    held: list[tuple[float, int]]
+
+    def _apply_profiling(self, decision):  # type: ignore[no-untyped-def]
+        stopped = super()._apply_profiling(decision)
+        self.held = getattr(self, "held", [])
+        self.held.append((self.now, sum(self.profiling_used.values())))
+        return stopped
+
+
+def test_profiling_runs_hold_gpus_train_the_job_and_make_its_start_a_restart() -> None:
+    # 60 s of profiling over two types: 30 s on one GPU of each, one after the other,
+    # training at 20 (fast) and 10 (slow) samples/s: 900 samples. The real start at
+    # 60 s is a restart (30 s penalty); the other 2,100 samples at 20/s take 105 s.
+    jobs = [JobSpec("solo", 0.0, (1,), 3_000.0, "toy")]
+    engine = WatchedEngine(tiny_truth(), jobs, FastOnlyPolicy(), EngineConfig(measure_noise=0.0))
+    (job,) = engine.run().jobs
+    assert job.profiling_runs == 2 and job.profiled == {"fast", "slow"}
+    assert job.first_start == 60.0
+    assert job.finish_time == pytest.approx(60 + 30 + 105, abs=0.5)
+    assert (0.0, 1) in engine.held and (30.0, 1) in engine.held  # one GPU, each run
+    assert engine.held[-1][1] == 0
+
+
+class FillPolicy(MoveOncePolicy):
+    """Puts "f" on all of f00 and "s" on all of s00 and s01; others where GPUs are free."""
+
+    name = "fill"
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return self.plan_fragment(snapshot, settings)
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        free = {n.id: snapshot.capacity_of(n.id) for n in snapshot.cluster.nodes}
+        for job in snapshot.running:
+            assert job.current is not None
+            for node, gpus in job.current.parts:
+                free[node] -= gpus
+        fixed = {
+            "f": Configuration.of("fast", {"f00": 4}),
+            "s": Configuration.of("slow", {"s00": 4, "s01": 4}),
+        }
+        start = []
+        for job in snapshot.queued:
+            cfg = fixed.get(job.id)
+            if cfg is None:
+                node = next((n for n in snapshot.cluster.nodes if free[n.id] >= 1), None)
+                cfg = None if node is None else Configuration.of(node.gpu_type, {node.id: 1})
+            if cfg is not None and all(free[n] >= g for n, g in cfg.parts):
+                for n, g in cfg.parts:
+                    free[n] -= g
+                start.append(Assignment(job.id, cfg))
+        keep = tuple(Assignment(j.id, j.current) for j in snapshot.running if j.current)
+        return Plan(start=tuple(start), keep=keep)
+
+
+def test_a_job_arriving_while_the_cluster_is_full_is_not_profiled_on_a_busy_gpu() -> None:
+    """Profiling only takes idle GPUs: with every GPU busy, no profiling run takes a GPU
+    until one frees."""
+    jobs = [
+        JobSpec("f", 0.0, (4,), 20_000.0, "toy"),  # 4 fast GPUs at 20/s: ends near 400 s
+        JobSpec("s", 0.0, (8,), 40_000.0, "toy"),  # 8 slow GPUs at 10/s: ends near 600 s
+        JobSpec("late", 100.0, (1,), 1_000.0, "toy"),
+    ]
+    engine = WatchedEngine(tiny_truth(), jobs, FillPolicy(), EngineConfig(measure_noise=0.0))
+    done = {j.spec.job_id: j for j in engine.run().jobs}
+    first_end = min(done["f"].finish_time or 0.0, done["s"].finish_time or 0.0)
+    assert first_end > 300.0
+    busy = [held for at, held in engine.held if 100.0 <= at < first_end - 1e-6]
+    assert busy and all(held == 0 for held in busy)  # nothing free: no profiling run
+    assert (done["late"].first_start or 0.0) >= first_end

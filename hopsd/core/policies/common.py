@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Assignment, Cluster, Configuration, Job, Plan
+from hopsd.core.model import Cluster, Configuration, Job, Plan
+from hopsd.core.plandiff import arrival_order
+from hopsd.core.plandiff import diff_plan as core_diff_plan
 from hopsd.core.priorities import PriorityContext, get_priority, order_jobs
 from hopsd.core.snapshot import Snapshot
 
@@ -23,7 +25,7 @@ def ordered_queue(snapshot: Snapshot, estimator: Estimator, order: str) -> tuple
     if order == "lr":
         ctx = PriorityContext(snapshot.now, snapshot.cluster, estimator, len(snapshot.jobs))
         return order_jobs(snapshot.jobs, get_priority("lr"), ctx)
-    return tuple(sorted(snapshot.jobs, key=lambda j: (j.submit_time, j.id)))
+    return arrival_order(snapshot.jobs)
 
 
 def free_gpus(snapshot: Snapshot, holding: Iterable[Configuration] = ()) -> dict[str, int]:
@@ -148,23 +150,9 @@ def place_by_type(
 def diff_plan(
     snapshot: Snapshot, placements: Mapping[str, Configuration], notes: Sequence[str] = ()
 ) -> Plan:
-    """The plan that takes the snapshot to ``placements`` (start / keep / move / preempt)."""
-    start: list[Assignment] = []
-    keep: list[Assignment] = []
-    move: list[Assignment] = []
-    preempt: list[str] = []
-    for job in sorted(snapshot.jobs, key=lambda j: j.id):
-        cfg = placements.get(job.id)
-        if job.current is None:
-            if cfg is not None:
-                start.append(Assignment(job.id, cfg))
-        elif cfg is None:
-            preempt.append(job.id)
-        elif cfg == job.current:
-            keep.append(Assignment(job.id, cfg))
-        else:
-            move.append(Assignment(job.id, cfg))
-    return Plan(tuple(start), tuple(keep), tuple(move), tuple(preempt), notes=tuple(notes))
+    """The plan that takes the snapshot to ``placements`` (the core's one diff, by job id)."""
+    ordered = sorted(snapshot.jobs, key=lambda j: j.id)
+    return core_diff_plan(ordered, placements, notes=notes)
 
 
 def keep_running(snapshot: Snapshot, note: str) -> Plan:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
+from hopsd.core.plandiff import arrival_order
 from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import diff_plan, free_gpus, rigid_demand, take
 from hopsd.core.settings import Settings
@@ -118,7 +119,7 @@ class FifoPolicy:
         placements: dict[str, Configuration] = dict(running)
         reservation: Reservation | None = None
         blocked = False
-        queue = sorted(snapshot.queued, key=lambda j: (j.submit_time, j.id))
+        queue = arrival_order(snapshot.queued)
         room = _Room(snapshot.cluster, free)
         for job in queue:
             count = rigid_demand(job)
