@@ -14,6 +14,7 @@ from hops_cli.submit_args import (
     read_script,
     total_samples,
 )
+from hops_cli.submit_env import export_option, job_environment, user_export, without_export
 from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 
@@ -110,7 +111,10 @@ def submit(
             timeout_s=config.slurm_timeout_s,
             command_prefix=config.slurm_command_prefix,
         )
-        job_id = port.submit(str(info.path), sbatch_args=extra, tag=tag)
+        env = job_environment(config.spool_dir, float(size), batch_size)
+        theirs = user_export(extra) or user_export(info.directives)
+        args = [*without_export(extra), export_option(env, theirs)]
+        job_id = port.submit(str(info.path), sbatch_args=args, tag=tag)
     if parsable:
         typer.echo(str(job_id))
     else:

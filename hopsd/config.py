@@ -242,6 +242,10 @@ def _check(config: HopsConfig) -> None:
     for node, gpu_type in config.node_types.items():
         if not isinstance(gpu_type, str) or not gpu_type:
             raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")
+    if config.spool_dir and (not config.spool_dir.startswith("/") or "," in config.spool_dir):
+        raise ConfigError(
+            f"daemon.spool_dir: must be an absolute path without commas, got {config.spool_dir!r}"
+        )
     if ":" not in config.metrics_address and config.metrics_address != "":
         raise ConfigError(f"metrics.address: expected HOST:PORT, got {config.metrics_address!r}")
 

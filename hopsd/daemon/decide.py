@@ -137,7 +137,11 @@ def intent_chain(action: Action, reason: str) -> list[IntentRequest]:
         chain.append(IntentRequest(action.job_id, A.UPDATE, placement))
         if action.kind == MOVE or action.was_requeued or action.restarts > 0:
             chain.append(IntentRequest(action.job_id, A.MAKE_ELIGIBLE, base))
-        chain.append(IntentRequest(action.job_id, A.RELEASE, base))
+        # what the job's next run is told (hopsd.daemon.job_control): its GPUs, and the
+        # restart count it will have (a move's requeue adds one)
+        run = action.restarts + (1 if action.kind == MOVE else 0)
+        release = {**base, "gpus": action.config.total_gpus, "run": run}
+        chain.append(IntentRequest(action.job_id, A.RELEASE, release))
     return chain
 
 

@@ -148,8 +148,11 @@ class Enactor:
         monotonic: Callable[[], float] = time.monotonic,
         guard: Callable[[], None] | None = None,
         uid_of: Callable[[str], int | None] = system_uid,
+        before_release: Callable[[str, int, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self.port = port
+        # Tells the run about to start what it needs (hopsd.daemon.job_control).
+        self.before_release = before_release
         self.running_now = running_now
         self.sessions = sessions
         self.clock = clock
@@ -208,6 +211,8 @@ class Enactor:
             return
         if self.guard is not None:
             self.guard()
+        if step.action == IntentAction.RELEASE:
+            self._tell_the_run(step)
         try:
             self._call(step)
         except SlurmCommandError as exc:
@@ -235,6 +240,15 @@ class Enactor:
         self.actions_taken += 1
         if self._crash_after is not None and self.actions_taken >= self._crash_after:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _tell_the_run(self, step: Step) -> None:
+        """Write the run's mode file before its release; a failure never stops the release."""
+        if self.before_release is None:
+            return
+        try:
+            self.before_release(step.job_id, step.slurm_id, step.payload)
+        except Exception as exc:  # the run starts without it (the probe falls back to None)
+            log.warning("event=mode-file-failed job=%s error=%r", step.job_id, str(exc))
 
     # -- releasing requeued jobs only when Slurm is ready ------------------------------
 

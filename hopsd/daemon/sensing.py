@@ -362,7 +362,7 @@ class Sensing:
         problems: InputProblems | None = None,
     ) -> None:
         self.problems = problems if problems is not None else InputProblems()
-        self.spools = Spools(spool, self.problems)
+        self.spools = Spools(spool, self.problems, uid_of)
         self.uid_of = uid_of
         self.reader = ReportReader(uid_of, self.problems)
         self.janitor = SpoolJanitor(uid_of)
@@ -428,7 +428,8 @@ class Sensing:
             if owner is None:
                 return f"user {user!r} unknown to the system"
         try:
-            write_file(spool.path, f"{slurm_id}.mode", json.dumps(body).encode(), owner)
+            data = json.dumps(body).encode()
+            write_file(spool.path, f"{slurm_id}.mode", data, owner, give=not spool.per_user)
         except OSError as exc:
             return str(exc)
         return ""
@@ -474,7 +475,7 @@ class Sensing:
         try:
             self.janitor.sweep(now, retention_s, active)
             if self.spools.shared is not None:
-                self.janitor.scan(self.spools.shared, now, retention_s, active)
+                self.janitor.scan(self.spools.user_dirs(), now, retention_s, active)
         except OSError as exc:
             log.warning("event=spool-clean-failed error=%r", str(exc))
 

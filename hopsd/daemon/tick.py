@@ -41,6 +41,7 @@ from hopsd.daemon.enact import (
     resume_steps,
 )
 from hopsd.daemon.heartbeat import LeaseKeeper
+from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
@@ -131,6 +132,9 @@ class Tick:
             self._running_now,
             settle=_settle_of(config),
             guard=lease.check if lease is not None else None,
+            before_release=ReleaseNotes(
+                sessions, self.reconciler.sensing, lambda: self.config.profiling_iterations
+            ),
         )
         self.round_clock = RoundClock(self.settings.round_length_s)
         self.policy = get_policy(config.policy)

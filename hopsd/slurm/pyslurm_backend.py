@@ -62,7 +62,9 @@ class PyslurmSlurm:
         _rpc(lambda: pyslurm.Job(job_id).hold())
 
     def requeue_hold(self, job_id: int) -> None:
+        """Requeue held, then an operator's hold the owner cannot release (as the CLI port)."""
         _rpc(lambda: pyslurm.Job(job_id).requeue(hold=True))
+        _rpc(lambda: pyslurm.Job(job_id).hold())
 
     def cancel(self, job_id: int, as_user: str | None = None) -> None:
         if as_user is not None:

@@ -6,6 +6,7 @@ other parts running on the same test cluster are never touched.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -111,8 +112,17 @@ class LiveEnv:
         return LiveEnv(root, path, config, sessions, port, runner, prefix, [], [])
 
     @property
-    def spool(self) -> Path:
+    def spool_root(self) -> Path:
+        """hops.conf ``daemon.spool_dir``: hopsd's, with one directory per user inside."""
         return Path(self.config.spool_dir)
+
+    @property
+    def spool(self) -> Path:
+        """The spool directory of this test's own jobs (its user's, made by hopsd)."""
+        return self.spool_of(getpass.getuser())
+
+    def spool_of(self, user: str) -> Path:
+        return self.spool_root / user
 
     def adopt_filter(self) -> Callable[[ObservedJob], bool]:
         return lambda job: job.name.startswith(self.prefix)
