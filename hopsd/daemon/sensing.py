@@ -112,7 +112,18 @@ class RunReport:
     samples_done: float | None
 
 
-Report = ProfileReport | RunReport
+@dataclass(frozen=True)
+class CheckpointReport:
+    """The job saved a checkpoint (``probe.checkpointed()``), taking ``seconds``."""
+
+    run: int
+    node: str
+    at: float
+    seconds: float
+    samples_done: float | None
+
+
+Report = ProfileReport | RunReport | CheckpointReport
 
 
 class BadRecord(UserDataError):
@@ -124,9 +135,9 @@ _RUN_KEYS = _COMMON_KEYS | {"iterations", "samples", "seconds", "busy_s", "t_d",
 _RUN_KEYS |= {"t_d_sum", "t_w_sum"}
 _PROFILE_KEYS = _COMMON_KEYS | {"iterations", "samples_per_iter", "t_iter", "t_f", "t_b", "t_u"}
 _PROFILE_KEYS |= {"t_d_wait", "t_d", "t_w"}
-# One closed set for both kinds: every key the probe writes in any record.
+# One closed set for all kinds: every key the probe writes in any record.
 _RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS
-_KINDS = ("run", "profile")
+_KINDS = ("run", "profile", "checkpoint")
 _RECORD_JSON = JsonLimits(max_bytes=MAX_LINE_BYTES, max_depth=2, max_values=3 * MAX_LIST)
 
 
@@ -189,6 +200,8 @@ def parse_record(record: object, slurm_id: int) -> Report:
             raise BadRecord("a profile with no iteration time")
         spi = _num(record, "samples_per_iter", 1e9)
         return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
+    if kind == "checkpoint":
+        return CheckpointReport(run, node, at, _num(record, "seconds", MAX_TIME_S), samples_done)
     return RunReport(
         run,
         node,
@@ -371,6 +384,8 @@ class Sensing:
         self.progress_only: set[str] = set()
         self._windows: dict[tuple[str, str], tuple[deque[float], deque[float]]] = {}
         self._progress: dict[str, _Progress] = {}
+        # the time of each job's latest checkpoint report (hops's notice waits for one)
+        self.checkpoints: dict[int, float] = {}
 
     @property
     def spool(self) -> Path | None:
@@ -458,6 +473,10 @@ class Sensing:
                 row.samples_done = max(
                     row.samples_done, min(report.samples_done, row.total_samples)
                 )
+            if isinstance(report, CheckpointReport):
+                if report.run == seen.restarts:
+                    self.checkpoints[seen.slurm_id] = report.at
+                continue
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
             if isinstance(report, ProfileReport):
@@ -466,8 +485,14 @@ class Sensing:
                 self._learn_run(store, row, report, config, cluster)
         return True
 
+    def checkpointed_since(self, slurm_id: int, since: float) -> bool:
+        """The job's current run reported a checkpoint at or after ``since`` (epoch seconds)."""
+        at = self.checkpoints.get(slurm_id)
+        return at is not None and at >= since
+
     def ended(self, slurm_id: int, user: str, now: float) -> None:
         """A job ended: its spool files are removed after the retention (:mod:`.hygiene`)."""
+        self.checkpoints.pop(slurm_id, None)
         self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
 
     def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:

@@ -29,7 +29,7 @@ from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
-from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
+from hopsd.daemon.decide import Action, Decision, Notice, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -135,6 +135,7 @@ class Tick:
             before_release=ReleaseNotes(
                 sessions, self.reconciler.sensing, lambda: self.config.profiling_iterations
             ),
+            checkpointed_since=self.reconciler.sensing.checkpointed_since,
         )
         self.round_clock = RoundClock(self.settings.round_length_s)
         self.policy = get_policy(config.policy)
@@ -298,6 +299,8 @@ class Tick:
 
         Such a job is neither planned again nor its target given away: the GPUs its
         pending placement names stay reserved until the chain is taken or dropped.
+        A job whose requeue still waits (the grace of its checkpoint notice) keeps
+        its current GPUs busy as well: it is running on them.
         """
         waiting = by_job([Step.of(r) for r in pending_intents(session)])
         if not waiting:
@@ -309,6 +312,13 @@ class Tick:
                 if step.action == IntentAction.UPDATE:
                     for node, gpus in step.payload.get("nodes", []):
                         reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
+        # A job given notice runs on until it is requeued: its GPUs stay busy till then.
+        for job in snap.jobs:
+            steps = waiting.get(job.id, [])
+            running_on = any(s.action == IntentAction.REQUEUE_HOLD for s in steps)
+            if job.current is not None and running_on:
+                for node, gpus in job.current.parts:
+                    reserved[node] = reserved.get(node, 0) + gpus
         capacity = {
             n.id: max(snap.capacity_of(n.id) - reserved.get(n.id, 0), 0) for n in snap.cluster.nodes
         }
@@ -432,12 +442,20 @@ class Tick:
                 got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
                 row.estimate_source = got.source if got is not None else row.estimate_source
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        intents = record_intents(session, chains(actions, reasons), round_row.id, now)
+        requests = chains(actions, reasons, _notice_of(self.config))
+        intents = record_intents(session, requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
+
+
+def _notice_of(config: HopsConfig) -> Notice | None:
+    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
+    if config.checkpoint_grace_s <= 0:
+        return None
+    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:

@@ -84,6 +84,8 @@ class IntentAction(enum.StrEnum):
     MAKE_ELIGIBLE = "make_eligible"
     CANCEL = "cancel"
     HOLD = "hold"
+    # signal the job before a requeue; pending until it checkpointed or its grace is over
+    NOTICE = "notice"
 
 
 class IntentState(enum.StrEnum):

@@ -118,6 +118,11 @@ class CliSlurm:
         except SlurmError as exc:
             log.warning("event=operator-hold-failed slurm_job=%s error=%r", job_id, str(exc))
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        """``scancel --signal=USR1 --batch``: the batch script only (its own steps keep
+        running); a script that ``exec``s its trainer delivers it to the trainer."""
+        self._call(["scancel", f"--signal={signal}", "--batch", str(job_id)])
+
     def make_eligible(self, job_id: int) -> None:
         """Eligible two seconds from now, not at once: slurmd refuses a launch whose
         credential dates from the second it revoked the job's last run in ("Job

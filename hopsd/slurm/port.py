@@ -306,6 +306,10 @@ class SlurmPort(Protocol):
         """Clear a requeued job's begin-time wait (to a moment from now)."""
         ...
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        """Send ``signal`` (a name: ``USR1``) to the job's batch step: hops's notice."""
+        ...
+
     def cancel(self, job_id: int, as_user: str | None = None) -> None: ...
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:

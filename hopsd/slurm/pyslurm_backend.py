@@ -55,6 +55,9 @@ class PyslurmSlurm:
     def make_eligible(self, job_id: int) -> None:
         self._cli.make_eligible(job_id)
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        self._cli.signal_batch(job_id, signal)
+
     def release(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).release())
 

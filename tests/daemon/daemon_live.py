@@ -52,7 +52,8 @@ def cluster(command: str) -> None:
 PYTHON = sys.executable
 
 
-def conf_text(ledger: Path, spool: Path, extra: str = "") -> str:
+def conf_text(ledger: Path, spool: Path, extra: str = "", grace_s: float = 0.0) -> str:
+    """A live test's hops.conf; ``grace_s`` > 0 gives jobs a checkpoint notice before moves."""
     return f"""
 [ledger]
 url = "sqlite:///{ledger}"
@@ -77,6 +78,7 @@ address = ""
 [daemon]
 spool_dir = "{spool}"
 lease_ttl_s = 3.0
+checkpoint_grace_s = {grace_s}
 {extra}
 """
 
@@ -96,11 +98,11 @@ class LiveEnv:
     blockers: list[int]
 
     @staticmethod
-    def create(root: Path, extra: str = "") -> LiveEnv:
+    def create(root: Path, extra: str = "", grace_s: float = 0.0) -> LiveEnv:
         spool = root / "spool"
         spool.mkdir(parents=True, exist_ok=True)
         ledger = root / "ledger.sqlite"
-        text = conf_text(ledger, spool, extra)
+        text = conf_text(ledger, spool, extra, grace_s)
         path = root / "hops.conf"
         path.write_text(text)
         config = parse_config(text, str(path))

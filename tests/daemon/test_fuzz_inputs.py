@@ -202,6 +202,7 @@ restart_penalty_s = 1.0
 address = ""
 [daemon]
 spool_dir = "{spool}"
+checkpoint_grace_s = 0.0
 """
 
 
