@@ -111,7 +111,8 @@ def submit(
             timeout_s=config.slurm_timeout_s,
             command_prefix=config.slurm_command_prefix,
         )
-        env = job_environment(config.spool_dir, float(size), batch_size)
+        notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
+        env = job_environment(config.spool_dir, float(size), batch_size, notice)
         theirs = user_export(extra) or user_export(info.directives)
         args = [*without_export(extra), export_option(env, theirs)]
         job_id = port.submit(str(info.path), sbatch_args=args, tag=tag)

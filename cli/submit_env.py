@@ -4,8 +4,10 @@ Slurm cannot change a queued job's environment, so everything the job needs at
 every start is given at submission: where its probe writes (``HOPS_SPOOL_DIR``,
 the user's own directory in hopsd's spool, which hopsd makes before it releases
 the job), its size (``HOPS_TOTAL_SAMPLES``) and per-GPU batch
-(``HOPS_BATCH_SIZE``). What changes between starts (GPU count, learning rate)
-the probe reads from the mode file hopsd writes before each release.
+(``HOPS_BATCH_SIZE``), and the signal of hops's checkpoint notice
+(``HOPS_NOTICE_SIGNAL``) when hops.conf gives one. What changes between
+starts (GPU count, learning rate) the probe reads from the mode file hopsd
+writes before each release.
 
 The user's own ``--export`` (command line or ``#SBATCH``) is kept: hops adds its
 variables to it, and the one ``--export`` it passes comes last, so it wins.
@@ -24,9 +26,16 @@ def current_user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
-def job_environment(spool_dir: str, total_samples: float, batch_size: int) -> dict[str, str]:
-    """The variables a hops job gets (no spool directory when hops.conf names none)."""
+def job_environment(
+    spool_dir: str, total_samples: float, batch_size: int, notice_signal: str = ""
+) -> dict[str, str]:
+    """The variables a hops job gets (no spool directory when hops.conf names none).
+
+    ``notice_signal`` is the signal hopsd sends before a move (the probe catches it).
+    """
     env = {"HOPS_TOTAL_SAMPLES": f"{total_samples:g}", "HOPS_BATCH_SIZE": str(batch_size)}
+    if notice_signal:
+        env["HOPS_NOTICE_SIGNAL"] = notice_signal.removeprefix("SIG")
     if spool_dir:
         env["HOPS_SPOOL_DIR"] = str(Path(spool_dir) / current_user())
     return env

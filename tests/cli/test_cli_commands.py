@@ -77,7 +77,8 @@ def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
     assert result.stdout.strip() == "1001"
     (sub,) = port.submitted
     # the user's options, then what the job needs at every start (no spool_dir configured)
-    assert sub["args"] == ("--mem=4G", "--export=ALL,HOPS_BATCH_SIZE=32,HOPS_TOTAL_SAMPLES=1000")
+    exported = "HOPS_BATCH_SIZE=32,HOPS_NOTICE_SIGNAL=USR1,HOPS_TOTAL_SAMPLES=1000"
+    assert sub["args"] == ("--mem=4G", f"--export=ALL,{exported}")
     tag = sub["tag"]
     assert tag.demands == (1, 2, 4) and tag.total_samples == 1000
     assert tag.model == "resnet50" and tag.lr == (0.1,) and tag.lr_scale == "linear"
