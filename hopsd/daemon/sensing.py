@@ -123,7 +123,18 @@ class CheckpointReport:
     samples_done: float | None
 
 
-Report = ProfileReport | RunReport | CheckpointReport
+@dataclass(frozen=True)
+class StartReport:
+    """A run's time from its start to its first iteration (its share of a restart's cost)."""
+
+    run: int
+    node: str
+    at: float
+    startup_s: float
+    samples_done: float | None
+
+
+Report = ProfileReport | RunReport | CheckpointReport | StartReport
 
 
 class BadRecord(UserDataError):
@@ -136,8 +147,8 @@ _RUN_KEYS |= {"t_d_sum", "t_w_sum"}
 _PROFILE_KEYS = _COMMON_KEYS | {"iterations", "samples_per_iter", "t_iter", "t_f", "t_b", "t_u"}
 _PROFILE_KEYS |= {"t_d_wait", "t_d", "t_w"}
 # One closed set for all kinds: every key the probe writes in any record.
-_RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS
-_KINDS = ("run", "profile", "checkpoint")
+_RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS | {"startup_s"}
+_KINDS = ("run", "profile", "checkpoint", "start")
 _RECORD_JSON = JsonLimits(max_bytes=MAX_LINE_BYTES, max_depth=2, max_values=3 * MAX_LIST)
 
 
@@ -202,6 +213,8 @@ def parse_record(record: object, slurm_id: int) -> Report:
         return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
     if kind == "checkpoint":
         return CheckpointReport(run, node, at, _num(record, "seconds", MAX_TIME_S), samples_done)
+    if kind == "start":
+        return StartReport(run, node, at, _num(record, "startup_s", MAX_TIME_S), samples_done)
     return RunReport(
         run,
         node,
@@ -473,9 +486,8 @@ class Sensing:
                 row.samples_done = max(
                     row.samples_done, min(report.samples_done, row.total_samples)
                 )
-            if isinstance(report, CheckpointReport):
-                if report.run == seen.restarts:
-                    self.checkpoints[seen.slurm_id] = report.at
+            if isinstance(report, CheckpointReport | StartReport):
+                self._note_restart_cost(row, seen, report)
                 continue
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
@@ -484,6 +496,17 @@ class Sensing:
             else:
                 self._learn_run(store, row, report, config, cluster)
         return True
+
+    def _note_restart_cost(
+        self, row: JobRow, seen: ObservedJob, report: CheckpointReport | StartReport
+    ) -> None:
+        """Keep the job's checkpoint and start-up times (the latest of each), its restart cost."""
+        if isinstance(report, CheckpointReport):
+            row.checkpoint_s = report.seconds
+            if report.run == seen.restarts:
+                self.checkpoints[seen.slurm_id] = report.at
+        else:
+            row.startup_s = report.startup_s
 
     def checkpointed_since(self, slurm_id: int, since: float) -> bool:
         """The job's current run reported a checkpoint at or after ``since`` (epoch seconds)."""

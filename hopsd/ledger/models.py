@@ -170,6 +170,10 @@ class JobRow(Base):
     service_norm: Mapped[float] = mapped_column(Float, default=0.0)
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     samples_done: Mapped[float] = mapped_column(Float, default=0.0)
+    # What a restart costs the job, as its probe measured it: saving a checkpoint
+    # (after hops's notice) and getting from a start to the first iteration.
+    checkpoint_s: Mapped[float | None] = mapped_column(Float)
+    startup_s: Mapped[float | None] = mapped_column(Float)
     estimate_source: Mapped[str | None] = mapped_column(String(16))
     tag_status: Mapped[TagStatus] = mapped_column(
         StrEnumType(TagStatus), default=TagStatus.UNCHECKED

@@ -334,6 +334,8 @@ class Probe:
         self._all_phases = mode == "profile"
         self._iteration = Iteration(self, clock)
         self._seq = 0
+        self._started_at = _run_start(env, wall)
+        self._first_done = False
         self._seen = 0
         self._samples_done: float | None = None
         self._profile_rows: list[tuple[float, ...]] = []
@@ -457,6 +459,8 @@ class Probe:
         return taken[-MAX_SAMPLES_PER_RECORD:]
 
     def _end_iteration(self, it: Iteration, elapsed: float) -> None:
+        if not self._first_done:
+            self._first_iteration()
         if self._notice and self._on_preempt is not None:
             self._take_notice(self._on_preempt)
         if self.mode == "profile":
@@ -481,6 +485,17 @@ class Probe:
             self._sync[slot] = w
         if self._clock() - self._last_flush >= self.flush_s:
             self.flush()
+
+    def _first_iteration(self) -> None:
+        """Report how long this run took from its start to its first iteration.
+
+        With the time the job takes to checkpoint, that is what a restart costs
+        it; hops weighs moves with it.
+        """
+        self._first_done = True
+        startup = self._wall() - self._started_at
+        if 0 <= startup < 86_400:
+            self._write({"kind": "start", "startup_s": round(startup, 3)})
 
     def _take_notice(self, callback: Callable[[], object]) -> None:
         started = self._clock()
@@ -548,6 +563,28 @@ class Probe:
             self.errors += 1
         finally:
             os.close(fd)
+
+
+def _run_start(env: Mapping[str, str], wall: Callable[[], float]) -> float:
+    """When this run started (epoch seconds): Slurm's start time, else this process's.
+
+    Slurm 23.02 and later export ``SLURM_JOB_START_TIME``; before, the start of
+    the process (from ``/proc``) is the best the job knows, else now.
+    """
+    raw = env.get("SLURM_JOB_START_TIME", "")
+    if raw.isdigit():
+        return float(raw)
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 (starttime), counted after "pid (comm)"
+        booted = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return booted + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return wall()
 
 
 def _install_notice(name: str, probe: Probe) -> str:

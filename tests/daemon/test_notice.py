@@ -21,6 +21,7 @@ from hopsd.config import HopsConfig
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.intents import pending_intents
+from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import IntentAction
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
@@ -60,10 +61,13 @@ def notice_of(sessions: sessionmaker[Session], job: int) -> dict[str, object]:
 
 
 def report_checkpoint(config: HopsConfig, job: int, node: str, at: float) -> None:
-    record = {"v": 1, "job": str(job), "run": 0, "node": node, "seq": 9, "at": at,
-              "kind": "checkpoint", "seconds": 1.5, "samples_done": 6400.0}  # fmt: skip
+    """What the probe writes: its run's start-up time, then the checkpoint on notice."""
+    common = {"v": 1, "job": str(job), "run": 0, "node": node}
+    records = [{**common, "seq": 1, "at": at - 60, "kind": "start", "startup_s": 4.25},
+               {**common, "seq": 9, "at": at, "kind": "checkpoint", "seconds": 1.5,
+                "samples_done": 6400.0}]  # fmt: skip
     with open(Path(config.spool_dir) / "alice" / f"{job}.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
+        f.writelines(json.dumps(r) + "\n" for r in records)
 
 
 def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
@@ -88,6 +92,9 @@ def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
     assert port.actions(job).count("signal_batch") == 1
     assert "requeue_hold" in port.actions(job)
     assert set(port.jobs[job].placement) <= {"fast1", "fast2"}
+    with sessions.begin() as s:  # the restart cost the probe measured is kept
+        row = get_job(s, str(job))
+        assert row is not None and (row.checkpoint_s, row.startup_s) == (1.5, 4.25)
 
 
 def test_a_job_that_ignores_the_notice_is_requeued_after_the_grace(

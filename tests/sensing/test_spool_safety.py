@@ -133,6 +133,18 @@ def test_the_probe_reads_its_gpus_learning_rate_and_size(tmp_path: Path) -> None
     assert stale.gpus is None and stale.lr is None and stale.total_samples is None
 
 
+def test_the_probe_reports_its_runs_time_to_the_first_iteration(tmp_path: Path) -> None:
+    base = {"SLURM_JOB_ID": "42", "HOPS_SPOOL_DIR": str(tmp_path), "SLURM_JOB_START_TIME": "1000"}
+    wall = [1012.5]
+    p = Probe(environ=base, clock=lambda: 0.0, wall=lambda: wall[0])
+    with p.iteration(samples=32):
+        pass
+    with p.iteration(samples=32):
+        wall[0] += 1
+    (start,) = [json.loads(x) for x in (tmp_path / "42.jsonl").read_text().splitlines()]
+    assert start["kind"] == "start" and start["startup_s"] == 12.5  # once, at the first
+
+
 def test_the_probe_stands_alone_with_the_standard_library_only(tmp_path: Path) -> None:
     """``pip install ./probe`` into a bare target, imported with no site-packages at all."""
     target = tmp_path / "env"
