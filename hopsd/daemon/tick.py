@@ -47,6 +47,7 @@ from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import build_cluster_view
+from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
@@ -149,10 +150,25 @@ class Tick:
         if config.policy != self.policy.name:
             self.policy = get_policy(config.policy)
         self.reconciler.config = config
-        self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
+        self.reconciler.sensing.spools.shared = self._checked_spool(config)
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
+
+    def _checked_spool(self, config: HopsConfig) -> Path | None:
+        """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
+        current = self.reconciler.sensing.spools.shared
+        spool = Path(config.spool_dir) if config.spool_dir else None
+        if spool is None or spool == current:
+            return spool
+        try:
+            prepare_root(spool)
+        except UnsafeSpool as exc:
+            log.error(
+                "event=spool-refused key=daemon.spool_dir error=%r kept=%s", str(exc), current
+            )
+            return current
+        return spool
 
     # -- the tick ------------------------------------------------------------------------
 

@@ -49,7 +49,10 @@ def check_golden(name: str, payload: Any) -> None:
 # ---- submit ---------------------------------------------------------------------------------
 
 
-def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
+def test_submit_tags_and_submits_held(
+    tmp_path: Path, port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOPS_CONF", raising=False)  # embedded defaults: no spool_dir
     path = script(tmp_path, "#SBATCH --time=01:00:00\n#SBATCH -J resnet")
     result = runner.invoke(
         app,

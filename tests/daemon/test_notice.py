@@ -135,3 +135,17 @@ def test_without_a_grace_moves_requeue_at_once(config, port, sessions, clock) ->
     tick = daemon(dataclasses.replace(config, checkpoint_grace_s=0.0), port, sessions, clock)
     tick.run_once()
     assert "signal_batch" not in port.actions(job) and "requeue_hold" in port.actions(job)
+
+
+def test_a_reload_never_switches_to_a_spool_others_can_write(  # type: ignore[no-untyped-def]
+    config, port, sessions, clock, tmp_path
+):
+    tick = daemon(config, port, sessions, clock)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o1777)
+    tick.reconfigure(dataclasses.replace(config, spool_dir=str(loose)))
+    assert tick.reconciler.sensing.spools.shared == Path(config.spool_dir)  # kept
+    fresh = tmp_path / "fresh"
+    tick.reconfigure(dataclasses.replace(config, spool_dir=str(fresh)))
+    assert tick.reconciler.sensing.spools.shared == fresh and fresh.stat().st_mode & 0o777 == 0o755
