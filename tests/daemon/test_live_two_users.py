@@ -47,12 +47,12 @@ pytestmark = [
         not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
     ),
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the users' accounts needs root"),
-    # The victim's job runs this checkout's probe with the host's Python: not there for
-    # a cluster whose slurmd runs jobs inside a release root (HOPS_SLURM=24.11).
-    pytest.mark.skipif(
-        bool(os.environ.get("HOPS_SLURM_EXEC")), reason="jobs run inside a Slurm release root"
-    ),
 ]
+# The victim's job runs this checkout's probe with the host's Python: not there for a
+# cluster whose slurmd runs jobs inside a release root (HOPS_SLURM=24.11).
+HOST_JOBS = pytest.mark.skipif(
+    bool(os.environ.get("HOPS_SLURM_EXEC")), reason="jobs run inside a Slurm release root"
+)
 
 ATTACKER = "hopsmallory"
 VICTIM = "hopsvictor"
@@ -197,6 +197,7 @@ def run_to_the_end(env: LiveEnv, job: int) -> None:
         daemon.wait(timeout=30)
 
 
+@HOST_JOBS
 def test_a_link_squatted_on_a_future_job_id_destroys_nothing(
     env: LiveEnv, precious: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +211,7 @@ def test_a_link_squatted_on_a_future_job_id_destroys_nothing(
     assert env.rows()[job].samples_done > 0, "the victim's job reported nothing"
 
 
+@HOST_JOBS
 def test_planted_report_and_mode_files_do_not_silence_another_users_job(
     env: LiveEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
