@@ -61,6 +61,7 @@ address = ""
 [daemon]
 spool_dir = "{spool}"
 lease_ttl_s = {ttl}
+checkpoint_grace_s = 0.0
 """
 
 JOB = """#!/bin/bash

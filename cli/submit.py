@@ -15,6 +15,7 @@ from hops_cli.submit_args import (
     total_samples,
 )
 from hopsd.core.admission import admit
+from hops_cli.submit_env import export_option, job_environment, user_export, without_export
 from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 
@@ -120,7 +121,11 @@ def submit(
             timeout_s=config.slurm_timeout_s,
             command_prefix=config.slurm_command_prefix,
         )
-        job_id = port.submit(str(info.path), sbatch_args=extra, tag=tag)
+        notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
+        env = job_environment(config.spool_dir, float(size), batch_size, notice)
+        theirs = user_export(extra) or user_export(info.directives)
+        args = [*without_export(extra), export_option(env, theirs)]
+        job_id = port.submit(str(info.path), sbatch_args=args, tag=tag)
     if parsable:
         typer.echo(str(job_id))
     else:

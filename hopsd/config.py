@@ -9,6 +9,8 @@ clear line instead of a traceback.
 from __future__ import annotations
 
 import os
+import re
+import signal
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,6 +86,10 @@ class HopsConfig:
     requeue_wait_s: float = 20.0
     # Seconds after a job's end at which hopsd removes its spool files.
     spool_retention_s: float = 3600.0
+    # Before a move or preemption hopsd sends this signal to the job's batch step and
+    # waits up to checkpoint_grace_s for the probe to report a checkpoint (0: no notice).
+    notice_signal: str = "USR1"
+    checkpoint_grace_s: float = 120.0
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -140,6 +146,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "requeue_quiet_s": ("requeue_quiet_s", float),
         "requeue_wait_s": ("requeue_wait_s", float),
         "spool_retention_s": ("spool_retention_s", float),
+        "notice_signal": ("notice_signal", str),
+        "checkpoint_grace_s": ("checkpoint_grace_s", float),
     },
 }
 
@@ -233,6 +241,7 @@ def _check(config: HopsConfig) -> None:
         "fairshare.weight": config.fairshare_weight,
         "daemon.spool_retention_s": config.spool_retention_s,
         "ledger.retention_days": config.retention_days,
+        "daemon.checkpoint_grace_s": config.checkpoint_grace_s,
     }
     for key, value in non_negative.items():
         if value < 0:
@@ -245,6 +254,16 @@ def _check(config: HopsConfig) -> None:
     for node, gpu_type in config.node_types.items():
         if not isinstance(gpu_type, str) or not gpu_type:
             raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")
+    if not re.fullmatch(r"(SIG)?[A-Z0-9]{2,8}", config.notice_signal) or not hasattr(
+        signal, "SIG" + config.notice_signal.removeprefix("SIG")
+    ):
+        raise ConfigError(
+            f"daemon.notice_signal: not a signal name (e.g. USR1), got {config.notice_signal!r}"
+        )
+    if config.spool_dir and (not config.spool_dir.startswith("/") or "," in config.spool_dir):
+        raise ConfigError(
+            f"daemon.spool_dir: must be an absolute path without commas, got {config.spool_dir!r}"
+        )
     if ":" not in config.metrics_address and config.metrics_address != "":
         raise ConfigError(f"metrics.address: expected HOST:PORT, got {config.metrics_address!r}")
 

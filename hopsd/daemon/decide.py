@@ -126,11 +126,27 @@ def actions_from_plan(
     return out
 
 
-def intent_chain(action: Action, reason: str) -> list[IntentRequest]:
-    """The ordered Slurm actions one plan entry needs."""
+@dataclass(frozen=True)
+class Notice:
+    """The checkpoint notice before a move or preemption: which signal, how long to wait."""
+
+    signal: str = "USR1"
+    grace_s: float = 120.0
+
+
+def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> list[IntentRequest]:
+    """The ordered Slurm actions one plan entry needs.
+
+    With ``notice`` a move or preemption starts with a ``notice`` intent: the
+    job is signalled, and the requeue waits until it reported a checkpoint or
+    the grace (recorded in the intent, so a restarted daemon keeps it) is over.
+    """
     base: dict[str, Any] = {"slurm_id": action.slurm_id, "kind": action.kind, "reason": reason}
     A = IntentAction
     chain: list[IntentRequest] = []
+    if action.kind in (MOVE, PREEMPT) and notice is not None:
+        told = {**base, "signal": notice.signal, "grace_s": notice.grace_s}
+        chain.append(IntentRequest(action.job_id, A.NOTICE, {**told, "restarts": action.restarts}))
     if action.kind in (MOVE, PREEMPT):
         chain.append(
             IntentRequest(action.job_id, A.REQUEUE_HOLD, {**base, "restarts": action.restarts})
@@ -147,12 +163,18 @@ def intent_chain(action: Action, reason: str) -> list[IntentRequest]:
         chain.append(IntentRequest(action.job_id, A.UPDATE, placement))
         if action.kind == MOVE or action.was_requeued or action.restarts > 0:
             chain.append(IntentRequest(action.job_id, A.MAKE_ELIGIBLE, base))
-        chain.append(IntentRequest(action.job_id, A.RELEASE, base))
+        # what the job's next run is told (hopsd.daemon.job_control): its GPUs, and the
+        # restart count it will have (a move's requeue adds one)
+        run = action.restarts + (1 if action.kind == MOVE else 0)
+        release = {**base, "gpus": action.config.total_gpus, "run": run}
+        chain.append(IntentRequest(action.job_id, A.RELEASE, release))
     return chain
 
 
-def chains(actions: Sequence[Action], reasons: Mapping[str, str]) -> list[IntentRequest]:
+def chains(
+    actions: Sequence[Action], reasons: Mapping[str, str], notice: Notice | None = None
+) -> list[IntentRequest]:
     out: list[IntentRequest] = []
     for action in actions:
-        out.extend(intent_chain(action, reasons.get(action.job_id, action.kind)))
+        out.extend(intent_chain(action, reasons.get(action.job_id, action.kind), notice))
     return out

@@ -35,6 +35,7 @@ from hopsd.ledger.intents import (
     mark_abandoned,
     mark_done,
     mark_failed,
+    note_notice_sent,
     record_intent,
 )
 from hopsd.ledger.jobs import record_finished_run, run_reported_complete
@@ -78,6 +79,8 @@ class EnactReport:
     abandoned: list[tuple[Step, str]] = field(default_factory=list)
     deferred: list[Step] = field(default_factory=list)
     finished_early: list[str] = field(default_factory=list)
+    # notices whose grace still runs (their chains wait, pending, for a later tick)
+    noticed: list[Step] = field(default_factory=list)
     # rounds of waiting for requeued jobs; each costs two batched reads (queue, accounting)
     settle_polls: int = 0
 
@@ -148,8 +151,14 @@ class Enactor:
         monotonic: Callable[[], float] = time.monotonic,
         guard: Callable[[], None] | None = None,
         uid_of: Callable[[str], int | None] = system_uid,
+        before_release: Callable[[str, int, Mapping[str, Any]], None] | None = None,
+        checkpointed_since: Callable[[int, float], bool] | None = None,
     ) -> None:
         self.port = port
+        # Tells the run about to start what it needs (hopsd.daemon.job_control).
+        self.before_release = before_release
+        # Whether a job reported a checkpoint since a moment (ends a notice's grace early).
+        self.checkpointed_since = checkpointed_since
         self.running_now = running_now
         self.sessions = sessions
         self.clock = clock
@@ -184,6 +193,11 @@ class Enactor:
                 if job_id not in broken and needs_settling(chain, index):
                     waiting[job_id] = chain[index:]
                     break
+                if step.action == IntentAction.NOTICE and job_id not in broken:
+                    if step.intent_id in skip or self._notice(step, report):
+                        self._take(step, skip, broken, report)
+                        continue
+                    break  # the grace runs on: the rest of the chain stays pending
                 self._take(step, skip, broken, report)
         if waiting:
             self._settle(waiting, skip, broken, report)
@@ -208,6 +222,8 @@ class Enactor:
             return
         if self.guard is not None:
             self.guard()
+        if step.action == IntentAction.RELEASE:
+            self._tell_the_run(step)
         try:
             self._call(step)
         except SlurmCommandError as exc:
@@ -235,6 +251,69 @@ class Enactor:
         self.actions_taken += 1
         if self._crash_after is not None and self.actions_taken >= self._crash_after:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _notice(self, step: Step, report: EnactReport) -> bool:
+        """Signal the job once, then True when its requeue may go ahead.
+
+        That is when the job's probe reported a checkpoint since the signal, or
+        the grace recorded in the intent is over, or the signal could not be
+        sent (nothing to wait for). The time the signal went out is written to
+        the intent first thing, so a restarted daemon waits out the same grace.
+        """
+        sent_at = step.payload.get("sent_at")
+        if sent_at is None:
+            if self.guard is not None:
+                self.guard()
+            signal_name = str(step.payload.get("signal", "USR1"))
+            try:
+                self.port.signal_batch(step.slurm_id, signal_name)
+            except SlurmCommandError as exc:
+                log.warning(
+                    "event=notice-failed job=%s slurm_job=%s error=%r note='requeued at once'",
+                    step.job_id,
+                    step.slurm_id,
+                    str(exc),
+                )
+                return True
+            sent_at = self.clock()
+            with self.sessions.begin() as session:
+                note_notice_sent(session, step.intent_id, sent_at)
+            log.info(
+                "event=notice job=%s slurm_job=%s signal=%s grace_s=%s kind=%s",
+                step.job_id,
+                step.slurm_id,
+                signal_name,
+                step.payload.get("grace_s"),
+                step.payload.get("kind"),
+            )
+            self.actions_taken += 1
+        waited = self.clock() - float(sent_at)
+        if self.checkpointed_since is not None and self.checkpointed_since(
+            step.slurm_id, float(sent_at)
+        ):
+            why = "checkpointed"
+        elif waited >= float(step.payload.get("grace_s", 0.0)):
+            why = "grace over"
+        else:
+            report.noticed.append(step)
+            return False
+        log.info(
+            "event=notice-over job=%s slurm_job=%s reason=%r waited_s=%.1f",
+            step.job_id,
+            step.slurm_id,
+            why,
+            waited,
+        )
+        return True
+
+    def _tell_the_run(self, step: Step) -> None:
+        """Write the run's mode file before its release; a failure never stops the release."""
+        if self.before_release is None:
+            return
+        try:
+            self.before_release(step.job_id, step.slurm_id, step.payload)
+        except Exception as exc:  # the run starts without it (the probe falls back to None)
+            log.warning("event=mode-file-failed job=%s error=%r", step.job_id, str(exc))
 
     # -- releasing requeued jobs only when Slurm is ready ------------------------------
 
@@ -473,6 +552,8 @@ class Enactor:
             self.port.hold(job)
         elif step.action == A.CANCEL:
             self.port.cancel(job)
+        elif step.action == A.NOTICE:
+            pass  # signalled (once) by _notice; taking it only marks it done
 
     def _finish(self, step: Step, error: str | None) -> None:
         with self.sessions.begin() as session:
@@ -547,7 +628,10 @@ def resume_steps(
         leaving = seen.state == "COMPLETING" and seen.reason in HELD_REASONS
         is_pending, is_held = seen.pending or leaving, seen.held or leaving
         sim = _Sim(True, is_pending, is_held, seen.busy and not leaving, seen.restarts)
-        stale = now - min(s.created_at for s in steps) > max_age_s
+        # a notice's grace is part of its chain's life: not stale while it runs
+        notices = [s for s in steps if s.action == IntentAction.NOTICE]
+        grace = max((float(s.payload.get("grace_s", 0.0)) for s in notices), default=0.0)
+        stale = now - min(s.created_at for s in steps) > max_age_s + grace
         for step in steps:
             verdict = _judge(step, sim, stale)
             if verdict == "run":
@@ -565,6 +649,12 @@ def resume_steps(
 def _judge(step: Step, sim: _Sim, stale: bool) -> str:
     """ "run", a reason it is already done, or "drop:<reason>"; updates ``sim``."""
     A = IntentAction
+    if step.action == A.NOTICE:
+        if sim.busy and sim.restarts == int(step.payload.get("restarts", 0)):
+            if stale and "sent_at" not in step.payload:
+                return "drop:stale plan; the job keeps running"
+            return "run"  # sends the signal if it never went out, else waits out the grace
+        return "job no longer running"
     if step.action == A.REQUEUE_HOLD:
         if sim.busy and sim.restarts == int(step.payload.get("restarts", 0)):
             if stale:

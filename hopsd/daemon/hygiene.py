@@ -11,7 +11,7 @@ link, and in a job's own working directory only while that directory still
 belongs to the job's user.
 
 Ends are remembered in memory. For the admin's shared spool a restarted daemon
-also sweeps the directory itself (every ``retention`` seconds at most): files
+also sweeps its users' directories (every ``retention`` seconds at most): files
 named after a job that is not active and untouched for the retention are
 removed. Working directories cannot be swept that way (hopsd does not know them
 after a restart); their files stay when the daemon restarted before the delay.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,11 +74,20 @@ class SpoolJanitor:
                 removed.append(slurm_id)
         return removed
 
-    def scan(self, directory: Path, now: float, retention_s: float, active: Collection[int]) -> int:
-        """Remove stale job files from the shared spool (at most once per retention period)."""
+    def scan(
+        self, directories: Sequence[Path], now: float, retention_s: float, active: Collection[int]
+    ) -> int:
+        """Remove stale job files from the shared spool's user directories.
+
+        At most once per retention period (a minute at least) for all of them.
+        """
         if self._last_scan is not None and now - self._last_scan < max(retention_s, 60.0):
             return 0
         self._last_scan = now
+        return sum(self._scan_one(d, now, retention_s, active) for d in directories)
+
+    @staticmethod
+    def _scan_one(directory: Path, now: float, retention_s: float, active: Collection[int]) -> int:
         try:
             entries = list(os.scandir(directory))
         except OSError:

@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,6 +27,7 @@ from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.logging import setup_logging
 from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.service import Service
+from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import migrate
@@ -200,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_LEDGER
         print(f"hopsd: ledger {redact(config.ledger_url)} is at revision {migrate.head_revision()}")
         return 0
+    if config.spool_dir:
+        try:
+            prepare_root(Path(config.spool_dir))
+        except UnsafeSpool as exc:
+            print(f"hopsd: daemon.spool_dir: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     silence_solver_banner()
     try:
         return run_daemon(args, config)

@@ -111,7 +111,29 @@ class RunReport:
     samples_done: float | None
 
 
-Report = ProfileReport | RunReport
+@dataclass(frozen=True)
+class CheckpointReport:
+    """The job saved a checkpoint (``probe.checkpointed()``), taking ``seconds``."""
+
+    run: int
+    node: str
+    at: float
+    seconds: float
+    samples_done: float | None
+
+
+@dataclass(frozen=True)
+class StartReport:
+    """A run's time from its start to its first iteration (its share of a restart's cost)."""
+
+    run: int
+    node: str
+    at: float
+    startup_s: float
+    samples_done: float | None
+
+
+Report = ProfileReport | RunReport | CheckpointReport | StartReport
 
 
 class BadRecord(UserDataError):
@@ -123,9 +145,9 @@ _RUN_KEYS = _COMMON_KEYS | {"iterations", "samples", "seconds", "busy_s", "t_d",
 _RUN_KEYS |= {"t_d_sum", "t_w_sum"}
 _PROFILE_KEYS = _COMMON_KEYS | {"iterations", "samples_per_iter", "t_iter", "t_f", "t_b", "t_u"}
 _PROFILE_KEYS |= {"t_d_wait", "t_d", "t_w"}
-# One closed set for both kinds: every key the probe writes in any record.
-_RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS
-_KINDS = ("run", "profile")
+# One closed set for all kinds: every key the probe writes in any record.
+_RECORD_KEYS = _RUN_KEYS | _PROFILE_KEYS | {"startup_s"}
+_KINDS = ("run", "profile", "checkpoint", "start")
 _RECORD_JSON = JsonLimits(max_bytes=MAX_LINE_BYTES, max_depth=2, max_values=3 * MAX_LIST)
 
 
@@ -188,6 +210,10 @@ def parse_record(record: object, slurm_id: int) -> Report:
             raise BadRecord("a profile with no iteration time")
         spi = _num(record, "samples_per_iter", 1e9)
         return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
+    if kind == "checkpoint":
+        return CheckpointReport(run, node, at, _num(record, "seconds", MAX_TIME_S), samples_done)
+    if kind == "start":
+        return StartReport(run, node, at, _num(record, "startup_s", MAX_TIME_S), samples_done)
     return RunReport(
         run,
         node,
@@ -361,7 +387,7 @@ class Sensing:
         problems: InputProblems | None = None,
     ) -> None:
         self.problems = problems if problems is not None else InputProblems()
-        self.spools = Spools(spool, self.problems)
+        self.spools = Spools(spool, self.problems, uid_of)
         self.uid_of = uid_of
         self.reader = ReportReader(uid_of, self.problems)
         self.janitor = SpoolJanitor(uid_of)
@@ -370,6 +396,8 @@ class Sensing:
         self.progress_only: set[str] = set()
         self._windows: dict[tuple[str, str], tuple[deque[float], deque[float]]] = {}
         self._progress: dict[str, _Progress] = {}
+        # the time of each job's latest checkpoint report (hops's notice waits for one)
+        self.checkpoints: dict[int, float] = {}
 
     @property
     def spool(self) -> Path | None:
@@ -427,7 +455,8 @@ class Sensing:
             if owner is None:
                 return f"user {user!r} unknown to the system"
         try:
-            write_file(spool.path, f"{slurm_id}.mode", json.dumps(body).encode(), owner)
+            data = json.dumps(body).encode()
+            write_file(spool.path, f"{slurm_id}.mode", data, owner, give=not spool.per_user)
         except OSError as exc:
             return str(exc)
         return ""
@@ -456,6 +485,9 @@ class Sensing:
                 row.samples_done = max(
                     row.samples_done, min(report.samples_done, row.total_samples)
                 )
+            if isinstance(report, CheckpointReport | StartReport):
+                self._note_restart_cost(row, seen, report)
+                continue
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
             if isinstance(report, ProfileReport):
@@ -464,8 +496,25 @@ class Sensing:
                 self._learn_run(store, row, report, config, cluster)
         return True
 
+    def _note_restart_cost(
+        self, row: JobRow, seen: ObservedJob, report: CheckpointReport | StartReport
+    ) -> None:
+        """Keep the job's checkpoint and start-up times (the latest of each), its restart cost."""
+        if isinstance(report, CheckpointReport):
+            row.checkpoint_s = report.seconds
+            if report.run == seen.restarts:
+                self.checkpoints[seen.slurm_id] = report.at
+        else:
+            row.startup_s = report.startup_s
+
+    def checkpointed_since(self, slurm_id: int, since: float) -> bool:
+        """The job's current run reported a checkpoint at or after ``since`` (epoch seconds)."""
+        at = self.checkpoints.get(slurm_id)
+        return at is not None and at >= since
+
     def ended(self, slurm_id: int, user: str, now: float) -> None:
         """A job ended: its spool files are removed after the retention (:mod:`.hygiene`)."""
+        self.checkpoints.pop(slurm_id, None)
         self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
 
     def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
@@ -473,7 +522,7 @@ class Sensing:
         try:
             self.janitor.sweep(now, retention_s, active)
             if self.spools.shared is not None:
-                self.janitor.scan(self.spools.shared, now, retention_s, active)
+                self.janitor.scan(self.spools.user_dirs(), now, retention_s, active)
         except OSError as exc:
             log.warning("event=spool-clean-failed error=%r", str(exc))
 

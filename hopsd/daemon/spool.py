@@ -4,6 +4,16 @@ hops.conf ``[daemon] spool_dir`` names one directory for every job's files; left
 empty (the default) each job uses its own Slurm working directory, which is
 where :mod:`hopsd.probe` writes when ``HOPS_SPOOL_DIR`` is unset.
 
+The shared spool is hopsd's own: created (or checked) at start by
+:func:`prepare_root` -- owned by hopsd's user, writable by nobody else, and
+reached through no directory another user could swap. Jobs never write into it
+directly: each user gets ``<spool_dir>/<user>/``, made by hopsd before it
+releases that user's first job, owned by the user and mode 0700
+(:func:`ensure_user_dir`). So no user can create, plant or link a file in
+another user's directory, and a job id squatted in advance names nothing: the
+file hops reads for a job is always in its own user's directory. Mode files
+hopsd writes there stay hopsd's (the probe trusts no other owner).
+
 A working directory belongs to the job's user, and hopsd usually runs as root
 or an operator, so everything here assumes the directory may be hostile:
 
@@ -24,6 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
+import re
 import stat
 import uuid
 from collections.abc import Callable, Iterable
@@ -39,65 +51,223 @@ if TYPE_CHECKING:
 
 UidLookup = Callable[[str], int | None]
 
+#: User names hopsd makes a spool directory for (a name is a path component).
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+_GROUP_OR_OTHER_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
 
 class UnsafeSpool(OSError):
     """A file or directory hopsd refuses to use, with the reason."""
 
 
+def system_uid(user: str) -> int | None:
+    """The uid of a user name, or None when the system does not know it."""
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except (KeyError, TypeError):
+        return None
+
+
 @dataclass(frozen=True)
 class JobSpool:
-    """One job's spool directory, and whether it is the job's own (working) directory."""
+    """One job's spool directory, and whether it belongs to the job's user.
+
+    ``own``: the directory is the user's (their working directory, or their
+    directory in the shared spool), so it must still be theirs when hopsd
+    writes or removes there. ``per_user``: it is the user's directory in the
+    shared spool, where mode files stay hopsd's instead of being handed over.
+    """
 
     path: Path
     own: bool
+    per_user: bool = False
+
+
+def prepare_root(root: Path) -> None:
+    """Create the shared spool if missing, then refuse it unless only hopsd can write it.
+
+    Raises :class:`UnsafeSpool` with the reason: not an absolute path, a link,
+    not a directory, another owner than hopsd's user, writable by group or
+    others, or below a directory another user could rename it out of.
+    """
+    if not root.is_absolute():
+        raise UnsafeSpool(f"{root} is not an absolute path")
+    if not os.path.lexists(root):
+        try:
+            root.mkdir(mode=0o755, parents=True)
+            os.chmod(root, 0o755, follow_symlinks=False)
+        except OSError as exc:
+            raise UnsafeSpool(f"cannot create {root}: {exc.strerror or exc}") from exc
+    info = os.lstat(root)
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeSpool(f"{root} is a symbolic link; name the directory itself")
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafeSpool(f"{root} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise UnsafeSpool(f"{root} is owned by uid {info.st_uid}; hopsd runs as uid {os.geteuid()}")
+    if info.st_mode & _GROUP_OR_OTHER_WRITE:
+        raise UnsafeSpool(
+            f"{root} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
+            "hopsd gives each user a directory of their own inside it: chmod 755 it"
+        )
+    for parent in root.parents:
+        _check_ancestor(parent)
+
+
+def _check_ancestor(parent: Path) -> None:
+    """A directory above the spool: others must not be able to rename the spool away."""
+    info = os.stat(parent)
+    if info.st_uid not in (0, os.geteuid()):
+        raise UnsafeSpool(f"{parent}, above the spool, is owned by uid {info.st_uid}")
+    if info.st_mode & _GROUP_OR_OTHER_WRITE and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeSpool(f"{parent}, above the spool, is writable by others, not sticky")
+
+
+def ensure_user_dir(root: Path, user: str, uid: int) -> Path:
+    """``root/user``: created if missing, the user's, mode 0700 (no group/other write).
+
+    Works through descriptors opened without following links, so a name
+    planted in ``root`` (only hopsd can write there) could not redirect it
+    anyway. A directory with a third owner is refused; hopsd not running as
+    root can serve only its own user (it cannot give a directory away).
+    """
+    if not _USER_NAME.fullmatch(user):
+        raise UnsafeSpool(f"user name {user!r} cannot name a spool directory")
+    if uid != os.geteuid() and os.geteuid() != 0:
+        raise UnsafeSpool(f"hopsd is not root: cannot give user {user!r} a spool directory")
+    root_fd = _open_dir(root, os.geteuid())
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(user, 0o700, dir_fd=root_fd)
+        try:
+            fd = os.open(user, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
+        except OSError as exc:
+            raise UnsafeSpool(f"{root / user}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(root_fd)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid not in (uid, os.geteuid()):
+            raise UnsafeSpool(f"{root / user} is owned by uid {info.st_uid}, not {user!r}")
+        if info.st_uid != uid:
+            os.fchown(fd, uid, _gid_of(uid))
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return root / user
+
+
+def _gid_of(uid: int) -> int:
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return -1
 
 
 class Spools:
-    """Resolves a job's spool directory: the shared spool, or its working directory.
+    """Resolves a job's spool directory: its user's in the shared spool, or its working one.
 
-    Working directories come from the jobs observed each tick (:meth:`note`). A
-    job that left the queue keeps its directory for the tick in which it is seen
-    gone, so its last report can still be read when the job is ended.
+    Users and working directories come from the jobs observed each tick
+    (:meth:`note`), which also makes each user's shared-spool directory before
+    hopsd can release that user's job. A job that left the queue keeps its
+    directory for the tick in which it is seen gone, so its last report can
+    still be read when the job is ended.
     """
 
-    def __init__(self, shared: Path | None, problems: InputProblems | None = None) -> None:
+    def __init__(
+        self,
+        shared: Path | None,
+        problems: InputProblems | None = None,
+        uid_of: UidLookup = system_uid,
+    ) -> None:
         self.shared = shared
         self.problems = problems
+        self.uid_of = uid_of
         self._dirs: dict[int, str] = {}
         self._gone: dict[int, str] = {}
+        self._users: dict[int, str] = {}
+        self._gone_users: dict[int, str] = {}
+        self._ready: set[tuple[Path, str]] = set()
         self._refused: set[int] = set()
 
     def note(self, jobs: Iterable[ObservedJob]) -> None:
-        """Remember the working directories of this tick's hops jobs (only usable ones).
+        """Remember this tick's hops jobs: their users and (usable) working directories.
 
         A directory :func:`hopsd.userdata.work_dir_problem` refuses is reported
         once per job when no shared spool is configured (it would be the spool).
         """
         current: dict[int, str] = {}
+        users: dict[int, str] = {}
         seen: set[int] = set()
         for job in jobs:
             seen.add(job.slurm_id)
-            if not (job.claims_hops and job.work_dir):
+            if not job.claims_hops:
+                continue
+            if self.shared is not None:
+                if self._user_dir_ready(job):
+                    users[job.slurm_id] = job.user
+                continue
+            if not job.work_dir:
                 continue
             problem = work_dir_problem(job.work_dir)
             if not problem:
                 current[job.slurm_id] = job.work_dir
-            elif self.shared is None and job.slurm_id not in self._refused:
+            elif job.slurm_id not in self._refused:
                 self._refused.add(job.slurm_id)
                 if self.problems is not None:
                     self.problems.note(job.slurm_id, problem, "work_dir")
         self._gone = {k: v for k, v in self._dirs.items() if k not in current}
         self._dirs = current
+        self._gone_users = {k: v for k, v in self._users.items() if k not in users}
+        self._users = users
         self._refused &= seen  # bounded by the jobs Slurm still lists
 
+    def _user_dir_ready(self, job: ObservedJob) -> bool:
+        """Make (once) the job's user's directory in the shared spool; False when refused."""
+        assert self.shared is not None
+        key = (self.shared, job.user)
+        if key in self._ready:
+            return True
+        uid = self.uid_of(job.user)
+        try:
+            if uid is None:
+                raise UnsafeSpool(f"user {job.user!r} unknown to the system")
+            ensure_user_dir(self.shared, job.user, uid)
+        except OSError as exc:
+            if job.slurm_id not in self._refused:
+                self._refused.add(job.slurm_id)
+                if self.problems is not None:
+                    self.problems.note(job.slurm_id, f"spool: {exc}", "spool")
+            return False
+        self._ready.add(key)
+        return True
+
     def of(self, slurm_id: int) -> JobSpool | None:
-        """The job's spool, or None when its working directory is unknown or unusable."""
+        """The job's spool, or None when its user's or working directory is unknown or unusable."""
         if self.shared is not None:
-            return JobSpool(self.shared, own=False)
+            user = self._users.get(slurm_id) or self._gone_users.get(slurm_id)
+            if not user:
+                return None
+            return JobSpool(self.shared / user, own=True, per_user=True)
         work_dir = self._dirs.get(slurm_id) or self._gone.get(slurm_id)
         if not work_dir or work_dir_problem(work_dir):
             return None
         return JobSpool(Path(work_dir), own=True)
+
+    def user_dirs(self) -> list[Path]:
+        """The per-user directories of the shared spool (for the sweep; none without one)."""
+        if self.shared is None:
+            return []
+        try:
+            entries = list(os.scandir(self.shared))
+        except OSError:
+            return []
+        return sorted(
+            Path(e.path)
+            for e in entries
+            if _USER_NAME.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+        )
 
 
 def read_owned(path: Path, uid: int, limit: int, start: int = 0) -> tuple[bytes, int]:
@@ -142,12 +312,16 @@ def _open_dir(directory: Path, owner_uid: int | None) -> int:
     return fd
 
 
-def write_file(directory: Path, name: str, data: bytes, owner_uid: int | None) -> None:
+def write_file(
+    directory: Path, name: str, data: bytes, owner_uid: int | None, *, give: bool = True
+) -> None:
     """Atomically (re)write ``directory/name`` without following any link planted there.
 
     With ``owner_uid`` the directory must belong to that user (the job's own
-    working directory), and the file is handed to the user when hopsd runs as
-    root, so the user can remove it like any file of theirs.
+    working directory or their shared-spool directory). With ``give`` the file
+    is handed to the user when hopsd runs as root, so the user can remove it
+    like any file of theirs; without, it stays hopsd's, so the job can tell it
+    from a file anyone else wrote.
     """
     dir_fd = _open_dir(directory, owner_uid)
     tmp = f".{name}.{uuid.uuid4().hex}"
@@ -159,7 +333,7 @@ def write_file(directory: Path, name: str, data: bytes, owner_uid: int | None) -
             raise UnsafeSpool(f"cannot create a file in {directory}: {exc.strerror}") from exc
         try:
             os.write(fd, data)
-            if owner_uid is not None and os.geteuid() == 0:
+            if give and owner_uid is not None and os.geteuid() == 0:
                 os.fchown(fd, owner_uid, os.fstat(dir_fd).st_gid)
         finally:
             os.close(fd)

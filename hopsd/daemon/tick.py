@@ -29,7 +29,7 @@ from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble, latest_targets
-from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
+from hopsd.daemon.decide import Action, Decision, Notice, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -42,12 +42,14 @@ from hopsd.daemon.enact import (
 )
 from hopsd.daemon.gpu_use import GpuUse, gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
+from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
+from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
 from hopsd.ledger.intents import pending_intents, record_intents
@@ -136,6 +138,10 @@ class Tick:
             self._running_now,
             settle=_settle_of(config),
             guard=lease.check if lease is not None else None,
+            before_release=ReleaseNotes(
+                sessions, self.reconciler.sensing, lambda: self.config.profiling_iterations
+            ),
+            checkpointed_since=self.reconciler.sensing.checkpointed_since,
         )
         self.round_clock = RoundClock(self.settings.round_length_s)
         self.policy = get_policy(config.policy)
@@ -150,10 +156,25 @@ class Tick:
         if config.policy != self.policy.name:
             self.policy = get_policy(config.policy)
         self.reconciler.config = config
-        self.reconciler.sensing.spools.shared = Path(config.spool_dir) if config.spool_dir else None
+        self.reconciler.sensing.spools.shared = self._checked_spool(config)
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
+
+    def _checked_spool(self, config: HopsConfig) -> Path | None:
+        """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
+        current = self.reconciler.sensing.spools.shared
+        spool = Path(config.spool_dir) if config.spool_dir else None
+        if spool is None or spool == current:
+            return spool
+        try:
+            prepare_root(spool)
+        except UnsafeSpool as exc:
+            log.error(
+                "event=spool-refused key=daemon.spool_dir error=%r kept=%s", str(exc), current
+            )
+            return current
+        return spool
 
     # -- the tick ------------------------------------------------------------------------
 
@@ -306,6 +327,8 @@ class Tick:
 
         Such a job is neither planned again nor its target given away: the GPUs its
         pending placement names stay reserved until the chain is taken or dropped.
+        A job whose requeue still waits (the grace of its checkpoint notice) keeps
+        its current GPUs busy as well: it is running on them.
         """
         waiting = by_job([Step.of(r) for r in pending_intents(session)])
         if not waiting:
@@ -317,6 +340,13 @@ class Tick:
                 if step.action == IntentAction.UPDATE:
                     for node, gpus in step.payload.get("nodes", []):
                         reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
+        # A job given notice runs on until it is requeued: its GPUs stay busy till then.
+        for job in snap.jobs:
+            steps = waiting.get(job.id, [])
+            running_on = any(s.action == IntentAction.REQUEUE_HOLD for s in steps)
+            if job.current is not None and running_on:
+                for node, gpus in job.current.parts:
+                    reserved[node] = reserved.get(node, 0) + gpus
         capacity = {
             n.id: max(snap.capacity_of(n.id) - reserved.get(n.id, 0), 0) for n in snap.cluster.nodes
         }
@@ -446,12 +476,20 @@ class Tick:
                 got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
                 row.estimate_source = got.source if got is not None else row.estimate_source
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        intents = record_intents(session, chains(actions, reasons), round_row.id, now)
+        requests = chains(actions, reasons, _notice_of(self.config))
+        intents = record_intents(session, requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
+
+
+def _notice_of(config: HopsConfig) -> Notice | None:
+    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
+    if config.checkpoint_grace_s <= 0:
+        return None
+    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:

@@ -132,6 +132,13 @@ def intent_by_key(session: Session, key: str) -> Intent | None:
     return session.scalars(select(IntentRow).where(IntentRow.idempotency_key == key)).first()
 
 
+def note_notice_sent(session: Session, intent: Intent | int, at: float) -> Intent:
+    """Record when a pending ``notice`` intent's signal went out (its grace starts then)."""
+    row = _resolve(session, intent)
+    row.payload = {**row.payload, "sent_at": at}  # a new dict: the JSON column sees the change
+    return row
+
+
 def mark_done(session: Session, intent: Intent | int, now: float = 0.0) -> Intent:
     """Pending -> done. Marking a done intent again is a no-op (resume is idempotent)."""
     return _finish(session, intent, IntentState.DONE, now, "")

@@ -84,6 +84,8 @@ class IntentAction(enum.StrEnum):
     MAKE_ELIGIBLE = "make_eligible"
     CANCEL = "cancel"
     HOLD = "hold"
+    # signal the job before a requeue; pending until it checkpointed or its grace is over
+    NOTICE = "notice"
 
 
 class IntentState(enum.StrEnum):
@@ -168,6 +170,10 @@ class JobRow(Base):
     service_norm: Mapped[float] = mapped_column(Float, default=0.0)
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     samples_done: Mapped[float] = mapped_column(Float, default=0.0)
+    # What a restart costs the job, as its probe measured it: saving a checkpoint
+    # (after hops's notice) and getting from a start to the first iteration.
+    checkpoint_s: Mapped[float | None] = mapped_column(Float)
+    startup_s: Mapped[float | None] = mapped_column(Float)
     estimate_source: Mapped[str | None] = mapped_column(String(16))
     tag_status: Mapped[TagStatus] = mapped_column(
         StrEnumType(TagStatus), default=TagStatus.UNCHECKED

@@ -15,6 +15,7 @@ from typing import TypeVar
 from hopsd.slurm.classify import error_for
 from hopsd.slurm.errors import (
     SlurmCommandError,
+    SlurmError,
     SlurmTimeoutError,
     SlurmUnavailableError,
     SubmitArgumentError,
@@ -109,7 +110,25 @@ class CliSlurm:
         self._call(["scontrol", "hold", str(job_id)])
 
     def requeue_hold(self, job_id: int) -> None:
+        """Requeue held, then hold as hops's own user: an operator's hold.
+
+        ``requeuehold`` leaves a hold the job's owner may ``scontrol release``,
+        which would start the job at its last placement with no hops decision.
+        The ``hold`` that follows at once (it takes even while the job is still
+        completing) is an admin hold when hopsd runs as root, SlurmUser or an
+        operator: only such a user can release it. Its failure is logged, not
+        raised: the requeue happened, and the chain goes on.
+        """
         self._call(["scontrol", "requeuehold", str(job_id)])
+        try:
+            self._call(["scontrol", "hold", str(job_id)])
+        except SlurmError as exc:
+            log.warning("event=operator-hold-failed slurm_job=%s error=%r", job_id, str(exc))
+
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        """``scancel --signal=USR1 --batch``: the batch script only (its own steps keep
+        running); a script that ``exec``s its trainer delivers it to the trainer."""
+        self._call(["scancel", f"--signal={signal}", "--batch", str(job_id)])
 
     def make_eligible(self, job_id: int) -> None:
         """Eligible two seconds from now, not at once: slurmd refuses a launch whose

@@ -311,6 +311,10 @@ class SlurmPort(Protocol):
         """Clear a requeued job's begin-time wait (to a moment from now)."""
         ...
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        """Send ``signal`` (a name: ``USR1``) to the job's batch step: hops's notice."""
+        ...
+
     def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
         """Cancel a job, or one task of a job array given as ``ARRAY_TASK`` (``26_1``)."""
         ...

@@ -55,6 +55,9 @@ class PyslurmSlurm:
     def make_eligible(self, job_id: int) -> None:
         self._cli.make_eligible(job_id)
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        self._cli.signal_batch(job_id, signal)
+
     def release(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).release())
 
@@ -62,7 +65,9 @@ class PyslurmSlurm:
         _rpc(lambda: pyslurm.Job(job_id).hold())
 
     def requeue_hold(self, job_id: int) -> None:
+        """Requeue held, then an operator's hold the owner cannot release (as the CLI port)."""
         _rpc(lambda: pyslurm.Job(job_id).requeue(hold=True))
+        _rpc(lambda: pyslurm.Job(job_id).hold())
 
     def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
         if as_user is not None or isinstance(job_id, str):

@@ -49,7 +49,10 @@ def check_golden(name: str, payload: Any) -> None:
 # ---- submit ---------------------------------------------------------------------------------
 
 
-def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
+def test_submit_tags_and_submits_held(
+    tmp_path: Path, port: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HOPS_CONF", raising=False)  # embedded defaults: no spool_dir
     path = script(tmp_path, "#SBATCH --time=01:00:00\n#SBATCH -J resnet")
     result = runner.invoke(
         app,
@@ -76,7 +79,9 @@ def test_submit_tags_and_submits_held(tmp_path: Path, port: Any) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "1001"
     (sub,) = port.submitted
-    assert sub["args"] == ("--mem=4G",)
+    # the user's options, then what the job needs at every start (no spool_dir configured)
+    exported = "HOPS_BATCH_SIZE=32,HOPS_NOTICE_SIGNAL=USR1,HOPS_TOTAL_SAMPLES=1000"
+    assert sub["args"] == ("--mem=4G", f"--export=ALL,{exported}")
     tag = sub["tag"]
     assert tag.demands == (1, 2, 4) and tag.total_samples == 1000
     assert tag.model == "resnet50" and tag.lr == (0.1,) and tag.lr_scale == "linear"

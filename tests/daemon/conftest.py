@@ -31,7 +31,9 @@ address = ""
 def config(tmp_path: Path) -> HopsConfig:
     spool = tmp_path / "spool"
     spool.mkdir()
-    return parse_config(CONF + f'[daemon]\nspool_dir = "{spool}"\nrequeue_quiet_s = 0.0\n')
+    # no checkpoint notice: moves requeue at once here (the notice has tests of its own)
+    daemon = f'[daemon]\nspool_dir = "{spool}"\nrequeue_quiet_s = 0.0\ncheckpoint_grace_s = 0.0\n'
+    return parse_config(CONF + daemon)
 
 
 @pytest.fixture

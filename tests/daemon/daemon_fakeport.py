@@ -189,6 +189,11 @@ class FakePort:
     def make_eligible(self, job_id: int) -> None:
         self._act("make_eligible", job_id)
 
+    def signal_batch(self, job_id: int, signal: str) -> None:
+        job = self._act("signal_batch", job_id)
+        if job.state != "RUNNING":
+            raise SlurmCommandError(["scancel", f"--signal={signal}"], 1, "Job is not running")
+
     def cancel(self, job_id: int, as_user: str | None = None) -> None:
         self._act("cancel", job_id).state = "CANCELLED"
 

@@ -6,6 +6,7 @@ other parts running on the same test cluster are never touched.
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
@@ -51,7 +52,8 @@ def cluster(command: str) -> None:
 PYTHON = sys.executable
 
 
-def conf_text(ledger: Path, spool: Path, extra: str = "") -> str:
+def conf_text(ledger: Path, spool: Path, extra: str = "", grace_s: float = 0.0) -> str:
+    """A live test's hops.conf; ``grace_s`` > 0 gives jobs a checkpoint notice before moves."""
     return f"""
 [ledger]
 url = "sqlite:///{ledger}"
@@ -76,6 +78,7 @@ address = ""
 [daemon]
 spool_dir = "{spool}"
 lease_ttl_s = 3.0
+checkpoint_grace_s = {grace_s}
 {extra}
 """
 
@@ -95,11 +98,11 @@ class LiveEnv:
     blockers: list[int]
 
     @staticmethod
-    def create(root: Path, extra: str = "") -> LiveEnv:
+    def create(root: Path, extra: str = "", grace_s: float = 0.0) -> LiveEnv:
         spool = root / "spool"
         spool.mkdir(parents=True, exist_ok=True)
         ledger = root / "ledger.sqlite"
-        text = conf_text(ledger, spool, extra)
+        text = conf_text(ledger, spool, extra, grace_s)
         path = root / "hops.conf"
         path.write_text(text)
         config = parse_config(text, str(path))
@@ -111,8 +114,17 @@ class LiveEnv:
         return LiveEnv(root, path, config, sessions, port, runner, prefix, [], [])
 
     @property
-    def spool(self) -> Path:
+    def spool_root(self) -> Path:
+        """hops.conf ``daemon.spool_dir``: hopsd's, with one directory per user inside."""
         return Path(self.config.spool_dir)
+
+    @property
+    def spool(self) -> Path:
+        """The spool directory of this test's own jobs (its user's, made by hopsd)."""
+        return self.spool_of(getpass.getuser())
+
+    def spool_of(self, user: str) -> Path:
+        return self.spool_root / user
 
     def adopt_filter(self) -> Callable[[ObservedJob], bool]:
         return lambda job: job.name.startswith(self.prefix)

@@ -202,6 +202,7 @@ restart_penalty_s = 1.0
 address = ""
 [daemon]
 spool_dir = "{spool}"
+checkpoint_grace_s = 0.0
 """
 
 
@@ -229,11 +230,12 @@ def test_a_tick_over_fuzzed_inputs_completes_and_plans_the_honest_job(
         by_report = port.add_job(HopsTag((1,), 1e6), user="mallory")
         by_tag = port.add_job(None, user="mallory", comment=comment[:2000])
         tick.run_once()
-        (spool / f"{by_progress}.progress.json").write_bytes(
+        (spool / "mallory" / f"{by_progress}.progress.json").write_bytes(
             progress.encode("utf-8", "surrogatepass")
         )
         text = "\n".join(lines) + "\n"
-        (spool / f"{by_report}.jsonl").write_bytes(text.encode("utf-8", "surrogatepass"))
+        report = spool / "mallory" / f"{by_report}.jsonl"
+        report.write_bytes(text.encode("utf-8", "surrogatepass"))
         honest = port.add_job(HopsTag((1,), 1e6), user="alice")
         for _ in range(3):
             clock.advance(1)

@@ -67,7 +67,7 @@ def ticks_with_a_victim(tick: Tick, port: FakePort, clock: FakeClock, n: int = 3
 
 def test_nested_brackets_in_a_progress_file_cost_only_that_job(config, port, sessions, clock):
     tick, bad = running_attacker(config, port, sessions, clock)
-    (Path(config.spool_dir) / f"{bad}.progress.json").write_text("[" * 20000)
+    (Path(config.spool_dir) / "mallory" / f"{bad}.progress.json").write_text("[" * 20000)
     victim = ticks_with_a_victim(tick, port, clock)
     row = row_of(sessions, bad)
     assert row.state == JobState.RUNNING
@@ -78,7 +78,7 @@ def test_nested_brackets_in_a_progress_file_cost_only_that_job(config, port, ses
 
 def test_nested_lines_streamed_into_a_report_cost_only_that_job(config, port, sessions, clock):
     tick, bad = running_attacker(config, port, sessions, clock)
-    report = Path(config.spool_dir) / f"{bad}.jsonl"
+    report = Path(config.spool_dir) / "mallory" / f"{bad}.jsonl"
     victim = port.add_job(TAG, user="alice")
     for n in range(4):  # a new line every tick, below and above the line limit
         with report.open("a") as f:
@@ -94,7 +94,7 @@ def test_nested_lines_streamed_into_a_report_cost_only_that_job(config, port, se
 def test_a_progress_file_with_a_non_finite_number_is_refused(config, port, sessions, clock, number):
     tick, bad = running_attacker(config, port, sessions, clock)
     text = '{"samples_done": ' + number + ', "at": 5}'
-    (Path(config.spool_dir) / f"{bad}.progress.json").write_text(text)
+    (Path(config.spool_dir) / "mallory" / f"{bad}.progress.json").write_text(text)
     ticks_with_a_victim(tick, port, clock)
     row = row_of(sessions, bad)
     assert row.samples_done == 0.0
@@ -106,7 +106,7 @@ def test_a_progress_file_with_unknown_keys_or_a_wrong_shape_is_refused(
     config, port, sessions, clock
 ):
     tick, bad = running_attacker(config, port, sessions, clock)
-    path = Path(config.spool_dir) / f"{bad}.progress.json"
+    path = Path(config.spool_dir) / "mallory" / f"{bad}.progress.json"
     path.write_text(json.dumps({"samples_done": 10, "at": 1, "admin": True}))
     clock.advance(1)
     tick.run_once()
@@ -124,7 +124,7 @@ def test_a_progress_file_claiming_nodes_the_job_does_not_hold_teaches_nothing(
     (held,) = port.jobs[bad].placement
     other = next(n.name for n in port.nodes if n.name != held)
     claim = {"samples_done": 5, "at": 1, "per_gpu": 1e6, "nodes": [other], "gpus": 1}
-    (Path(config.spool_dir) / f"{bad}.progress.json").write_text(json.dumps(claim))
+    (Path(config.spool_dir) / "mallory" / f"{bad}.progress.json").write_text(json.dumps(claim))
     clock.advance(1)
     tick.run_once()
     with sessions.begin() as s:
@@ -137,7 +137,7 @@ def test_a_progress_file_claiming_nodes_the_job_does_not_hold_teaches_nothing(
 def test_samples_done_never_exceeds_the_jobs_size(config, port, sessions, clock):
     tick, bad = running_attacker(config, port, sessions, clock)
     body = {"samples_done": 1e15, "at": 1}
-    (Path(config.spool_dir) / f"{bad}.progress.json").write_text(json.dumps(body))
+    (Path(config.spool_dir) / "mallory" / f"{bad}.progress.json").write_text(json.dumps(body))
     clock.advance(1)
     tick.run_once()
     assert row_of(sessions, bad).samples_done == TAG.total_samples
@@ -225,18 +225,20 @@ def test_a_finished_jobs_files_are_removed_after_the_retention(config, port, ses
     live = port.add_job(TAG, user="bob")
     tick.run_once()
     names = [f"{done}.jsonl", f"{done}.progress.json", f"{done}.mode", f"{done}.ckpt.json"]
-    for name in [*names, f"{live}.mode"]:
-        (spool / name).write_text("{}")
+    for name in names:
+        (spool / "alice" / name).write_text("{}")  # each user's files are in their directory
+    (spool / "bob" / f"{live}.mode").write_text("{}")
     port.finish(done)
     clock.advance(1)
     tick.run_once()
     assert row_of(sessions, done).state == JobState.DONE
     clock.advance(5)
     tick.run_once()
-    assert all((spool / n).exists() for n in names)  # within the retention
+    assert all((spool / "alice" / n).exists() for n in names)  # within the retention
     clock.advance(6)
     tick.run_once()
-    assert sorted(p.name for p in spool.iterdir()) == sorted([f"{done}.ckpt.json", f"{live}.mode"])
+    assert [p.name for p in (spool / "alice").iterdir()] == [f"{done}.ckpt.json"]
+    assert [p.name for p in (spool / "bob").iterdir()] == [f"{live}.mode"]
 
 
 def test_a_restarted_daemon_sweeps_stale_files_from_the_shared_spool(config, port, sessions):
@@ -245,6 +247,8 @@ def test_a_restarted_daemon_sweeps_stale_files_from_the_shared_spool(config, por
     config = dataclasses.replace(config, spool_retention_s=3600.0)
     spool = Path(config.spool_dir)
     live = port.add_job(TAG, user="bob")
+    spool = spool / "carol"  # a user of jobs an earlier daemon saw
+    spool.mkdir(mode=0o700)
     for name, age in [("999.jsonl", 7200), ("998.mode", 7200), ("997.jsonl", 10),
                       (f"{live}.jsonl", 7200), ("notes.txt", 7200)]:  # fmt: skip
         (spool / name).write_text("{}")

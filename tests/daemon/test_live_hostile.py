@@ -74,8 +74,7 @@ def attacker() -> str:
 def env() -> Iterator[LiveEnv]:
     root = Path(tempfile.mkdtemp(prefix="hops-hostile-"))
     root.chmod(0o755)  # the attacker's job reads its script here
-    live = LiveEnv.create(root)
-    live.spool.chmod(0o1777)  # a shared spool every user's job writes into
+    live = LiveEnv.create(root)  # hopsd gives every user a directory in its spool
     yield live
     live.cleanup()
     shutil.rmtree(root, ignore_errors=True)
@@ -83,7 +82,8 @@ def env() -> Iterator[LiveEnv]:
 
 def submit_attack(env: LiveEnv, user: str, attack: str) -> int:
     script = env.root / f"attack-{attack}.sh"
-    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool}\n{ATTACKS[attack]}")
+    spool = env.spool_of(user)
+    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={spool}\n{ATTACKS[attack]}")
     script.chmod(0o755)
     port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
     args = ["-J", f"{env.prefix}attack", "-o", "/dev/null", "-t", "10"]

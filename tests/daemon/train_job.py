@@ -19,6 +19,12 @@ slower server (1: fully, like a data-loading-bound job; 0: not at all);
 ``--data-miss`` makes a share of the batches miss the cache and load
 ``--miss-factor`` times slower; ``--no-probe`` and ``--progress-only`` stand
 for jobs without the probe or with progress reports only.
+
+On hops's notice before a move or preemption (SIGUSR1) the job checkpoints at
+once, tells hopsd (``probe.checkpointed()``) and then waits, training no
+further, until it is requeued (at most ``--notice-wait`` seconds): nothing it
+does is lost. ``--ignore-notice`` stands for a job that does not cooperate, and
+``--checkpoint-every`` makes checkpoints rarer (a long-running real trainer).
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-probe", action="store_true", help="run without the hops probe")
     parser.add_argument("--progress-only", action="store_true", help="report progress only")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint-every", type=float, default=CHECKPOINT_EVERY_S)
+    parser.add_argument("--ignore-notice", action="store_true", help="never checkpoint on notice")
+    parser.add_argument("--notice-wait", type=float, default=60.0, help="wait after a notice")
     return parser.parse_args(argv)
 
 
@@ -187,7 +196,13 @@ def main(argv: list[str]) -> int:
         now = time.time()
         if probe is not None:
             probe.progress(done)
-        if now - last_ckpt >= CHECKPOINT_EVERY_S or done >= args.samples:
+        if probe is not None and not args.ignore_notice and probe.preempt_requested():
+            write_json(ckpt, {"samples_done": done})
+            probe.checkpointed()
+            append_event(events, {"event": "checkpoint", "at": time.time(), "samples_done": done})
+            time.sleep(args.notice_wait)  # requeued meanwhile: this process ends here
+            last_ckpt = time.time()
+        if now - last_ckpt >= args.checkpoint_every or done >= args.samples:
             write_json(ckpt, {"samples_done": done})
             last_ckpt = now
         if now - last_report >= 0.5 or done >= args.samples:

@@ -45,7 +45,7 @@ def job_probe(spool: Path, job: int, node: str, restarts: int) -> tuple[Probe, l
     t = [0.0]
     env = {
         "SLURM_JOB_ID": str(job),
-        "HOPS_SPOOL_DIR": str(spool),
+        "HOPS_SPOOL_DIR": str(spool / "alice"),  # the job's user's directory hopsd made
         "SLURMD_NODENAME": node,
         "SLURM_RESTART_COUNT": str(restarts),
         "HOPS_PROBE_WARMUP": "0",
@@ -84,8 +84,8 @@ def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -
     assert port.actions(job) == ["update", "release"]
     first = dict(port.jobs[job].placement)
     assert sum(first.values()) == 1  # one GPU of one type
-    mode = json.loads((spool / f"{job}.mode").read_text())
-    assert mode == {"mode": "profile", "iterations": 3, "run": 0}
+    mode = json.loads((spool / "alice" / f"{job}.mode").read_text())
+    assert mode == {"mode": "profile", "iterations": 3, "run": 0, "gpus": 1}
 
     seen_types = []
     for restarts in (0, 1):
@@ -109,7 +109,9 @@ def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -
             select(ThroughputRow).where(ThroughputRow.layer == ThroughputLayer.ENTITY_AGGREGATED)
         ).all()
         assert {r.size for r in entity} == {1} and entity[0].per_gpu == pytest.approx(320.0)
-    assert not (spool / f"{job}.mode").exists()
+    # the profiling order is gone; the planned run was told its GPUs instead
+    after = json.loads((spool / "alice" / f"{job}.mode").read_text())
+    assert "mode" not in after and after["gpus"] == 2 and after["run"] == port.jobs[job].restarts
     row = row_of(sessions, job)
     assert row.state in (JobState.QUEUED, JobState.RUNNING)
     assert port.jobs[job].state == "RUNNING" and sum(port.jobs[job].placement.values()) == 2

@@ -160,7 +160,7 @@ def test_spools_keep_a_gone_job_for_one_tick() -> None:
     spools.note([])
     assert spools.of(5) is None
     shared = Spools(Path("/spool"))
-    assert shared.of(99) is not None and not shared.of(99).own  # type: ignore[union-attr]
+    assert shared.of(99) is None  # in the shared spool a job's file is in its user's directory
 
 
 # -- writing mode files ----------------------------------------------------------------
@@ -173,7 +173,8 @@ def test_profiling_writes_the_mode_file_into_the_users_directory(sessions, workd
     tick.run_once()
     assert state_of(sessions, job)[0] == JobState.PROFILING
     mode = workdir / f"{job}.mode"
-    assert json.loads(mode.read_text()) == {"mode": "profile", "iterations": 3, "run": 0}
+    body = {"mode": "profile", "iterations": 3, "run": 0, "gpus": 1}  # gpus: told at release
+    assert json.loads(mode.read_text()) == body
     info = os.lstat(mode)
     assert stat.S_ISREG(info.st_mode) and info.st_uid == nobody()[0]
     assert [p.name for p in workdir.iterdir()] == [mode.name]  # no temporary left behind
