@@ -45,6 +45,8 @@ class HopsConfig:
 
     path: str | None = None
     ledger_url: str = DEFAULT_LEDGER_URL
+    # What the CLI reads through: a role that may only SELECT ("" = ledger_url).
+    ledger_read_url: str = ""
     slurm_backend: str = "cli"
     slurm_timeout_s: float = 20.0
     # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
@@ -102,7 +104,7 @@ class HopsConfig:
 
 
 _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
-    "ledger": {"url": ("ledger_url", str)},
+    "ledger": {"url": ("ledger_url", str), "read_url": ("ledger_read_url", str)},
     "slurm": {
         "backend": ("slurm_backend", str),
         "timeout_s": ("slurm_timeout_s", float),
