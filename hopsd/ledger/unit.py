@@ -7,8 +7,10 @@ without an exception, rolled back otherwise) or one :meth:`Ledger.reading`
 records from :mod:`hopsd.ledger.records`. Every query hops makes lives behind
 this class, so what a tick costs in SQL can be read (and tested) in one place.
 
-Within one unit a job's record is rebuilt from the session's identity map, so
-re-reading a job after changing it costs no query.
+Within one unit a job's record is rebuilt from the row the unit holds, so
+re-reading a job after changing it costs no query. The unit keeps the rows it
+loaded alive: the session's identity map holds them only weakly, and a row
+dropped there would be fetched again, one query per job.
 """
 
 from __future__ import annotations
@@ -124,24 +126,28 @@ class Unit:
 
     def __init__(self, session: Session) -> None:
         self._session = session
+        self._held: dict[str, JobRow] = {}
 
     # -- jobs --------------------------------------------------------------------------
 
     def active_jobs(self) -> list[JobRecord]:
         """Every job not yet done, failed or cancelled, oldest submission first."""
-        return [jobs.record_of(r) for r in jobs.active_jobs(self._session)]
+        return [self._hold(r) for r in jobs.active_jobs(self._session)]
 
     def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
-        return [jobs.record_of(r) for r in jobs.jobs_in_states(self._session, states)]
+        return [self._hold(r) for r in jobs.jobs_in_states(self._session, states)]
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job as it stands in this unit (no query when it was read before)."""
-        row = self._session.get(JobRow, job_id)
-        return None if row is None else jobs.record_of(row)
+        row = self._held.get(job_id) or self._session.get(JobRow, job_id)
+        return None if row is None else self._hold(row)
 
     def jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         """Many jobs by id: those read before from memory, the rest in a few queries."""
-        return {k: jobs.record_of(r) for k, r in jobs.load_jobs(self._session, job_ids).items()}
+        missing = [j for j in job_ids if j not in self._held]
+        if missing:
+            self._held.update(jobs.load_jobs(self._session, missing))
+        return {j: jobs.record_of(self._held[j]) for j in job_ids if j in self._held}
 
     def current(self, records: Iterable[JobRecord]) -> list[JobRecord]:
         """Fresh copies of records read earlier in this unit (changes since included)."""
@@ -154,13 +160,13 @@ class Unit:
     def jobs_by_slurm_ids(self, slurm_ids: Sequence[int]) -> dict[int, JobRecord]:
         stmt = select(JobRow).where(JobRow.slurm_job_id.in_(list(slurm_ids)))
         return {
-            int(r.slurm_job_id): jobs.record_of(r)
+            int(r.slurm_job_id): self._hold(r)
             for r in self._session.scalars(stmt)
             if r.slurm_job_id is not None
         }
 
     def add_job(self, spec: JobSpec, now: float) -> JobRecord:
-        return jobs.record_of(jobs.add_job(self._session, spec, now))
+        return self._hold(jobs.add_job(self._session, spec, now))
 
     def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> JobRecord:
         """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`)."""
@@ -179,7 +185,7 @@ class Unit:
 
     def update_jobs(self, updates: Sequence[JobUpdate]) -> None:
         """Many updates: one query loads the jobs not read before in this unit."""
-        jobs.load_jobs(self._session, [u.job_id for u in updates])
+        self.jobs([u.job_id for u in updates])
         for update in updates:
             self.update_job(update)
 
@@ -195,11 +201,11 @@ class Unit:
         self._session.flush()
 
     def job_id_taken(self, job_id: str) -> bool:
-        return self._session.get(JobRow, job_id) is not None
+        return job_id in self._held or self._session.get(JobRow, job_id) is not None
 
     def discard(self, job_id: str) -> None:
         """Drop the job's changes not yet written (the next read loads it afresh)."""
-        row = self._session.get(JobRow, job_id)
+        row = self._held.get(job_id)
         if row is not None:
             self._session.expire(row)
 
@@ -377,10 +383,15 @@ class Unit:
             yield
 
     def _row(self, job_id: str) -> JobRow:
-        row = self._session.get(JobRow, job_id)
+        row = self._held.get(job_id) or self._session.get(JobRow, job_id)
         if row is None:
             raise UnknownJobError(f"no job {job_id!r} in the ledger")
+        self._held[job_id] = row
         return row
+
+    def _hold(self, row: JobRow) -> JobRecord:
+        self._held[row.id] = row
+        return jobs.record_of(row)
 
 
 class Ledger:
