@@ -12,6 +12,7 @@ rather than a driver-specific exception.
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Literal
@@ -117,9 +118,19 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 
 def _read_only_sqlite(url: URL) -> URL:
-    """The same file as an SQLite URI opened ``mode=ro`` (nothing can be written)."""
+    """The same file as an SQLite URI opened ``mode=ro`` (nothing can be written).
+
+    A reader of a WAL-mode file needs its ``-shm`` index: while hopsd runs the
+    file exists and is read as it is; when hopsd is stopped it is gone, and a
+    user who may not write the directory could not create it. Then nobody
+    writes the file, and it is opened ``immutable`` (no locks, no index).
+    """
     path = Path(str(url.database)).resolve()
-    return url.set(database=f"file:{path}").update_query_dict({"mode": "ro", "uri": "true"})
+    query = {"mode": "ro", "uri": "true"}
+    no_writer = not Path(f"{path}-wal").exists()
+    if no_writer and path.exists() and not os.access(path.parent, os.W_OK):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{path}").update_query_dict(query)
 
 
 def _configure_sqlite(

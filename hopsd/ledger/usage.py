@@ -22,6 +22,7 @@ from hopsd.ledger.records import UsageTotals
 GroupBy = Literal["user", "account"]
 
 DEFAULT_BUCKET_S = 3600.0
+MAX_HALVINGS = 1000.0
 
 
 def bucket_start(at: float, bucket_s: float = DEFAULT_BUCKET_S) -> float:
@@ -118,9 +119,13 @@ def _decayed(now: float, half_life_s: float, normalised: bool) -> ColumnElement[
     amount = UsageRow.gpu_s_norm if normalised else UsageRow.gpu_s
     at = literal(float(now), Float)
     age = at - UsageRow.interval_end
+    halvings = age / literal(float(half_life_s), Float)
     weight = case(
         (age <= 0.0, literal(1.0, Float)),
-        else_=func.power(literal(0.5, Float), age / literal(float(half_life_s), Float)),
+        # PostgreSQL raises on underflow where Python returns 0.0: a bucket a
+        # thousand half-lives old weighs below 1e-301, so it weighs nothing.
+        (halvings >= MAX_HALVINGS, literal(0.0, Float)),
+        else_=func.power(literal(0.5, Float), halvings),
     )
     return amount * weight
 
