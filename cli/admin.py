@@ -96,10 +96,10 @@ def db_grant_reader(
     ] = None,
     execute: Annotated[
         bool,
-        typer.Option("--execute", help="Run the SQL through [ledger] url instead of printing it."),
+        typer.Option("--execute", help="Run the SQL through the ledger's url, not print it."),
     ] = False,
 ) -> None:
-    """Create a PostgreSQL role that may only read the ledger (for [ledger] read_url).
+    """Create a PostgreSQL role that may only read the ledger (for the ledger's read_url).
 
     Prints the SQL (run it as the ledger's owner), or runs it with --execute.
     """
