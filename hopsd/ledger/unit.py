@@ -168,32 +168,28 @@ class Unit:
     def add_job(self, spec: JobSpec, now: float) -> JobRecord:
         return self._hold(jobs.add_job(self._session, spec, now))
 
-    def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> JobRecord:
-        """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`)."""
-        row = self._row(job_id)
-        jobs.transition(row, state, now, reason)
-        return jobs.record_of(row)
+    def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> bool:
+        """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`);
+        False when it already was there. Read it again with :meth:`refresh`."""
+        return jobs.transition(self._row(job_id), state, now, reason)
 
     def update_job(self, update: JobUpdate) -> JobRecord:
         """Set the fields the update gives; the others (``updated_at`` too) stay as they are."""
-        row = self._row(update.job_id)
-        for name in _UPDATABLE:
-            value = getattr(update, name)
-            if value is not None:
-                setattr(row, name, value)
-        return jobs.record_of(row)
+        return jobs.record_of(self._apply(update))
 
     def update_jobs(self, updates: Sequence[JobUpdate]) -> None:
-        """Many updates: one query loads the jobs not read before in this unit."""
-        self.jobs([u.job_id for u in updates])
-        for update in updates:
-            self.update_job(update)
+        """Many updates: one query loads the jobs not read before in this unit.
 
-    def set_placement(self, job_id: str, config: Configuration | None) -> JobRecord:
+        An update of a job the ledger does not hold is skipped.
+        """
+        known = self.jobs([u.job_id for u in updates])
+        for update in updates:
+            if update.job_id in known:
+                self._apply(update)
+
+    def set_placement(self, job_id: str, config: Configuration | None) -> None:
         """Record where a job holds GPUs now (None when it holds none)."""
-        row = self._row(job_id)
-        jobs.set_current_config(row, config)
-        return jobs.record_of(row)
+        jobs.set_current_config(self._row(job_id), config)
 
     def detach_slurm_id(self, job_id: str) -> None:
         """Free a job's Slurm id for another job (written at once: the id is unique)."""
@@ -387,6 +383,14 @@ class Unit:
         if row is None:
             raise UnknownJobError(f"no job {job_id!r} in the ledger")
         self._held[job_id] = row
+        return row
+
+    def _apply(self, update: JobUpdate) -> JobRow:
+        row = self._row(update.job_id)
+        for name in _UPDATABLE:
+            value = getattr(update, name)
+            if value is not None:
+                setattr(row, name, value)
         return row
 
     def _hold(self, row: JobRow) -> JobRecord:
