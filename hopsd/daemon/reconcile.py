@@ -429,7 +429,8 @@ class Reconciler:
                 owner.gpu_s_norm += dt * gpus * speed
         elif state in WAITING_STATES or state == JobState.PROFILING:
             charged = replace(charged, wait_time=row.wait_time + dt)
-        return unit.update_job(charged)
+        unit.update_job(charged)
+        return unit.refresh(row)
 
     def _follow(
         self,

@@ -246,8 +246,8 @@ class Tick:
         self._steps = []
         with self.ledger.unit() as unit:
             rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
-            self.profiler.finish_ready(unit, rows, obs, self.config, now)
-            rows = unit.current(rows)
+            if self.profiler.finish_ready(unit, rows, obs, self.config, now):
+                rows = unit.current(rows)
             ids = [r.id for r in rows]
             owners = sorted({(r.user, r.account) for r in rows})
             built = assemble(

@@ -144,10 +144,7 @@ class Unit:
 
     def jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         """Many jobs by id: those read before from memory, the rest in a few queries."""
-        missing = [j for j in job_ids if j not in self._held]
-        if missing:
-            self._held.update(jobs.load_jobs(self._session, missing))
-        return {j: jobs.record_of(self._held[j]) for j in job_ids if j in self._held}
+        return {j: jobs.record_of(row) for j, row in self._load(job_ids).items()}
 
     def current(self, records: Iterable[JobRecord]) -> list[JobRecord]:
         """Fresh copies of records read earlier in this unit (changes since included)."""
@@ -173,16 +170,19 @@ class Unit:
         False when it already was there. Read it again with :meth:`refresh`."""
         return jobs.transition(self._row(job_id), state, now, reason)
 
-    def update_job(self, update: JobUpdate) -> JobRecord:
-        """Set the fields the update gives; the others (``updated_at`` too) stay as they are."""
-        return jobs.record_of(self._apply(update))
+    def update_job(self, update: JobUpdate) -> None:
+        """Set the fields the update gives; the others (``updated_at`` too) stay as they are.
+
+        Read the job again with :meth:`refresh` when its new values are needed.
+        """
+        self._apply(update)
 
     def update_jobs(self, updates: Sequence[JobUpdate]) -> None:
         """Many updates: one query loads the jobs not read before in this unit.
 
         An update of a job the ledger does not hold is skipped.
         """
-        known = self.jobs([u.job_id for u in updates])
+        known = self._load([u.job_id for u in updates])
         for update in updates:
             if update.job_id in known:
                 self._apply(update)
@@ -384,6 +384,12 @@ class Unit:
             raise UnknownJobError(f"no job {job_id!r} in the ledger")
         self._held[job_id] = row
         return row
+
+    def _load(self, job_ids: Sequence[str]) -> dict[str, JobRow]:
+        missing = [j for j in job_ids if j not in self._held]
+        if missing:
+            self._held.update(jobs.load_jobs(self._session, missing))
+        return {j: self._held[j] for j in job_ids if j in self._held}
 
     def _apply(self, update: JobUpdate) -> JobRow:
         row = self._row(update.job_id)
