@@ -4,8 +4,10 @@ Two ledgers hold the same active jobs (10, driven through the real tick against
 the test suite's in-memory Slurm); behind them lie 12 or 2000 finished jobs
 with their allocations, intents, rounds, measurements and usage buckets. For
 each ledger this prints the statements per tick (reads, writes), the time the
-tick spent in its reads (median and minimum over the ticks after the first two,
-SQLAlchemy cursor events) and the long / short ratio; and, on the long
+tick spent executing its reads (median and minimum over the ticks after the
+first two, between SQLAlchemy's before/after cursor events: fetching the rows
+is not included, which is why the usage reads are also timed whole) and the
+long / short ratio; and, on the long
 history, the fair-share usage read as hops did it before (one row per owner
 and hourly bucket, decayed in Python: the baseline) against the SQL aggregate
 it uses now. On SQLite and, when it answers, on PostgreSQL
