@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,7 +14,9 @@ from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
 from hopsd.config import HopsConfig
 from hopsd.core.fairshare import split_shares
-from hopsd.ledger.unit import Unit
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
 def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[str, Any]:

@@ -13,18 +13,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from hops_cli.common import fail
 from hopsd.config import HopsConfig
-from hopsd.ledger.engine import normalise_url, redact
 from hopsd.ledger.errors import LedgerError
-from hopsd.ledger.unit import Ledger, Unit
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
 def read_url(config: HopsConfig) -> str:
     """The URL the CLI reads through: ``read_url``, else ``url`` (warned about on a server)."""
+    from hopsd.ledger.engine import normalise_url
+
     if config.ledger_read_url:
         return config.ledger_read_url
     if normalise_url(config.ledger_url).get_backend_name() != "sqlite":
@@ -41,8 +45,12 @@ def reading(config: HopsConfig) -> Iterator[Unit]:
     """A read-only unit of work, rolled back at the end whatever happened.
 
     A missing SQLite file is reported instead of silently creating an empty
-    ledger, which would make ``hops status`` lie.
+    ledger, which would make ``hops status`` lie. SQLAlchemy is imported here,
+    not when the command starts, so commands that do not read pay nothing.
     """
+    from hopsd.ledger.engine import normalise_url, redact
+    from hopsd.ledger.unit import Ledger
+
     url = normalise_url(read_url(config))
     missing = url.get_backend_name() == "sqlite" and url.database
     if missing and not Path(str(url.database)).exists():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from statistics import median
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -12,9 +12,11 @@ from rich.table import Table
 from hops_cli.common import config_of, console, fail, print_json
 from hops_cli.ledger_access import reading
 from hopsd.ledger.records import ThroughputLayer
-from hopsd.ledger.unit import Unit
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
 def speed_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:

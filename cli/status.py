@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,9 +14,11 @@ from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, job_record, raqlr_of, type_summaries
 from hopsd.config import HopsConfig
 from hopsd.ledger.records import JobRecord, JobState
-from hopsd.ledger.unit import Unit
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
 def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
