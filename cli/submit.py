@@ -14,8 +14,8 @@ from hops_cli.submit_args import (
     read_script,
     total_samples,
 )
-from hopsd.core.admission import admit
 from hops_cli.submit_env import export_option, job_environment, user_export, without_export
+from hopsd.core.admission import admit
 from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 

@@ -51,7 +51,7 @@ from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.records import JobRecord, ThroughputLayer
+from hopsd.ledger.records import JobRecord
 from hopsd.ledger.unit import MeasurementStore
 from hopsd.userdata import (
     JsonLimits,
