@@ -17,7 +17,7 @@ def cancel(
 ) -> None:
     """Cancel jobs through Slurm, as you: you can only cancel your own jobs."""
     from hopsd.slurm.errors import SlurmCommandError, SlurmError
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     ids: list[int] = []
     for text in job_ids:
@@ -25,11 +25,7 @@ def cancel(
             fail(f"{text!r} is not a Slurm job id", EXIT_USAGE)
         ids.append(int(text))
     config = config_of(ctx)
-    port = make_port(
-        config.slurm_backend,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config)
     failed = 0
     for job_id in ids:
         try:

@@ -19,14 +19,10 @@ from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
     """GPUs per managed GPU type, so a demand no partition can hold is refused up front."""
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     config = config_of(ctx)
-    port = make_port(
-        config.slurm_backend,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config)
     facts = [
         NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in port.list_nodes()
     ]
@@ -102,14 +98,10 @@ def submit(
                 f"({', '.join(f'{t}: {n}' for t, n in sorted(capacity.items()))})",
                 EXIT_USAGE,
             )
-        from hopsd.slurm.factory import make_port
+        from hopsd.slurm.factory import port_from_config
 
         config = config_of(ctx)
-        port = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        )
+        port = port_from_config(config)
         job_id = port.submit(str(info.path), sbatch_args=extra, tag=tag)
     if parsable:
         typer.echo(str(job_id))

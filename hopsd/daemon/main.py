@@ -32,7 +32,7 @@ from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
 from hopsd.ledger.lease import ensure_lease, lease_info, release_lease
-from hopsd.slurm.factory import make_port
+from hopsd.slurm.factory import port_from_config
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
 
@@ -129,12 +129,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     lease = LeaseKeeper(sessions, holder, config.lease_ttl_s)
     lease.confirmed(expires_at)
     runner = CountingRunner(SubprocessRunner())
-    port = make_port(
-        config.slurm_backend,
-        run=runner,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config, run=runner)
     tick = Tick(
         config,
         port,

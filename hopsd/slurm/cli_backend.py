@@ -113,6 +113,13 @@ class CliSlurm:
     def cancel(self, job_id: int, as_user: str | None = None) -> None:
         self._call([*_as_user(as_user), "scancel", str(job_id)])
 
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        """``scancel --batch --signal=SIG``: the batch script only (hops's checkpoint
+        notice), or ``--full`` for every step of the job."""
+        name = signal_word(signal)
+        scope = "--batch" if batch_only else "--full"
+        self._call(["scancel", scope, f"--signal={name}", str(int(job_id))])
+
     # ------------------------------------------------------------------- reads
     def list_jobs(self) -> list[SlurmJob]:
         """Every job in one ``squeue --json`` (it carries per-node GPUs in 22.05 too).
@@ -193,6 +200,16 @@ def check_sbatch_args(args: Sequence[str]) -> None:
             raise SubmitArgumentError(
                 f"sbatch option {option!r} is set by hops itself; remove it from the arguments"
             )
+
+
+def signal_word(signal: str) -> str:
+    """A signal as scancel takes it (``USR1``, ``10``); anything else is refused."""
+    text = signal.strip().upper().removeprefix("SIG")
+    if text.isdigit() and 1 <= int(text) <= 64:
+        return text
+    if not text.isalnum() or not 1 <= len(text) <= 9 or text.isdigit():
+        raise SubmitArgumentError(f"bad signal {signal!r}")
+    return text
 
 
 def _as_user(user: str | None) -> list[str]:

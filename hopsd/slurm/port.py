@@ -1,6 +1,6 @@
 """The Slurm port: what hops needs from Slurm, independent of how it is reached.
 
-Two backends implement :class:`SlurmPort` (the CLI and pyslurm). Reads are
+Three backends implement :class:`SlurmPort` (the CLI, slurmrestd and pyslurm). Reads are
 batched — one call for all jobs, one for all nodes — so a daemon tick costs the
 same with ten jobs or ten thousand.
 """
@@ -307,6 +307,13 @@ class SlurmPort(Protocol):
         ...
 
     def cancel(self, job_id: int, as_user: str | None = None) -> None: ...
+
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        """Send ``signal`` to the job's batch script (``batch_only``) or to all its steps.
+
+        hops's checkpoint notice is ``USR1`` to the batch script.
+        """
+        ...
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         """Final states from the accounting database, one call for all ids."""

@@ -70,6 +70,9 @@ class PyslurmSlurm:
             return
         _rpc(lambda: pyslurm.Job(job_id).cancel())
 
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        self._cli.signal(job_id, signal, batch_only=batch_only)
+
     def list_jobs(self) -> list[SlurmJob]:
         jobs = _rpc(lambda: pyslurm.Jobs.load(preload_passwd_info=True))
         return [job_from_pyslurm(j) for j in _values(jobs)]
