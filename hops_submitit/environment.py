@@ -52,7 +52,7 @@ class HopsJobEnvironment(job_environment.JobEnvironment):
     def _requeue(self, countdown: int) -> None:
         """Back to the queue, held, for hopsd to place again (``requeue_hold`` of the port)."""
         self.port().requeue_hold(int(self.raw_job_id))
-        logger.get_logger().info(f"hops: job {self.job_id} requeued held after the notice")
+        logger.get_logger().warning(f"hops: job {self.job_id} requeued held after the notice")
 
 
 class NoticeHandler(job_environment.SignalHandler):
@@ -71,7 +71,7 @@ class NoticeHandler(job_environment.SignalHandler):
             resumed.set_timeout(delayed._timeout_min, delayed._timeout_countdown)
             with utils.temporary_save_path(self._job_paths.submitted_pickle) as tmp:
                 resumed.dump(tmp)
-            log.info("hops: checkpoint saved")
+            log.warning("hops: checkpoint saved")
         self.env._requeue(delayed._timeout_countdown)
         await_requeue_stop()
 

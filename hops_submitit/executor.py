@@ -116,6 +116,8 @@ class HopsExecutor(core.PicklingExecutor):
             if key in kwargs and kwargs[key] != 1:
                 raise ValueError(f"{key}: hopsd chooses nodes; a hops job runs one task")
         merged = {**self.parameters, **kwargs}
+        if merged["samples"] is None:  # may still come in a later update
+            merged["samples"] = 1
         submit_argv("hops", "job.sh", merged)  # refuse bad values now, not at submit
         super()._internal_update_parameters(**kwargs)
 
@@ -130,6 +132,8 @@ class HopsExecutor(core.PicklingExecutor):
         return batch_script(command, self.folder, self.parameters)
 
     def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+        # hops submit wants an executable script, as a user's own would be.
+        submission_file_path.chmod(submission_file_path.stat().st_mode | 0o100)
         return submit_argv(self.hops, str(submission_file_path), self.parameters)
 
     @staticmethod
