@@ -46,7 +46,11 @@ def pyslurm_unavailable_reason() -> str | None:
     try:
         import hopsd.slurm.pyslurm_backend  # noqa: F401
     except ImportError as exc:
-        return f"pyslurm does not import ({exc}); it must be built for this Slurm release"
+        return (
+            f"pyslurm does not import ({exc}): PyPI's pyslurm 25.11 builds only against "
+            "Slurm 25.11, and Debian ships Slurm 22.05, 24.11 and 26.05, so it must be "
+            "built for this cluster's release by hand"
+        )
     return None
 
 

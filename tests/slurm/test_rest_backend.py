@@ -139,9 +139,10 @@ def test_refused_submission_is_a_command_error_not_unavailability() -> None:
 
 
 def test_controller_down_and_proxies_are_unavailability() -> None:
-    down = {"errors": [{"error": "Unable to contact slurm controller (connect failure)"}]}
-    with pytest.raises(SlurmUnavailableError):
-        decode_reply(WHAT, 500, json.dumps(down))
+    """Recorded with slurmctld stopped: HTTP 502 after about 4 s, Slurm error 1800."""
+    with pytest.raises(SlurmUnavailableError, match="Unable to contact slurm controller") as got:
+        decode_reply(WHAT, 502, recorded("err_ctld_down.v0.0.42.24.11.json"))
+    assert not isinstance(got.value, SlurmAuthError)
     with pytest.raises(SlurmUnavailableError, match="HTTP 502"):
         decode_reply(WHAT, 502, "<html>Bad Gateway</html>")
     with pytest.raises(SlurmParseError):
