@@ -8,7 +8,8 @@ import typer
 from typer.core import TyperGroup
 
 import hopsd
-from hops_cli.admin import cancel, db_app
+from hops_cli.admin import db_app
+from hops_cli.cancel import cancel
 from hops_cli.common import EXIT_USAGE, CliState
 from hops_cli.fairness import fairness
 from hops_cli.nodes import nodes
@@ -52,6 +53,12 @@ def _usage_error(exc: Exception) -> None:
     raise typer.Exit(EXIT_USAGE) from None
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"hops {hopsd.__version__}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
     cls=OneLineErrors,
     name="hops",
@@ -69,6 +76,16 @@ def main(
         str | None,
         typer.Option("--config", "-c", help="hops.conf (default: $HOPS_CONF, else built-in)."),
     ] = None,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the hops version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
 ) -> None:
     """hops: submit deep-learning jobs to Slurm and let hopsd place them fairly.
 

@@ -43,6 +43,7 @@ log = logging.getLogger("hopsd")
 ADOPT_PREFIX_ENV = "HOPS_TEST_ADOPT_NAME_PREFIX"
 
 EXIT_CONFIG, EXIT_LEDGER, EXIT_LEASE = 2, 3, 4
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -54,7 +55,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shadow", action="store_true", help="decide and log, enact nothing")
     parser.add_argument("--once", action="store_true", help="run one tick and exit")
     parser.add_argument("--ticks", type=int, default=None, help="exit after N ticks")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="debug, info, warning, error or critical, any case (default: $HOPS_LOG_LEVEL or info)",
+    )
     parser.add_argument("command", nargs="*", help="`db upgrade` migrates the ledger")
     args = parser.parse_args(argv)
     if args.command and args.command != ["db", "upgrade"]:

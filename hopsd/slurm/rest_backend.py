@@ -34,7 +34,14 @@ from hopsd.slurm.errors import (
 )
 from hopsd.slurm.parse_sinfo import nodes_from_document
 from hopsd.slurm.parse_squeue import jobs_from_document
-from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
+from hopsd.slurm.port import (
+    AccountingRecord,
+    Placement,
+    RunRecord,
+    SlurmJob,
+    SlurmNode,
+    job_id_arg,
+)
 from hopsd.slurm.rest_client import ESLURM_INVALID_JOB_ID, RestClient
 from hopsd.slurm.rest_submit import job_description
 from hopsd.slurm.tag import HopsTag
@@ -109,9 +116,10 @@ class RestSlurm:
         begin = {"set": True, "infinite": False, "number": int(time.time()) + 2}
         self.client.post(f"job/{int(job_id)}", {"begin_time": begin})
 
-    def cancel(self, job_id: int, as_user: str | None = None) -> None:
+    def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
+        """``DELETE .../job/<id>``; an array task is given as ``ARRAY_TASK`` (``26_1``)."""
         _no_other_user(as_user)
-        path = f"job/{int(job_id)}"
+        path = f"job/{job_id_arg(job_id)}"
         check_signal_status(("DELETE", self.client.path(path)), self.client.delete(path))
 
     def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:

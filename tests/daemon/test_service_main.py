@@ -112,6 +112,17 @@ def test_second_daemon_exits_naming_the_lease_holder(tmp_path, capsys):
     assert "otherhost:4242" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given", ["debug", "Debug", "DEBUG", "warning"])
+def test_log_level_is_accepted_in_any_case(given):
+    assert hopsd_main.parse_args(["--log-level", given]).log_level == given.upper()
+
+
+def test_unknown_log_level_is_a_usage_error():
+    with pytest.raises(SystemExit) as exc:
+        hopsd_main.parse_args(["--log-level", "loud"])
+    assert exc.value.code == 2
+
+
 def test_unknown_command_is_a_usage_error():
     with pytest.raises(SystemExit) as exc:
         hopsd_main.parse_args(["db", "downgrade"])
