@@ -27,6 +27,7 @@ from submitit.core import core, utils
 
 from hops_submitit.port import configured_port
 from hops_submitit.watcher import HopsInfoWatcher
+from hopsd.slurm.errors import SlurmError
 
 DEFAULTS: dict[str, Any] = {
     "gpus": "1",
@@ -56,7 +57,7 @@ class HopsJob(core.Job[core.R]):
         """Cancel through the configured port (as the caller, like ``hops cancel``)."""
         try:
             configured_port().cancel(int(self.job_id))
-        except Exception:
+        except SlurmError:
             if check:
                 raise
 

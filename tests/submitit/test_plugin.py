@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import submitit
 from submitit.core import plugins
 
-from hops_submitit import HopsExecutor, HopsJobEnvironment
+from hops_submitit import HopsExecutor, HopsInfoWatcher, HopsJobEnvironment
 from hops_submitit.executor import batch_script, demand_text, submit_argv
 
 
@@ -88,3 +89,33 @@ def test_job_environment_reads_slurms_variables(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("SLURM_PROCID", "0")
     assert env.activated() and env.job_id == "41" and env.global_rank == 0
     assert HopsJobEnvironment.USR_SIG == "USR1"
+
+
+class _Port:
+    """Answers the two reads the watcher makes; counts them."""
+
+    def __init__(self, queue: list[tuple[int, str]], accounting: list[tuple[int, str]]) -> None:
+        self.queue, self.acct = queue, accounting
+        self.calls: list[str] = []
+
+    def list_jobs(self) -> list[SimpleNamespace]:
+        self.calls.append("list_jobs")
+        return [SimpleNamespace(job_id=i, state=s, nodes=("a100n1",)) for i, s in self.queue]
+
+    def accounting(self, ids: list[int]) -> list[SimpleNamespace]:
+        self.calls.append(f"accounting {ids}")
+        return [SimpleNamespace(job_id=i, state=s, nodes=()) for i, s in self.acct if i in ids]
+
+
+def test_watcher_reads_the_queue_then_accounting_for_jobs_gone() -> None:
+    port = _Port([(7, "PENDING"), (8, "COMPLETED")], [(9, "FAILED"), (10, "COMPLETED")])
+    watcher = HopsInfoWatcher(delay_s=60, port=lambda: port)  # type: ignore[arg-type,return-value]
+    for job_id in ("7", "8", "9"):
+        watcher.register_job(job_id)
+    assert watcher.get_state("9", mode="force") == "FAILED"
+    assert watcher.get_state("7", mode="cache") == "PENDING"
+    assert watcher.get_state("8", mode="cache") == "COMPLETED"
+    assert port.calls == ["list_jobs", "accounting [9]"]
+    assert watcher.is_done("8", mode="cache") and not watcher.is_done("7", mode="cache")
+    watcher.update()  # only the unfinished job is asked for again
+    assert port.calls[-1] == "list_jobs" and len(port.calls) == 3
