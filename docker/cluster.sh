@@ -202,10 +202,14 @@ write_configs() {
     chmod 644 "${SLURM_CONF_PATH}" "${CLUSTER_DIR}/gres.conf" "${CLUSTER_DIR}/node-speed.json"
     # hops.conf for this cluster: written only once a template exists.
     if [[ -f "${CONF_SRC}/hops.conf.in" ]]; then
-        render "${CONF_SRC}/hops.conf.in" "REST_URL=$(rest_url)" "REST_TOKEN_FILE=$(rest_token_path)" \
-            >"${CLUSTER_DIR}/hops.conf"
+        render "${CONF_SRC}/hops.conf.in" >"${CLUSTER_DIR}/hops.conf"
         if in_root; then
             sed -i "s|^command_prefix = \[\]|command_prefix = [\"${WRAPPER_DIR}/slurm-exec\"]|" \
+                "${CLUSTER_DIR}/hops.conf"
+        fi
+        if rest_wanted; then
+            sed -i -e "s|^rest_url = \"\"|rest_url = \"$(rest_url)\"|" \
+                -e "s|^rest_token_file = \"\"|rest_token_file = \"$(rest_token_path)\"|" \
                 "${CLUSTER_DIR}/hops.conf"
         fi
         chmod 644 "${CLUSTER_DIR}/hops.conf"
