@@ -47,6 +47,7 @@ from hopsd.slurm.rest_submit import job_description
 from hopsd.slurm.tag import HopsTag
 
 log = logging.getLogger(__name__)
+ESLURM_ALREADY_DONE = 2021  # "Job/step already completing or completed"
 T = TypeVar("T")
 
 
@@ -120,7 +121,8 @@ class RestSlurm:
         """``DELETE .../job/<id>``; an array task is given as ``ARRAY_TASK`` (``26_1``)."""
         _no_other_user(as_user)
         path = f"job/{job_id_arg(job_id)}"
-        check_signal_status(("DELETE", self.client.path(path)), self.client.delete(path))
+        reply = self.client.delete(path)
+        check_signal_status(("DELETE", self.client.path(path)), reply, done_is_ok=True)
 
     def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
         """Send ``signal`` to the job's batch script only (``BATCH_JOB``), or to all its steps."""
@@ -169,17 +171,23 @@ def update_body(placement: Placement) -> dict[str, Any]:
     return body
 
 
-def check_signal_status(what: tuple[str, str], reply: Mapping[str, Any]) -> None:
+def check_signal_status(
+    what: tuple[str, str], reply: Mapping[str, Any], *, done_is_ok: bool = False
+) -> None:
     """Raise what a cancel or signal reply reports per job.
 
     slurmrestd answers HTTP 200 with an empty ``errors`` list even for an
     unknown job (24.11, v0.0.42): the outcome is in ``status[].error``.
+    ``done_is_ok``: cancelling a job that has already ended is no failure (as
+    with ``scancel``, which exits 0 then).
     """
     for entry in reply.get("status") or []:
         error = entry.get("error") if isinstance(entry, Mapping) else None
         if not isinstance(error, Mapping) or not error.get("code"):
             continue
         said = str(error.get("message") or error.get("string") or error)
+        if done_is_ok and error.get("code") == ESLURM_ALREADY_DONE:
+            continue
         if error.get("code") == ESLURM_INVALID_JOB_ID:
             raise SlurmJobNotFoundError(what, 200, said)
         raise SlurmCommandError(what, 200, said)

@@ -301,3 +301,12 @@ def test_signal_names() -> None:
     for bad in ("USR1;rm", "", "99"):
         with pytest.raises(SubmitArgumentError):
             signal_name(bad)
+
+
+def test_cancel_of_an_ended_job_is_no_failure_but_a_signal_is(tmp_path: Path) -> None:
+    """As with scancel: recorded reply to DELETE of a job that had already completed."""
+    done = (200, recorded("cancel_done.v0.0.42.24.11.json"))
+    rest, _ = port(tmp_path, done, done)
+    rest.cancel(60)
+    with pytest.raises(SlurmCommandError, match="already completing or completed"):
+        rest.signal(60, "USR1")
