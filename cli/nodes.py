@@ -71,15 +71,11 @@ def nodes(
     The factor compares each server with the other servers of its GPU type on the
     same jobs (1.00 = typical; '-' = not enough history yet).
     """
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     config = config_of(ctx)
     try:
-        listed = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        ).list_nodes()
+        listed = port_from_config(config).list_nodes()
     except (SlurmError, ValueError) as exc:
         fail(f"cannot list nodes: {exc}")
     overrides = dict(config.node_types)

@@ -79,10 +79,10 @@ def slurm_inventory(config: HopsConfig) -> dict[str, tuple[str, int]]:
     Empty when Slurm cannot be asked; the replay then knows the nodes from the ledger.
     """
     from hopsd.slurm.errors import SlurmError
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     try:
-        listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
+        listed = port_from_config(config).list_nodes()
     except (SlurmError, ValueError, OSError):
         return {}
     managed = set(config.partitions)

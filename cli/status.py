@@ -22,14 +22,10 @@ if TYPE_CHECKING:
 
 
 def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     try:
-        port = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        )
+        port = port_from_config(config)
         return port.list_nodes(), None
     except (SlurmError, ValueError) as exc:
         return [], str(exc)

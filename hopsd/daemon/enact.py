@@ -255,7 +255,7 @@ class Enactor:
                 self.guard()
             signal_name = str(step.payload.get("signal", "USR1"))
             try:
-                self.port.signal_batch(step.slurm_id, signal_name)
+                self.port.signal(step.slurm_id, signal_name)
             except SlurmCommandError as exc:
                 log.warning(
                     "event=notice-failed job=%s slurm_job=%s error=%r note='requeued at once'",

@@ -33,7 +33,7 @@ from hopsd.ledger.engine import redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
 from hopsd.ledger.health import ping, probe_engine
 from hopsd.ledger.unit import Ledger, LedgerLike, as_ledger
-from hopsd.slurm.factory import make_port
+from hopsd.slurm.factory import port_from_config
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
 
@@ -137,12 +137,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
     lease.confirmed(expires_at)
     runner = CountingRunner(SubprocessRunner())
-    port = make_port(
-        config.slurm_backend,
-        run=runner,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config, run=runner)
     tick = Tick(
         config,
         port,
