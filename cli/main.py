@@ -11,8 +11,10 @@ import hopsd
 from hops_cli.admin import cancel, db_app
 from hops_cli.common import EXIT_USAGE, CliState
 from hops_cli.fairness import fairness
+from hops_cli.history import history
 from hops_cli.nodes import nodes
 from hops_cli.replay import replay
+from hops_cli.show import show
 from hops_cli.simulate import simulate
 from hops_cli.status import status
 from hops_cli.submit import submit
@@ -72,8 +74,9 @@ def main(
 ) -> None:
     """hops: submit deep-learning jobs to Slurm and let hopsd place them fairly.
 
-    Users: `hops submit`, `hops status`, `hops cancel`. Admins: `hops status --all`,
-    `hops fairness`, `hops nodes`, `hops db upgrade`. Planners: `hops simulate`.
+    Users: `hops submit`, `hops status`, `hops show JOBID`, `hops history`,
+    `hops cancel`. Admins: `hops status --all`, `hops fairness`, `hops nodes`,
+    `hops db upgrade`. Planners: `hops simulate`.
     """
     ctx.obj = CliState(config_path=config)
 
@@ -82,6 +85,8 @@ app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
 )(submit)
 app.command()(status)
+app.command()(show)
+app.command()(history)
 app.command()(fairness)
 app.command()(cancel)
 app.command()(nodes)
