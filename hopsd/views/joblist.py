@@ -152,8 +152,8 @@ def gpu_hours_by_type(
     """GPU-hours the job held per GPU type, from its placement changes up to its end."""
     out: dict[str, float] = {}
     end = job.end_time if job.end_time is not None else now
-    for here, after in zip(placements, [*placements[1:], None], strict=True):
-        until = end if after is None else after.at
+    ends = [p.at for p in placements[1:]] + [end]
+    for here, until in zip(placements, ends, strict=False):
         if here.gpu_type is None or here.gpus <= 0 or until <= here.at:
             continue
         out[here.gpu_type] = out.get(here.gpu_type, 0.0) + here.gpus * (until - here.at) / 3600
