@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hopsd.core.fairshare import standings
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.metrics import jain_index
 from hopsd.core.priorities import raqlr
 from hopsd.ledger.records import JobRecord, JobState
-from hopsd.slurm.port import SlurmNode
+
+if TYPE_CHECKING:
+    from hopsd.slurm.port import SlurmNode
 
 ACTIVE = (
     JobState.SUBMITTED,

@@ -486,6 +486,10 @@ class Ledger:
 
     def check_schema(self) -> None:
         """Raise unless the database is at this code's schema revision."""
+        from hopsd.ledger.schema_head import at_head
+
+        if at_head(self.engine):
+            return
         from hopsd.ledger.migrate import check_schema
 
         check_schema(self.engine)
