@@ -1,4 +1,4 @@
-"""``hops cancel``, ``hops db upgrade``, ``hops db grant-reader``: commands that change things."""
+"""``hops db``: ledger administration (upgrade, current, prune, grant-reader)."""
 
 from __future__ import annotations
 
@@ -9,47 +9,6 @@ import typer
 from hops_cli.common import EXIT_USAGE, config_of, fail
 
 db_app = typer.Typer(help="Ledger administration.", no_args_is_help=True)
-
-
-def cancel(
-    ctx: typer.Context,
-    job_ids: Annotated[list[str], typer.Argument(help="Slurm job ids to cancel.")],
-) -> None:
-    """Cancel jobs through Slurm, as you: you can only cancel your own jobs."""
-    from hopsd.slurm.errors import SlurmCommandError, SlurmError
-    from hopsd.slurm.factory import make_port
-
-    ids: list[int] = []
-    for text in job_ids:
-        if not (text.isascii() and text.isdigit()):
-            fail(f"{text!r} is not a Slurm job id", EXIT_USAGE)
-        ids.append(int(text))
-    config = config_of(ctx)
-    port = make_port(
-        config.slurm_backend,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
-    failed = 0
-    for job_id in ids:
-        try:
-            port.cancel(job_id)
-        except SlurmCommandError as exc:
-            failed += 1
-            said = exc.stderr or str(exc)
-            if "permission" in said.lower() or "access" in said.lower():
-                typer.echo(
-                    f"hops: cannot cancel job {job_id}: it belongs to another user (Slurm: {said})",
-                    err=True,
-                )
-            else:
-                typer.echo(f"hops: cannot cancel job {job_id}: {said}", err=True)
-        except SlurmError as exc:
-            fail(f"cannot cancel job {job_id}: {exc}")
-        else:
-            typer.echo(f"Cancelled job {job_id}")
-    if failed:
-        raise typer.Exit(1)
 
 
 @db_app.command("upgrade")
@@ -122,4 +81,37 @@ def db_grant_reader(
     typer.echo(
         f"role {role} may now read the ledger {redact(config.ledger_url)} and nothing else; "
         "point [ledger] read_url at it in the hops.conf users read"
+    )
+
+
+@db_app.command("prune")
+def db_prune(
+    ctx: typer.Context,
+    days: Annotated[
+        float | None,
+        typer.Option(help="Keep this many days (default: [ledger] retention_days)."),
+    ] = None,
+    batch: Annotated[int, typer.Option(help="Rows per transaction.")] = 500,
+) -> None:
+    """Remove rounds, intents and allocations older than the retention (job rows stay)."""
+    import time
+
+    from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
+    from hopsd.ledger.errors import LedgerError
+    from hopsd.ledger.retention import cutoff_of, prune
+
+    config = config_of(ctx)
+    keep = config.retention_days if days is None else days
+    if keep <= 0 or batch < 1:
+        fail("nothing to prune: retention is off (days <= 0) or --batch < 1", EXIT_USAGE)
+    engine = make_engine(config.ledger_url)
+    try:
+        pruned = prune(make_sessionmaker(engine), cutoff_of(time.time(), keep), batch=batch)
+    except LedgerError as exc:
+        fail(f"cannot prune ledger {redact(config.ledger_url)}: {exc}")
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"ledger {redact(config.ledger_url)}: removed {pruned.rounds} rounds, "
+        f"{pruned.intents} intents, {pruned.allocations} allocations older than {keep:g} days"
     )

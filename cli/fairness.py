@@ -97,22 +97,62 @@ def _render(payload: dict[str, Any]) -> None:
 
 
 def _plot(payload: dict[str, Any], path: str) -> None:
+    """Latency ratio per job, bars coloured by user, sized to the number of jobs.
+
+    The starving threshold is drawn only when some bar comes near it, so that it
+    does not flatten bars that are all far below it; job labels thin out when
+    there are too many to read.
+    """
+    import time
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     jobs = [j for j in payload["jobs"] if j["latency_ratio"] is not None]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(jobs) + 2), 3.5))
-    ax.bar([str(j["job_id"]) for j in jobs], [j["latency_ratio"] for j in jobs])
-    ax.axhline(STARVING_LR, color="red", linestyle="--", linewidth=1, label="starving")
+    users = sorted({str(j["user"]) for j in jobs})
+    palette = plt.get_cmap("tab10")
+    colour = {user: palette(i % 10) for i, user in enumerate(users)}
+    width = min(24.0, max(7.0, 0.25 * len(jobs) + 4))
+    fig, ax = plt.subplots(figsize=(width, 4.5))
+    positions = range(len(jobs))
+    ratios = [float(j["latency_ratio"]) for j in jobs]
+    ax.bar(positions, ratios, color=[colour[str(j["user"])] for j in jobs])
+    _job_labels(ax, [str(j["job_id"]) for j in jobs])
+    highest = max(ratios, default=0.0)
+    if highest >= STARVING_LR / 2:
+        ax.axhline(STARVING_LR, color="red", linestyle="--", linewidth=1)
+        ax.annotate(
+            f"starving (LR > {STARVING_LR:g})",
+            (0, STARVING_LR),
+            color="red",
+            xytext=(2, 2),
+            textcoords="offset points",
+            fontsize=8,
+        )
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[u]) for u in users]
+    if handles:
+        ax.legend(
+            handles, users, title="user", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0)
+        )
     ax.set_xlabel("job")
-    ax.set_ylabel("latency ratio (wait / age)")
-    ax.set_title(f"hops fairness — Jain (users) {payload['jain_users']:.3f}")
-    ax.legend()
+    ax.set_ylabel("latency ratio\n(queue wait / expected run time)")
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    ax.set_title(f"hops fairness: latency ratio of {len(jobs)} active jobs\n{stamp}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _job_labels(ax: Any, labels: list[str]) -> None:
+    """Every job id when they fit, else every k-th, turned upright when crowded."""
+    step = max(1, len(labels) // 60)
+    shown = list(range(0, len(labels), step))
+    ax.set_xticks(shown)
+    ax.set_xticklabels(
+        [labels[i] for i in shown], rotation=90 if len(labels) > 15 else 0, fontsize=8
+    )
 
 
 def fairness(

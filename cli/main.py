@@ -30,7 +30,7 @@ LAZY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "show": ("hops_cli.show", "show", {}),
     "history": ("hops_cli.history", "history", {}),
     "fairness": ("hops_cli.fairness", "fairness", {}),
-    "cancel": ("hops_cli.admin", "cancel", {}),
+    "cancel": ("hops_cli.cancel", "cancel", {}),
     "nodes": ("hops_cli.nodes", "nodes", {}),
     "simulate": ("hops_cli.simulate", "simulate", {}),
     "replay": ("hops_cli.replay", "replay", {}),
@@ -91,6 +91,12 @@ def _usage_error(exc: Exception) -> None:
     raise typer.Exit(EXIT_USAGE) from None
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"hops {hopsd.__version__}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
     cls=LazyCommands,
     name="hops",
@@ -108,6 +114,16 @@ def main(
         str | None,
         typer.Option("--config", "-c", help="hops.conf (default: $HOPS_CONF, else built-in)."),
     ] = None,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Print the hops version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
 ) -> None:
     """hops: submit deep-learning jobs to Slurm and let hopsd place them fairly.
 

@@ -14,6 +14,7 @@ from hops_cli.submit_args import (
     read_script,
     total_samples,
 )
+from hopsd.core.admission import admit
 from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 
@@ -102,6 +103,15 @@ def submit(
                 f"({', '.join(f'{t}: {n}' for t, n in sorted(capacity.items()))})",
                 EXIT_USAGE,
             )
+        admission = admit(
+            demands,
+            float(size),
+            batch_size,
+            largest_config=max(capacity.values(), default=0),
+            max_demand=config_of(ctx).max_demand_gpus,
+        )
+        if capacity and not admission.admitted:
+            fail(f"hopsd would refuse this job: {admission.refusal}", EXIT_USAGE)
         from hopsd.slurm.factory import make_port
 
         config = config_of(ctx)

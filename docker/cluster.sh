@@ -365,8 +365,12 @@ ensure_munge() {
     chown munge:munge /run/munge /var/log/munge /var/lib/munge
     chmod 755 /run/munge
     [[ -f /etc/munge/munge.key ]] || die "/etc/munge/munge.key is missing (reinstall munge)"
-    spawn munged "${MUNGE_LOG:-${CLUSTER_DIR}/log/munged.out}" \
-        setpriv --reuid=munge --regid=munge --init-groups munged -F
+    # munged is the host's service, shared by every cluster on this host (a
+    # second cluster on another port, the container's, the 24.11 root): it is
+    # started here when missing but never recorded, so no cluster's `down`
+    # pulls it from under the others.
+    (cd / && exec setsid setpriv --reuid=munge --regid=munge --init-groups munged -F \
+        </dev/null >>"${MUNGE_LOG:-${CLUSTER_DIR}/log/munged.out}" 2>&1) &
     wait_for 10 munge_works || die "munged did not come up; see ${CLUSTER_DIR}/log/munged.out"
 }
 
@@ -710,7 +714,7 @@ cmd_down() {
     stop_names $(recorded_names | grep '^slurmd-' || true)
     kill_left_over_steps
     stop_names slurmctld
-    stop_names slurmdbd munged
+    stop_names slurmdbd munged  # munged only where an older cluster recorded it
     await_reaped "${STOPPED_PIDS[@]}"
     local left=() name
     for name in $(recorded_names); do

@@ -47,6 +47,8 @@ class HopsConfig:
     ledger_url: str = DEFAULT_LEDGER_URL
     # What the CLI reads through: a role that may only SELECT ("" = ledger_url).
     ledger_read_url: str = ""
+    # Rounds, intents and allocations older than this are pruned (0 keeps all).
+    retention_days: float = 90.0
     slurm_backend: str = "cli"
     slurm_timeout_s: float = 20.0
     # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
@@ -104,7 +106,11 @@ class HopsConfig:
 
 
 _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
-    "ledger": {"url": ("ledger_url", str), "read_url": ("ledger_read_url", str)},
+    "ledger": {
+        "url": ("ledger_url", str),
+        "read_url": ("ledger_read_url", str),
+        "retention_days": ("retention_days", float),
+    },
     "slurm": {
         "backend": ("slurm_backend", str),
         "timeout_s": ("slurm_timeout_s", float),
@@ -232,6 +238,7 @@ def _check(config: HopsConfig) -> None:
         "scheduler.restart_penalty_s": config.restart_penalty_s,
         "fairshare.weight": config.fairshare_weight,
         "daemon.spool_retention_s": config.spool_retention_s,
+        "ledger.retention_days": config.retention_days,
     }
     for key, value in non_negative.items():
         if value < 0:

@@ -16,7 +16,16 @@ if [ ! -x .venv/bin/python ]; then
         rm -rf .venv && "$PYTHON" -m venv .venv
     fi
 fi
+# promtool (Debian's prometheus package) checks and unit-tests contrib/prometheus
+# rules; tests/ops also runs a real Prometheus against hopsd.
+if ! command -v promtool >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends prometheus >/dev/null
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+# setuptools prints a generic notice box for every editable install (folders
+# named like a package may shadow it); the wheel install has no such notice.
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
-    | grep -v -e '^WARNING: Location' -e 'BuildBackendWarning' || true
+    | sed '/BuildBackendWarning: Editable installation/,/WheelFile(wheel_path/d' \
+    | grep -v -e '^WARNING: Location' || true
 .venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }

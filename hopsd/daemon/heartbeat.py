@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from hopsd.daemon.logging import iso
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
 from hopsd.ledger.records import DEFAULT_LEASE
 from hopsd.ledger.unit import LEDGER_FAILURES, LedgerLike, Unit, as_ledger
@@ -89,9 +90,9 @@ class LeaseKeeper:
                 return self._renew_or_retake(unit, now)
         except LEDGER_FAILURES as exc:
             log.warning(
-                "event=lease-heartbeat-failed error=%r may_act_until=%.3f",
+                "event=lease-heartbeat-failed error=%r may_act_until=%s",
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                self.expires_at - SAFETY_MARGIN * self.ttl_s,
+                iso(self.expires_at - SAFETY_MARGIN * self.ttl_s),
             )
             return False
 

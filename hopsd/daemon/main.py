@@ -29,6 +29,7 @@ from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
+from hopsd.ledger.health import ping, probe_engine
 from hopsd.ledger.unit import Ledger, LedgerLike, as_ledger
 from hopsd.slurm.factory import make_port
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
@@ -41,6 +42,7 @@ log = logging.getLogger("hopsd")
 ADOPT_PREFIX_ENV = "HOPS_TEST_ADOPT_NAME_PREFIX"
 
 EXIT_CONFIG, EXIT_LEDGER, EXIT_LEASE = 2, 3, 4
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -52,7 +54,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shadow", action="store_true", help="decide and log, enact nothing")
     parser.add_argument("--once", action="store_true", help="run one tick and exit")
     parser.add_argument("--ticks", type=int, default=None, help="exit after N ticks")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="debug, info, warning, error or critical, any case (default: $HOPS_LOG_LEVEL or info)",
+    )
     parser.add_argument("command", nargs="*", help="`db upgrade` migrates the ledger")
     args = parser.parse_args(argv)
     if args.command and args.command != ["db", "upgrade"]:
@@ -144,11 +152,15 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     )
     metrics = DaemonMetrics()
     metrics.watch(tick.reconciler.problems)
+    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
+    checks = service.health_checks()
+    after_tick = checks["ledger"]
+    probe = probe_engine(config.ledger_url)
+    checks["ledger"] = lambda: ping(probe) or after_tick()
     try:
-        metrics.serve(config.metrics_address)
+        metrics.serve(config.metrics_address, checks)
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
-    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
     log.info(
         "event=start version=%s ledger=%s shadow=%s holder=%s",
         hopsd.__version__,
@@ -166,6 +178,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
             if (info := unit.lease_info()) is not None and info.holder == holder:
                 unit.release_lease(holder)
         ledger.dispose()
+        probe.dispose()
     return 1 if service.fatal is not None else 0
 
 

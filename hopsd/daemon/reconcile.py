@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 from hopsd.config import HopsConfig
+from hopsd.core.admission import admit
 from hopsd.core.model import Configuration
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
@@ -132,19 +133,16 @@ def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[J
     fields = slurm_field_problem(job.user, job.account, job.name, "")
     if fields:
         return None, fields
-    if max(tag.demands) > max_demand:
-        return (
-            None,
-            f"demand {max(tag.demands)} GPUs exceeds scheduler.max_demand_gpus={max_demand}",
-        )
-    demands = tuple(d for d in tag.demands if d <= largest_config)
-    if not demands:
-        return None, (
-            f"smallest demand {tag.demands[0]} GPUs exceeds the largest configuration "
-            f"of the managed partitions ({largest_config} GPUs)"
-        )
-    if tag.total_samples < tag.batch_size:
-        return None, f"total samples {tag.total_samples:g} below one batch ({tag.batch_size})"
+    admission = admit(
+        tag.demands,
+        tag.total_samples,
+        tag.batch_size,
+        largest_config=largest_config,
+        max_demand=max_demand,
+    )
+    if not admission.admitted:
+        return None, admission.refusal
+    demands = admission.demands
     lr_rule = LrRule(tag.lr_scale)
     per_demand = len(tag.lr) == len(tag.demands) and len(tag.lr) > 1
     spec = JobSpec(

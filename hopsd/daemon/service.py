@@ -21,15 +21,20 @@ from types import FrameType
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from hopsd.config import ConfigError, HopsConfig
+from hopsd.daemon.endpoint import Check
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.metrics import DaemonMetrics
+from hopsd.daemon.retention import Retention
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
+from hopsd.ledger.unit import DRIVER_ERRORS
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.service")
 
 MAX_BACKOFF_S = 60.0
+# What a failed prune is logged for and tried again after (the ledger away, a driver error).
+_PRUNE_FAILURES: tuple[type[BaseException], ...] = (LedgerUnavailableError, *DRIVER_ERRORS)
 
 
 class Service:
@@ -54,6 +59,10 @@ class Service:
         self._lock = threading.Lock()
         self._scheduler: BlockingScheduler | None = None
         self._loops: int | None = None
+        self.started_at = tick.clock()
+        self.last_tick_at: float | None = None
+        self.ledger_error = ""
+        self.retention = Retention(tick.ledger)
 
     @property
     def interval_s(self) -> float:
@@ -79,7 +88,12 @@ class Service:
                 self.fatal = exc
                 self.stop()
                 return None
-            except (SlurmError, LedgerUnavailableError) as exc:
+            except LedgerUnavailableError as exc:
+                self.metrics.tick_errors.inc()
+                self.ledger_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                log.error("event=tick-failed error=%r", str(exc))
+                return None
+            except SlurmError as exc:
                 self.metrics.tick_errors.inc()
                 self.metrics.slurm_errors.labels(type(exc).__name__).inc()
                 log.error("event=tick-failed error=%r", str(exc))
@@ -91,8 +105,24 @@ class Service:
             if self.failures:
                 log.info("event=slurm-recovered after_failures=%d", self.failures)
             self.failures = 0
+            self.ledger_error = ""
+            self.last_tick_at = result.started_at
             self._observe(result)
+            self._prune(result.started_at)
             return result
+
+    def _prune(self, now: float) -> None:
+        """Retention between ticks; a failure is logged and tried again next time."""
+        if self.lease is not None and not self.lease.may_act():
+            return
+        try:
+            pruned = self.retention.run(self.tick.config.retention_days, now)
+        except _PRUNE_FAILURES as exc:
+            log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
+            return
+        if pruned is not None:
+            for table in ("rounds", "intents", "allocations"):
+                self.metrics.pruned.labels(table).inc(getattr(pruned, table))
 
     def _back_off(self, exc: SlurmUnavailableError) -> None:
         self.failures += 1
@@ -109,6 +139,11 @@ class Service:
     def _observe(self, result: TickResult) -> None:
         m = self.metrics
         m.tick_seconds.observe(result.total_s)
+        m.last_tick.set(result.started_at)
+        m.leader.set(1 if self.lease is None or self.lease.may_act() else 0)
+        m.set_gpus(result.gpu_use)
+        for action in result.would_enact:
+            m.would_enact.labels(action.kind).inc()
         m.slurm_calls.inc(result.slurm_calls)
         m.queue_length.set(result.queued)
         m.running_jobs.set(result.running)
@@ -116,26 +151,47 @@ class Service:
             m.decision_seconds.labels(result.decision.kind).observe(result.decision.decision_s)
             m.window_size.set(len(result.decision.plan.window))
             m.idle_gpus_waiting.set(result.decision.idle_gpus_waiting)
-        if result.latency_ratios:
-            m.max_latency_ratio.set(max(result.latency_ratios))
-            m.avg_latency_ratio.set(sum(result.latency_ratios) / len(result.latency_ratios))
+        m.set_latency_ratios(result.latency_ratios)
         if result.reconcile is not None:
             m.adopted.inc(len(result.reconcile.adopted))
             m.rejected.inc(len(result.reconcile.rejected))
         for report in (result.resumed, result.enacted):
-            if report is None:
-                continue
-            for step in report.done:
-                m.enactments.labels(step.action.value, "ok").inc()
-            for step, _ in report.failed:
-                m.enactments.labels(step.action.value, "failed").inc()
-            for step, _ in report.abandoned:
-                m.enactments.labels(step.action.value, "abandoned").inc()
+            if report is not None:
+                m.count_enacted(report)
         if result.total_s > self.interval_s:
             log.warning(
                 "event=tick-overrun took_s=%.3f interval_s=%.3f", result.total_s, self.interval_s
             )
         log.debug("event=tick %s", " ".join(f"{k}={v:.4f}" for k, v in result.figures().items()))
+
+    # -- health ----------------------------------------------------------------------------
+
+    def stale_after_s(self) -> float:
+        """A tick older than this means the loop is stuck (three intervals, at least 60 s)."""
+        return max(3 * self.interval_s, 60.0)
+
+    def health_checks(self) -> dict[str, Check]:
+        """The checks ``/healthz`` runs: Slurm reachable, ledger usable, ticks recent."""
+
+        def slurm() -> str | None:
+            if self.failures:
+                return f"slurmctld unreachable for {self.failures} tick(s); backing off"
+            return None
+
+        def ledger() -> str | None:
+            if not self.ledger_error:
+                return None
+            return f"last tick could not use the ledger: {self.ledger_error}"
+
+        def tick() -> str | None:
+            since = self.last_tick_at if self.last_tick_at is not None else self.started_at
+            age = self.tick.clock() - since
+            if age <= self.stale_after_s():
+                return None
+            what = "no tick completed" if self.last_tick_at is None else "last tick completed"
+            return f"{what} for {age:.0f} s (limit {self.stale_after_s():.0f} s)"
+
+        return {"slurm": slurm, "ledger": ledger, "tick": tick}
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -176,6 +232,7 @@ class Service:
     def _lease_lost(self) -> None:
         """Called from the heartbeat thread: another hopsd took over; stop for good."""
         assert self.lease is not None and self.lease.lost is not None
+        self.metrics.leader.set(0)
         log.error("event=lease-lost error=%r; stopping", str(self.lease.lost))
         self.fatal = self.lease.lost
         self.stop()

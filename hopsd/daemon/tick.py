@@ -38,11 +38,13 @@ from hopsd.daemon.enact import (
     crash_point,
     resume_steps,
 )
+from hopsd.daemon.gpu_use import GpuUse, gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.sensing import Sensing
+from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.records import (
@@ -85,6 +87,9 @@ class TickResult:
     enacted: EnactReport | None = None
     resumed: EnactReport | None = None
     latency_ratios: list[float] = field(default_factory=list)
+    gpu_use: dict[str, GpuUse] = field(default_factory=dict)
+    # shadow mode: decisions that differ from what was last said for their job
+    would_enact: list[Action] = field(default_factory=list)
 
     def figures(self) -> dict[str, float]:
         return {
@@ -137,6 +142,7 @@ class Tick:
         self.round_clock = RoundClock(self.settings.round_length_s)
         self.policy = get_policy(config.policy)
         self._steps: list[Step] = []
+        self.shadow_memory = ShadowMemory()
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -264,6 +270,7 @@ class Tick:
             built = self._profile(unit, rows, obs, built, result, now)
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
+            result.gpu_use = gpu_use(snap)
             self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
@@ -412,7 +419,10 @@ class Tick:
             note=_note(decision.kind, actions, plan),
         )
         round_row = unit.record_round(summary)
-        for action in actions:
+        if self.shadow:
+            alive = {j.id for j in snap.jobs}
+            result.would_enact = self.shadow_memory.fresh(actions, alive)
+        for action in result.would_enact if self.shadow else actions:
             log.info(
                 "event=%s round=%d job=%s slurm_job=%s action=%s shadow=%s",
                 "would-enact" if self.shadow else "decide",

@@ -8,6 +8,8 @@ committed: the transaction that failed is rolled back by its owner.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from hopsd.core.errors import HopsError, InvalidInputError
 
 
@@ -62,7 +64,7 @@ class LeaseHeldError(LedgerError):
 
     def __init__(self, name: str, holder: str, expires_at: float) -> None:
         super().__init__(
-            f"lease {name!r} is held by {holder!r} until {expires_at:.3f} (epoch seconds); "
+            f"lease {name!r} is held by {holder!r} until {_utc(expires_at)}; "
             "another hopsd is running against this ledger"
         )
         self.name = name
@@ -72,3 +74,8 @@ class LeaseHeldError(LedgerError):
 
 class LeaseLostError(LeaseHeldError):
     """This daemon's lease expired and was taken over (or released) meanwhile."""
+
+
+def _utc(epoch: float) -> str:
+    """ISO 8601 UTC, as hops logs times."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,4 +1,4 @@
-"""Schema migrations of the ledger (Alembic, scripts in the top-level ``sql/``).
+"""Schema migrations of the ledger (Alembic, scripts in ``hopsd/ledger/migrations``).
 
 The daemon refuses to run on an outdated schema (:func:`check_schema`) rather
 than writing rows the old tables cannot hold; the operator upgrades explicitly
@@ -23,15 +23,15 @@ from sqlalchemy.engine import URL
 from hopsd.ledger.engine import make_engine, normalise_url, redact
 from hopsd.ledger.errors import SchemaNewerError, SchemaOutdatedError
 
-# The migration scripts live at the top of the source tree (hops is installed
-# editable), two levels above this file: <checkout>/sql.
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+# The migration scripts ship inside the package (a wheel carries them as package
+# data), so an installed hops migrates without a source checkout.
+SQL_DIR = Path(__file__).resolve().parent / "migrations"
 
 UPGRADE_COMMAND = "hopsd db upgrade"
 
 
 def alembic_config(url: str | URL | None = None) -> Config:
-    """An Alembic configuration built in code, pointing at ``sql/``."""
+    """An Alembic configuration built in code, pointing at the packaged migrations."""
     if not (SQL_DIR / "env.py").is_file():
         raise FileNotFoundError(f"ledger migrations not found at {SQL_DIR}")
     config = Config()

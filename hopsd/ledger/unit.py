@@ -56,6 +56,7 @@ from hopsd.ledger.records import (
     ThroughputLayer,
     ThroughputRecord,
 )
+from hopsd.ledger.retention import Pruned, prune
 from hopsd.ledger.throughput_store import (
     SqlThroughputStore,
     load_throughput_store,
@@ -509,6 +510,11 @@ class Ledger:
         finally:
             session.rollback()
             session.close()
+
+    def prune(self, cutoff: float, *, batch: int, max_batches: int | None = None) -> Pruned:
+        """Remove rounds, intents and allocations older than ``cutoff`` in short transactions
+        (see :func:`hopsd.ledger.retention.prune`)."""
+        return prune(self.sessions, cutoff, batch=batch, max_batches=max_batches)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -248,6 +248,13 @@ def _replay(
         return out
 
 
+def _what(summary: dict[str, Any]) -> str:
+    """What a plot shows, for its title: the preset (or trace) and the seed."""
+    source = summary.get("preset") or "trace"
+    seed = summary.get("seed")
+    return f"{source}, seed {seed}" if seed is not None else str(source)
+
+
 def _write_outputs(
     out: Path,
     summary: dict[str, Any],
@@ -261,4 +268,4 @@ def _write_outputs(
     for name, recs in records.items():
         write_jobs_csv(out / f"jobs_{name}.csv", recs)
         write_jobs_json(out / f"jobs_{name}.json", recs)
-    write_plots(out, records, {n: r.rounds for n, r in results.items()})
+    write_plots(out, records, {n: r.rounds for n, r in results.items()}, what=_what(summary))

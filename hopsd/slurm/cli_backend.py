@@ -22,7 +22,14 @@ from hopsd.slurm.errors import (
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
-from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
+from hopsd.slurm.port import (
+    AccountingRecord,
+    Placement,
+    RunRecord,
+    SlurmJob,
+    SlurmNode,
+    job_id_arg,
+)
 from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -110,8 +117,8 @@ class CliSlurm:
         credential revoked"), and 24.11 restarts a requeued job fast enough to hit it."""
         self._call(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"])
 
-    def cancel(self, job_id: int, as_user: str | None = None) -> None:
-        self._call([*_as_user(as_user), "scancel", str(job_id)])
+    def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
+        self._call([*_as_user(as_user), "scancel", job_id_arg(job_id)])
 
     # ------------------------------------------------------------------- reads
     def list_jobs(self) -> list[SlurmJob]:

@@ -79,7 +79,22 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         requested_nodes=_expand(jsonshape.text(rec.get("required_nodes"))),
         alloc_tres=jsonshape.text(rec.get("tres_alloc_str")),
         stderr_path=expand_output_pattern(jsonshape.text(rec.get("standard_error")), rec),
+        array_id=_array_id(rec),
+        array_tasks=jsonshape.text(rec.get("array_task_string")),
     )
+
+
+def _array_id(rec: Mapping[str, Any]) -> str:
+    """``ARRAY_TASK`` for one task of a job array, as squeue and scancel write it."""
+    array_id = jsonshape.integer(rec.get("array_job_id"))
+    task = jsonshape.number(rec.get("array_task_id"))
+    if not array_id or task is None or task >= NO_ARRAY_TASK:
+        return ""
+    return f"{array_id}_{int(task)}"
+
+
+# Slurm's NO_VAL for "not an array task".
+NO_ARRAY_TASK = 4294967294
 
 
 def expand_output_pattern(pattern: str, rec: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ same with ten jobs or ten thousand.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -95,6 +96,10 @@ class SlurmJob:
     #: the requeue hits a job that had already ended (see ``requeue_check``).
     alloc_tres: str = ""
     stderr_path: str = ""
+    #: ``26_1`` for a task of job array 26 (the form users type); empty otherwise.
+    array_id: str = ""
+    #: The tasks of an array not yet split into jobs of their own (``0-3``), on the array's record.
+    array_tasks: str = ""
 
     @property
     def gpus(self) -> int:
@@ -306,7 +311,9 @@ class SlurmPort(Protocol):
         """Clear a requeued job's begin-time wait (to a moment from now)."""
         ...
 
-    def cancel(self, job_id: int, as_user: str | None = None) -> None: ...
+    def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
+        """Cancel a job, or one task of a job array given as ``ARRAY_TASK`` (``26_1``)."""
+        ...
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         """Final states from the accounting database, one call for all ids."""
@@ -318,3 +325,19 @@ class SlurmPort(Protocol):
         Raises ``SlurmAccountingDisabledError`` where no accounting database is kept.
         """
         ...
+
+
+ARRAY_TASK_ID = re.compile(r"[0-9]{1,10}_[0-9]{1,10}")
+
+
+def job_id_arg(job_id: int | str) -> str:
+    """A job id as Slurm commands take it; ``ARRAY_TASK`` strings are checked, not passed raw."""
+    if isinstance(job_id, bool):
+        raise ValueError(f"not a Slurm job id: {job_id!r}")
+    if isinstance(job_id, int):
+        if job_id <= 0:
+            raise ValueError(f"not a Slurm job id: {job_id!r}")
+        return str(job_id)
+    if not ARRAY_TASK_ID.fullmatch(job_id):
+        raise ValueError(f"not a Slurm job or array task id: {job_id!r}")
+    return job_id

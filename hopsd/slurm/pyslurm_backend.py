@@ -64,11 +64,11 @@ class PyslurmSlurm:
     def requeue_hold(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).requeue(hold=True))
 
-    def cancel(self, job_id: int, as_user: str | None = None) -> None:
-        if as_user is not None:
+    def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
+        if as_user is not None or isinstance(job_id, str):
             self._cli.cancel(job_id, as_user=as_user)
             return
-        _rpc(lambda: pyslurm.Job(job_id).cancel())
+        _rpc(lambda: pyslurm.Job(int(job_id)).cancel())
 
     def list_jobs(self) -> list[SlurmJob]:
         jobs = _rpc(lambda: pyslurm.Jobs.load(preload_passwd_info=True))

@@ -18,7 +18,7 @@ from hopsd.ledger.migrate import upgrade
 from hopsd.ledger.models import JobRow, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
-from hopsd.slurm.port import SlurmNode
+from hopsd.slurm.port import AccountingRecord, SlurmJob, SlurmNode
 
 
 @dataclass
@@ -29,6 +29,14 @@ class RecordingPort:
     submitted: list[dict[str, Any]] = field(default_factory=list)
     cancelled: list[int] = field(default_factory=list)
     name: str = "recording"
+    jobs: list[SlurmJob] = field(default_factory=list)
+    ended: list[AccountingRecord] = field(default_factory=list)
+
+    def list_jobs(self) -> list[SlurmJob]:
+        return list(self.jobs)
+
+    def accounting(self, job_ids: Any) -> list[AccountingRecord]:
+        return [r for r in self.ended if r.job_id in set(job_ids)]
 
     def list_nodes(self) -> list[SlurmNode]:
         return list(self.nodes)

@@ -114,3 +114,61 @@ def test_other_user_cannot_cancel_and_is_told_why(
         assert not _job_state(job_id).startswith("PENDING")
     finally:
         subprocess.run(["scancel", job_id], check=False)
+
+
+def test_cancel_is_honest_about_finished_unknown_and_array_ids(
+    users: None, as_user: list[str], shared_dir: Path
+) -> None:
+    path = _script(shared_dir)
+    submitted = runner.invoke(
+        app, ["submit", str(path), "--gpus", "1", "--samples", "100", "--parsable"]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    array = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            OWNER,
+            "--",
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--array=0-2",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 30",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=shared_dir,
+    ).stdout.strip()
+    try:
+        first = runner.invoke(app, ["cancel", job_id])
+        assert first.exit_code == 0 and f"Cancelled job {job_id}" in first.stdout
+        again = runner.invoke(app, ["cancel", job_id])
+        assert again.exit_code == 0, again.output
+        assert f"job {job_id} already finished (CANCELLED)" in again.stdout
+        unknown = runner.invoke(app, ["cancel", "987654"])
+        assert unknown.exit_code == 1 and "no such job 987654" in unknown.stderr
+        task = runner.invoke(app, ["cancel", f"{array}_1"])
+        assert task.exit_code == 0, task.output
+        assert f"Cancelled job {array}_1" in task.stdout
+        left = subprocess.run(
+            ["squeue", "-h", "-j", array, "-o", "%i %T"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert f"{array}_1 " not in left and "PENDING" in left
+        # A task still inside its array's record (2 here) is cancelled by its id too.
+        inner = runner.invoke(app, ["cancel", f"{array}_2", f"{array}_0"])
+        assert inner.exit_code == 0, inner.output
+        gone = subprocess.run(
+            ["squeue", "-h", "-j", array], capture_output=True, text=True, check=False
+        ).stdout
+        assert gone.strip() == "", gone
+    finally:
+        subprocess.run(["scancel", job_id, array], check=False)

@@ -112,6 +112,17 @@ def test_second_daemon_exits_naming_the_lease_holder(tmp_path, capsys):
     assert "otherhost:4242" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("given", ["debug", "Debug", "DEBUG", "warning"])
+def test_log_level_is_accepted_in_any_case(given):
+    assert hopsd_main.parse_args(["--log-level", given]).log_level == given.upper()
+
+
+def test_unknown_log_level_is_a_usage_error():
+    with pytest.raises(SystemExit) as exc:
+        hopsd_main.parse_args(["--log-level", "loud"])
+    assert exc.value.code == 2
+
+
 def test_unknown_command_is_a_usage_error():
     with pytest.raises(SystemExit) as exc:
         hopsd_main.parse_args(["db", "downgrade"])
@@ -146,8 +157,11 @@ def test_metrics_endpoint_serves_tick_figures(config, port, sessions, clock):
     service.metrics.serve(f"127.0.0.1:{free}")
     body = urllib.request.urlopen(f"http://127.0.0.1:{free}/metrics", timeout=5).read().decode()
     assert "hopsd_tick_seconds_count 1.0" in body
-    assert 'hopsd_enactments_total{action="release",result="ok"} 1.0' in body
+    assert 'hopsd_slurm_actions_total{action="release",result="ok"} 1.0' in body
+    assert 'hopsd_enactments_total{kind="start",result="ok"} 1.0' in body
     assert "hopsd_jobs_adopted_total 1.0" in body
+    assert service.metrics.endpoint is not None
+    service.metrics.endpoint.close()
     service.metrics.serve("")  # disabled: nothing started, no error
 
 

@@ -217,5 +217,5 @@ def test_workload_under_hopsd_on_the_container_cluster_then_nothing_left(
 
     cluster(engine, "down")
     assert ours(client, engine) == []
-    assert not Path(STATE_DIR, "host", "pids").exists()  # munged/dockerd it started: stopped
+    assert not Path(STATE_DIR, "host", "pids").exists()  # dockerd it started: stopped
     assert not Path(STATE_DIR, "container").exists()

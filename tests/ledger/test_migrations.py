@@ -10,6 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.errors import SchemaNewerError, SchemaOutdatedError
 from hopsd.ledger.jobs import JobSpec, add_job, require_job
@@ -26,8 +27,8 @@ from hopsd.ledger.models import Base
 LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 
 
-def test_migrations_live_in_top_level_sql_dir() -> None:
-    assert SQL_DIR.name == "sql"
+def test_migrations_ship_inside_the_package() -> None:
+    assert Path(migrate.__file__).parent / "migrations" == SQL_DIR
     assert (SQL_DIR / "env.py").is_file()
     assert head_revision() == "0005"
 

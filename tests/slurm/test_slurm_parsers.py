@@ -202,3 +202,10 @@ def test_placement_checks_against_recorded_jobs() -> None:
     held = jobs[1]
     problems = Placement.of("a100", {"a100n2": 2}).pending_mismatches(held)
     assert len(problems) == 3  # partition, nodes and GPU request all still differ
+
+
+def test_squeue_2205_array_tasks_and_the_arrays_own_record() -> None:
+    """A held array: tasks split off carry ``ARRAY_TASK``; the others stay on the array record."""
+    jobs = {j.job_id: j for j in parse_jobs(fixture("squeue_array_held.22.05.json"))}
+    assert jobs[1].array_id == "1_0" and jobs[2].array_id == "1_1"
+    assert jobs[60].array_id == "" and jobs[60].array_tasks == "0-3"

@@ -1,0 +1,148 @@
+"""``hops cancel``: cancel jobs through Slurm, as the user, and say what really happened.
+
+Like ``scancel``, but honest about ids that do not name a live job: an id
+Slurm never knew is "no such job" (exit 1), a job that already ended says so
+instead of pretending to cancel it, and array tasks (``26_1``) are accepted.
+Slurm decides who may cancel what; hops only asks, as the user.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from hops_cli.common import EXIT_USAGE, config_of, fail
+
+if TYPE_CHECKING:  # the Slurm port is imported only when a command runs (fast start)
+    from hopsd.slurm.port import SlurmJob, SlurmPort
+
+JOB_ID = re.compile(r"^[0-9]{1,10}(_[0-9]{1,10})?$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one id: ``cancelled``, ``finished``, ``unknown`` or ``refused``."""
+
+    text: str
+    kind: str
+    message: str
+
+
+def cancel(
+    ctx: typer.Context,
+    job_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Slurm job ids (e.g. 42, or 26_1 for an array task).", show_default=False
+        ),
+    ] = None,
+    me: Annotated[
+        bool, typer.Option("--me", help="Cancel all your unfinished hops jobs (like scancel --me).")
+    ] = False,
+) -> None:
+    """Cancel jobs through Slurm, as you: you can only cancel your own jobs.
+
+    Exit 0 when every id was cancelled or had already finished; 1 when an id
+    names no job or Slurm refused; 2 for ids that are not job ids.
+    """
+    from hopsd.slurm.errors import SlurmError
+    from hopsd.slurm.factory import make_port
+
+    texts = list(job_ids or [])
+    if not texts and not me:
+        fail("give job ids or --me", EXIT_USAGE)
+    for text in texts:
+        if not JOB_ID.match(text):
+            fail(f"{text!r} is not a Slurm job id (e.g. 42 or 26_1)", EXIT_USAGE)
+    config = config_of(ctx)
+    port = make_port(
+        config.slurm_backend,
+        timeout_s=config.slurm_timeout_s,
+        command_prefix=config.slurm_command_prefix,
+    )
+    try:
+        outcomes = cancel_all(port, texts, getpass.getuser() if me else None)
+    except SlurmError as exc:
+        fail(f"cannot cancel: {exc}")
+    for outcome in outcomes:
+        typer.echo(outcome.message, err=outcome.kind in ("unknown", "refused"))
+    if any(o.kind in ("unknown", "refused") for o in outcomes):
+        raise typer.Exit(1)
+
+
+def cancel_all(port: SlurmPort, texts: list[str], me: str | None) -> list[Outcome]:
+    """Cancel each id (and with ``me``, each unfinished hops job of that user)."""
+    jobs = port.list_jobs()
+    known: dict[str, SlurmJob] = {}
+    for job in jobs:
+        known[str(job.job_id)] = job
+        if job.array_id:
+            known[job.array_id] = job
+    if me is not None:
+        mine = [j for j in jobs if j.user == me and j.tag is not None and not j.finished]
+        texts = texts + [str(j.job_id) for j in mine if str(j.job_id) not in texts]
+        if not texts:
+            return [Outcome("", "none", f"no unfinished hops jobs of {me}")]
+    missing = [int(t) for t in texts if t not in known and t.isdigit()]
+    ended = {r.job_id: r.state for r in port.accounting(missing)} if missing else {}
+    return [_cancel_one(port, text, _find(known, text), ended) for text in texts]
+
+
+def _find(known: dict[str, SlurmJob], text: str) -> SlurmJob | str | None:
+    """The job an id names; for a task still inside its array's record, the task id itself."""
+    if text in known:
+        return known[text]
+    base, _, task = text.partition("_")
+    array = known.get(base)
+    if (
+        task
+        and array is not None
+        and not array.finished
+        and _in_tasks(int(task), array.array_tasks)
+    ):
+        return text
+    return None
+
+
+def _in_tasks(task: int, tasks: str) -> bool:
+    """Whether ``task`` is in Slurm's task string (``0-3,7,9-11%2``)."""
+    for part in tasks.split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (high or low).isdigit() and int(low) <= task <= int(high or low):
+            return True
+    return False
+
+
+def _cancel_one(
+    port: SlurmPort, text: str, job: SlurmJob | str | None, ended: dict[int, str]
+) -> Outcome:
+    from hopsd.slurm.errors import SlurmCommandError
+
+    if isinstance(job, str):  # a task Slurm keeps inside its array's record
+        try:
+            port.cancel(job)
+        except SlurmCommandError as exc:
+            return Outcome(text, "refused", f"hops: cannot cancel job {text}: {exc.stderr or exc}")
+        return Outcome(text, "cancelled", f"Cancelled job {text}")
+    if job is None:
+        state = ended.get(int(text)) if text.isdigit() else None
+        if state is None:
+            return Outcome(text, "unknown", f"hops: no such job {text}")
+        return Outcome(text, "finished", f"job {text} already finished ({state})")
+    if job.finished:
+        return Outcome(text, "finished", f"job {text} already finished ({job.state})")
+    try:
+        port.cancel(job.job_id)
+    except SlurmCommandError as exc:
+        said = exc.stderr or str(exc)
+        if "permission" in said.lower() or "access" in said.lower():
+            why = f"it belongs to another user, {job.user or 'unknown'}"
+            return Outcome(
+                text, "refused", f"hops: cannot cancel job {text}: {why} (Slurm: {said})"
+            )
+        return Outcome(text, "refused", f"hops: cannot cancel job {text}: {said}")
+    return Outcome(text, "cancelled", f"Cancelled job {text}")
