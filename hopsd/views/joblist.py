@@ -60,8 +60,8 @@ def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) ->
 
 
 def job_name(job: JobRecord) -> str:
-    """The job's name as Slurm gives it by default: its script's file name."""
-    return os.path.basename(job.script_path) or job.id
+    """The job's script's file name (Slurm's default name), else its model, else hops's id."""
+    return os.path.basename(job.script_path) or job.model_name or job.id
 
 
 def elapsed_of(job: JobRecord, now: float) -> float:
