@@ -55,9 +55,7 @@ def test_daemon_state_from_lease_and_last_round() -> None:
 
 
 def test_start_estimates_follow_lr_order_and_running_etas() -> None:
-    running = replace(
-        JOB, id="r", state=JobState.RUNNING, first_start_time=0.0, samples_done=500.0
-    )
+    running = replace(JOB, id="r", state=JobState.RUNNING, first_start_time=0.0, samples_done=500.0)
     low = replace(JOB, id="low", latency_ratio=0.5)
     high = replace(JOB, id="high", latency_ratio=2.0)
     starts = start_estimates([running, low, high], now=100.0)
