@@ -19,7 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hopsd.ledger.records import JobRecord, JobState, LeaseInfo, PlacementRecord, RoundInfo
+from hopsd.ledger.records import (
+    TERMINAL_STATES,
+    JobRecord,
+    JobState,
+    LeaseInfo,
+    PlacementRecord,
+    RoundInfo,
+)
 
 WAITING = (JobState.SUBMITTED, JobState.QUEUED, JobState.PREEMPTED, JobState.REQUEUED)
 NOT_RUNNING = "hopsd not running"
@@ -102,7 +109,12 @@ def start_estimates(jobs: Sequence[JobRecord], now: float) -> dict[str, float]:
 def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
     """Why the job is where it is: hopsd's recorded reason, or that hopsd is not running."""
     recorded = job.plan_reason or job.input_problem or None
-    if daemon.mode == "stopped" and job.state not in (JobState.RUNNING,):
+    if recorded is None and job.state == JobState.PROFILING:
+        where = job.current_gpu_type if job.current_parts else None
+        recorded = f"profiling on {where}" if where else "profiling: waiting for a GPU"
+    if job.state in TERMINAL_STATES:
+        return recorded
+    if daemon.mode == "stopped" and job.state != JobState.RUNNING:
         return f"{NOT_RUNNING} (last: {recorded})" if recorded else NOT_RUNNING
     if daemon.mode == "shadow" and recorded:
         return f"shadow: would {recorded}"

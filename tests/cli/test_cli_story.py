@@ -76,7 +76,15 @@ def story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
         waiting = [(_job(unit, n, "bob", now - 1000 + n), lr) for n, lr in ((204, 0.5), (205, 2.0))]
     with ledger.unit() as unit:
         _ran(unit, done, now - 6600, now - 3000, JobState.DONE)
-        unit.update_job(JobUpdate(done, latency_ratio=0.5, wait_time=600.0, restarts=1))
+        unit.update_job(
+            JobUpdate(
+                done,
+                latency_ratio=0.5,
+                wait_time=600.0,
+                restarts=1,
+                plan_reason="running on a100 a100n1:1",
+            )
+        )
         unit.transition(never, JobState.CANCELLED, now - 4000)
         unit.update_job(JobUpdate(never, latency_ratio=40.0, wait_time=1000.0))
         _ran(unit, running, now - 3600, None, JobState.RUNNING)
@@ -207,6 +215,7 @@ def test_show_tells_the_story(story: float, port: Any) -> None:
     assert [p["change"] for p in payload["placements"]] == ["start", "move", "end"]
     assert payload["placements"][1]["nodes"] == {"a100n1": 1}
     assert payload["state_reason"] == "exit 0" and payload["restarts"] == 1
+    assert payload["reason"] == "running on a100 a100n1:1"  # finished: no "hopsd not running"
     text = runner.invoke(app, ["show", "205"]).stdout
     assert "JobId=205" in text and "QueuePosition=1" in text and "LR=2.00" in text
     missing = runner.invoke(app, ["show", "999"])

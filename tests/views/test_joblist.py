@@ -14,7 +14,13 @@ from hopsd.ledger.records import (
     RoundInfo,
     TagStatus,
 )
-from hopsd.views.joblist import daemon_state, gpu_hours_by_type, job_name, start_estimates
+from hopsd.views.joblist import (
+    daemon_state,
+    gpu_hours_by_type,
+    job_name,
+    reason_of,
+    start_estimates,
+)
 
 JOB = JobRecord(
     id="7", slurm_job_id=7, user="u", account="a", script_path="", demands=(1,),
@@ -60,3 +66,19 @@ def test_start_estimates_follow_lr_order_and_running_etas() -> None:
     high = replace(JOB, id="high", latency_ratio=2.0)
     starts = start_estimates([running, low, high], now=100.0)
     assert starts == {"high": 100.0}  # 500 of 1000 samples in 100 s: 100 s left
+
+
+def test_reasons_for_profiling_finished_and_stopped() -> None:
+    stopped = daemon_state(None, None, 0.0)
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    profiling = replace(JOB, state=JobState.PROFILING, current_gpu_type="v100",
+                        current_parts=(("v100n1", 1),))  # fmt: skip
+    assert reason_of(profiling, live) == "profiling on v100"
+    assert reason_of(replace(profiling, current_parts=None), live) == (
+        "profiling: waiting for a GPU"
+    )
+    done = replace(JOB, state=JobState.DONE, plan_reason="running on a100")
+    assert reason_of(done, stopped) == "running on a100"  # no "not running" on a finished job
+    assert reason_of(replace(JOB, plan_reason="waiting"), stopped) == (
+        "hopsd not running (last: waiting)"
+    )
