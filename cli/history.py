@@ -148,7 +148,7 @@ def history(
     if as_json:
         print_json(payload)
         return
-    rows = [[_cells(j)[c] for c in columns] for j in payload["jobs"]]
+    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
     if not rows and not parsable and not noheader:
         typer.echo("No finished hops jobs in that window.")
         return

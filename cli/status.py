@@ -146,7 +146,7 @@ DAEMON_LINES = {
 
 def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layout) -> None:
     """The table, then hopsd's state, problems, GPU types and RAQLR (only with the header)."""
-    rows = [[_cells(j)[c] for c in columns] for j in payload["jobs"]]
+    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
     if rows or layout.parsable or not layout.header:
         render("hops jobs", columns, rows, layout)
     else:
