@@ -74,7 +74,7 @@ class LazyCommands(OneLineErrors):
         if isinstance(target, typer.Typer):
             command = typer.main.get_group(target)
         else:
-            single = typer.Typer(pretty_exceptions_enable=False)
+            single = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
             single.command(name=cmd_name, context_settings=settings)(target)
             command = typer.main.get_command(single)
         command.name = cmd_name

@@ -68,3 +68,10 @@ def test_the_command_group_loads_no_command_module() -> None:
         "print(sorted(heavy & set(sys.modules)))"
     )
     assert _run([sys.executable, "-c", probe]).stdout.strip() == "[]"
+
+
+def test_commands_built_on_first_use_have_no_completion_options_of_their_own() -> None:
+    from typer.testing import CliRunner
+
+    text = CliRunner().invoke(app, ["status", "--help"]).stdout
+    assert "--noheader" in text and "--install-completion" not in text
