@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 from rich.table import Table
 
 from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.filters import Users, job_filter
 from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
 from hopsd.config import HopsConfig
@@ -164,14 +164,17 @@ def fairness(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Also write a PNG bar chart of latency ratios.")
     ] = None,
-    mine: Annotated[
-        bool, typer.Option("--mine", help="Only your jobs (users and Jain's index stay global).")
+    users: Users = None,
+    me: Annotated[
+        bool, typer.Option("--me", help="Only your jobs (users and Jain's index stay global).")
     ] = False,
+    mine: Annotated[bool, typer.Option("--mine", hidden=True)] = False,
 ) -> None:
     """How fair the cluster is right now: per job and per user.
 
-    Latency ratio (LR) = wait / age; finish-time fairness rho = time in system /
-    time served. Users are compared on decayed GPU time normalised by GPU-type
+    Latency ratio (LR) = queue wait / expected run time (the method's age of
+    the job); finish-time fairness rho (Themis) = time in system / time
+    served. Users are compared on decayed GPU time normalised by GPU-type
     speed against their configured shares (equal by default).
     """
     if window_h <= 0:
@@ -179,9 +182,9 @@ def fairness(
     config = config_of(ctx)
     with reading(config) as unit:
         payload = fairness_payload(unit, config, window_h)
-    if mine:
-        me = getpass.getuser()
-        payload["jobs"] = [j for j in payload["jobs"] if j["user"] == me]
+    wanted = job_filter(None, users, me or mine, None, None)
+    if wanted.users is not None:
+        payload["jobs"] = [j for j in payload["jobs"] if j["user"] in wanted.users]
     if plot:
         try:
             _plot(payload, plot)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.model import GpuType
-from hopsd.core.policies import policy_names
+from hopsd.core.policies import is_policy, policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
 
@@ -225,7 +225,7 @@ def _check(config: HopsConfig) -> None:
             "slurm.command_prefix: must be a list of non-empty strings, "
             f"got {list(config.slurm_command_prefix)!r}"
         )
-    if config.policy not in policy_names():
+    if not is_policy(config.policy):
         known = ", ".join(policy_names())
         raise ConfigError(f"scheduler.policy: unknown {config.policy!r} (known: {known})")
     if config.priority not in priority_names():

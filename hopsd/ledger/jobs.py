@@ -258,10 +258,18 @@ def to_core_job(job: JobRow) -> Job:
 
 
 def finished_latency_ratios(session: Session, since: float) -> list[float]:
-    """Latency ratios of jobs that ended at or after ``since`` (input of RAQLR)."""
+    """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR).
+
+    A job cancelled before it ever started has no run time to compare its wait
+    with; counting it would let a queue of abandoned jobs inflate RAQLR.
+    """
     stmt = (
         select(JobRow.latency_ratio)
-        .where(JobRow.end_time >= since, JobRow.latency_ratio.is_not(None))
+        .where(
+            JobRow.end_time >= since,
+            JobRow.latency_ratio.is_not(None),
+            JobRow.first_start_time.is_not(None),
+        )
         .order_by(JobRow.end_time)
     )
     return [float(v) for v in session.scalars(stmt) if v is not None]
@@ -304,3 +312,17 @@ def run_reported_complete(session: Session, job_id: str) -> bool:
     """The job itself reported all its samples done (probe or progress file)."""
     row = session.get(JobRow, job_id)
     return row is not None and row.total_samples > 0 and row.samples_done >= row.total_samples
+
+
+def finished_jobs(session: Session, since: float, until: float) -> list[JobRow]:
+    """Jobs done, failed or cancelled with an end time in ``[since, until]``, in end order."""
+    stmt = (
+        select(JobRow)
+        .where(
+            JobRow.state.in_([JobState.DONE, JobState.FAILED, JobState.CANCELLED]),
+            JobRow.end_time >= since,
+            JobRow.end_time <= until,
+        )
+        .order_by(JobRow.end_time, JobRow.id)
+    )
+    return list(session.scalars(stmt))

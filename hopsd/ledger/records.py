@@ -339,3 +339,24 @@ def changes_from_plan(plan: Plan) -> list[AllocationChange]:
     out += [AllocationChange(a.job_id, R.MOVE, a.config) for a in plan.move]
     out += [AllocationChange(job_id, R.PREEMPT, None) for job_id in plan.preempt]
     return out
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    """One change of a job's placement: from ``at`` on it held ``gpus`` GPUs of ``gpu_type``."""
+
+    at: float
+    reason: AllocationReason
+    gpu_type: str | None
+    parts: tuple[tuple[str, int], ...]
+    gpus: int
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """What the latest recorded round says about the daemon: when, and whether it only watched."""
+
+    number: int
+    started_at: float
+    shadow: bool
+    policy: str

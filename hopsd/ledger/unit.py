@@ -49,6 +49,8 @@ from hopsd.ledger.records import (
     JobState,
     JobUpdate,
     LeaseInfo,
+    PlacementRecord,
+    RoundInfo,
     RoundRecord,
     RoundSummary,
     ThroughputLayer,
@@ -219,6 +221,10 @@ class Unit:
     def finished_latency_ratios(self, since: float) -> list[float]:
         return jobs.finished_latency_ratios(self._session, since)
 
+    def finished_jobs(self, since: float, until: float) -> list[JobRecord]:
+        """Jobs that ended in ``[since, until]`` (``hops history``), in end order."""
+        return [jobs.record_of(r) for r in jobs.finished_jobs(self._session, since, until)]
+
     def record_finished_run(
         self, job_id: str, slurm_state: str, ended_at: float, reason: str
     ) -> bool:
@@ -320,6 +326,41 @@ class Unit:
                 out[row.job_id] = config
         return out
 
+    def placements(self, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
+        """Every recorded placement change of each job, oldest first (one query)."""
+        out: dict[str, list[PlacementRecord]] = {j: [] for j in job_ids}
+        if not job_ids:
+            return out
+        stmt = (
+            select(AllocationRow)
+            .where(
+                AllocationRow.job_id.in_(list(job_ids)),
+                AllocationRow.reason != AllocationReason.KEEP,
+            )
+            .order_by(AllocationRow.at, AllocationRow.id)
+        )
+        for row in self._session.scalars(stmt):
+            parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
+            out[row.job_id].append(
+                PlacementRecord(
+                    row.at,
+                    AllocationReason(row.reason),
+                    row.gpu_type,
+                    parts,
+                    int(row.total_gpus or sum(g for _, g in parts)),
+                )
+            )
+        return out
+
+    def latest_round(self) -> RoundInfo | None:
+        """The most recent round hopsd recorded (shadow or not), or None before the first."""
+        row = self._session.scalars(
+            select(RoundRow).order_by(RoundRow.started_at.desc(), RoundRow.id.desc()).limit(1)
+        ).first()
+        if row is None:
+            return None
+        return RoundInfo(row.number, row.started_at, bool(row.shadow), row.policy)
+
     # -- usage -------------------------------------------------------------------------
 
     def add_usage(self, user: str, account: str, at: float, gpu_s: float, norm: float) -> None:
@@ -357,6 +398,14 @@ class Unit:
         """A job's theory-layer profile on a type and the iterations behind it (0: derived)."""
         row = self._session.get(ProfileRow, (job_id, gpu_type))
         return None if row is None else (profile_from_row(row), row.iterations)
+
+    def job_throughputs(self, job_id: str) -> list[ThroughputRecord]:
+        """Every measurement of one job, all layers (``hops show``)."""
+        stmt = select(ThroughputRow).where(ThroughputRow.job_id == job_id)
+        return [
+            ThroughputRecord(r.job_id, ThroughputLayer(r.layer), r.place, r.size, r.per_gpu)
+            for r in self._session.scalars(stmt)
+        ]
 
     def throughputs(self, layer: ThroughputLayer) -> list[ThroughputRecord]:
         """Every measurement of one layer (for per-server speed factors)."""
@@ -455,6 +504,10 @@ class Ledger:
 
     def check_schema(self) -> None:
         """Raise unless the database is at this code's schema revision."""
+        from hopsd.ledger.schema_head import at_head
+
+        if at_head(self.engine):
+            return
         from hopsd.ledger.migrate import check_schema
 
         check_schema(self.engine)

@@ -4,7 +4,8 @@ Latency ratio and finish-time fairness are computed from the *true* model
 throughputs, so the figures judge every policy by the same yardstick whatever
 its estimator believed:
 
-* ``age`` (eq. 9): ``sum_j P(type=j) * total_samples / (thr_1gpu_j * R_avg)``;
+* ``age`` (eq. 9, the expected run time):
+  ``sum_j P(type=j) * total_samples / (thr_1gpu_j * R_avg)``;
   ``LR = wait / age`` where wait is all time after submission not holding GPUs
   (profiling included).
 * ``FTF rho = JCT / T_independent`` (Themis, heterogeneous form): the job alone on

@@ -18,6 +18,7 @@ import site
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,7 +108,7 @@ def fill(ledger: Ledger, user: str) -> dict[str, Any]:
     gpu_type, fast, slow = two_nodes_of_a_type()
     now = 1.0e9
     with ledger.unit() as unit:
-        for job_id, slurm_id in (("r1", 9_100_001), ("w1", 9_100_002)):
+        for job_id, slurm_id in (("r1", 9_100_001), ("w1", 9_100_002), ("d1", 9_100_003)):
             unit.add_job(
                 JobSpec(job_id, user, (1, 2), 1.0e6, now - 600, 32, "acct", slurm_id,
                         tag_status=TagStatus.VALID, state=JobState.QUEUED),
@@ -116,6 +117,8 @@ def fill(ledger: Ledger, user: str) -> dict[str, Any]:
         unit.transition("r1", JobState.RUNNING, now - 300, "running")
         unit.set_placement("r1", Configuration(gpu_type, ((fast, 1),)))
         unit.update_job(JobUpdate("w1", plan_reason="queued: position 1", latency_ratio=1.5))
+        unit.transition("d1", JobState.RUNNING, now - 500, "running")
+        unit.transition("d1", JobState.DONE, now - 100, "exit 0")
         store = unit.store(now)
         store.observe(ThroughputLayer.ENTITY_AGGREGATED, "r1", fast, 1, 200.0)
         store.observe(ThroughputLayer.ENTITY_AGGREGATED, "r1", slow, 1, 100.0)
@@ -123,12 +126,27 @@ def fill(ledger: Ledger, user: str) -> dict[str, Any]:
     return {"fast": fast, "slow": slow, "ids": [9_100_001, 9_100_002]}
 
 
-def check_reads(conf: Path, user: str, facts: dict[str, Any]) -> None:
+def check_reads(conf: Path, user: str, facts: dict[str, Any], running: bool = False) -> None:
+    """status, show, history, fairness and nodes as the reader; hopsd running or stopped."""
     status = hops_as_reader(conf, "status", "--json")
     assert status.returncode == 0, status.stderr
-    jobs = json.loads(status.stdout)["jobs"]
+    payload = json.loads(status.stdout)
+    jobs = payload["jobs"]
     assert [j["job_id"] for j in jobs] == facts["ids"]
-    assert jobs[1]["reason"] == "queued: position 1"
+    assert payload["daemon"]["mode"] == ("running" if running else "stopped")
+    expected = "queued: position 1" if running else "hopsd not running (last: queued: position 1)"
+    assert jobs[1]["reason"] == expected
+    table = hops_as_reader(conf, "status")
+    assert table.returncode == 0 and ("hopsd is not running" in table.stdout) != running
+    show = hops_as_reader(conf, "show", str(facts["ids"][1]), "--json")
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["queue_position"] == 1
+    history = hops_as_reader(
+        conf, "history", "--since", "2001-09-01", "--until", "2001-09-30", "--json"
+    )
+    assert history.returncode == 0, history.stderr
+    finished = json.loads(history.stdout)["jobs"]
+    assert [(j["job_id"], j["state"], j["jct_s"]) for j in finished] == [(9_100_003, "done", 500.0)]
     fairness = hops_as_reader(conf, "fairness", "--json")
     assert fairness.returncode == 0, fairness.stderr
     assert [u["user"] for u in json.loads(fairness.stdout)["users"]] == [user]
@@ -170,14 +188,15 @@ def test_sqlite_ledger_read_only_by_the_user_with_hopsd_stopped_and_running(
     assert _digest(path) == before  # not one byte written
     assert sorted(p.name for p in root_dir.iterdir()) == files
 
-    # hopsd running: a writer holds the file open in WAL mode with a commit in its WAL
+    # hopsd running: it holds the lease, keeps the file open in WAL mode, a commit in its WAL
     writer = Ledger.open(f"sqlite:///{path}")
     with writer.unit() as unit:
+        assert unit.acquire_lease("hopsd-test", 600.0, time.time(), "hopsd")
         unit.update_job(JobUpdate("w1", plan_reason="queued: position 1"))
         unit.update_job(JobUpdate("r1", plan_reason="running on its node"))
     try:
         assert (root_dir / "ledger.sqlite-wal").exists()
-        check_reads(conf, reader, facts)
+        check_reads(conf, reader, facts, running=True)
         status = hops_as_reader(conf, "status", "--json")
         assert json.loads(status.stdout)["jobs"][0]["reason"] == "running on its node"
     finally:
