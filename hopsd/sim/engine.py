@@ -310,7 +310,7 @@ class Engine:
         sigma = self.config.profile_noise
         for gpu_type in sorted(self.cluster.gpu_types):
             nodes = self.cluster.nodes_of_type(gpu_type)
-            if not nodes:
+            if not nodes or not job.model.runs_on(gpu_type):
                 continue
             true = job.model.profile(gpu_type, self.truth.factor(nodes[0].id), job.batch_size)
             data = true.data
@@ -399,6 +399,7 @@ class Engine:
                     attained_service=js.attained_service,
                     wait_time=js.wait_time,
                     current=js.config,
+                    max_gpus=js.model.limits(),
                 )
             )
             if js.status == "running":
