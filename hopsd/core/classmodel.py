@@ -13,7 +13,8 @@ Rows: one per job (at most one column), one per class (its GPUs), packing rows
 per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
 nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
 These rows are necessary, not sufficient, for the pieces to fit the nodes, so
-after solving, pieces are placed best-fit, largest first; a running job whose
+after solving, pieces are placed best-fit, largest piece first across all jobs
+(each job's pieces on distinct nodes); a running job whose
 pieces do not fit keeps its current placement if those GPUs are still free,
 any other such job is left out of this plan, and the fragment plans that follow
 (per-node, exact) use whatever GPUs it leaves idle.
@@ -180,7 +181,14 @@ def place(
     free: Mapping[str, int],
     options: Sequence[JobOptions],
 ) -> dict[int, tuple[Configuration, bool]]:
-    """Chosen columns as node placements: pinned first, then pieces best-fit, largest first."""
+    """Chosen columns as node placements: pinned first, then every piece best-fit, largest first.
+
+    Pieces are placed one by one across jobs, largest first (best-fit
+    decreasing over pieces, each job's pieces on distinct nodes), so that the
+    small pieces of distributed jobs do not take the room larger pieces need.
+    A job with a piece that finds no place gets none (its other pieces are
+    given back).
+    """
     left = dict(free)
     placed: dict[int, tuple[Configuration, bool]] = {}
     for col in chosen:
@@ -188,21 +196,27 @@ def place(
             for n, g in col.pinned.parts:
                 left[n] -= g
             placed[col.option] = (col.pinned, col.keep)
-    by_size = sorted(
-        (c for c in chosen if c.pinned is None),
-        key=lambda c: (-max(g for _, g in c.pieces), -sum(g for _, g in c.pieces), c.option),
+    flexible = {c.option: c for c in chosen if c.pinned is None}
+    packing = _Packing(classes, left)
+    pieces = sorted(
+        ((g, o, c) for o, col in flexible.items() for c, g in col.pieces),
+        key=lambda p: (-p[0], p[1]),
     )
-    for col in by_size:
-        parts = _fit(col.pieces, classes, left)
-        if parts is None:
-            kept_in_place = _keep_instead(options[col.option], left)
+    failed: set[int] = set()
+    for g, o, c in pieces:
+        if o not in failed and not packing.put(o, c, g):
+            failed.add(o)
+            packing.remove(o)
+    for o, col in flexible.items():
+        if o in failed:
+            kept_in_place = _keep_instead(options[o], left)
             if kept_in_place is not None:
-                placed[col.option] = (kept_in_place, True)
+                placed[o] = (kept_in_place, True)
             continue
-        config = Configuration.of(col.gpu_type, dict(parts))
-        current = options[col.option].member.job.current
+        config = Configuration.of(col.gpu_type, dict(packing.parts[o]))
+        current = options[o].member.job.current
         kept = current is not None and same_placement(config, current)
-        placed[col.option] = (current if kept and current is not None else config, kept)
+        placed[o] = (current if kept and current is not None else config, kept)
     return placed
 
 
@@ -220,24 +234,31 @@ def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | N
     return current
 
 
-def _fit(
-    pieces: Sequence[tuple[int, int]], classes: Sequence[NodeClass], left: dict[str, int]
-) -> list[tuple[str, int]] | None:
-    """Best-fit nodes for one job's pieces (distinct nodes); ``left`` is updated only on success."""
-    taken: list[tuple[str, int]] = []
-    used: set[str] = set()
-    for c, g in sorted(pieces, key=lambda p: -p[1]):
+class _Packing:
+    """Pieces placed on the nodes of their classes; ``left`` is shared with the caller."""
+
+    def __init__(self, classes: Sequence[NodeClass], left: dict[str, int]) -> None:
+        self.classes = classes
+        self.left = left
+        self.parts: dict[int, list[tuple[str, int]]] = {}
+
+    def put(self, option: int, c: int, g: int) -> bool:
+        """Place one piece of ``option`` best-fit on a node of class ``c`` it does not use yet."""
+        used = {n for n, _ in self.parts.get(option, ())}
+        left = self.left
         best: str | None = None
-        for n in classes[c].members:
+        for n in self.classes[c].members:
             if n in used or left[n] < g:
                 continue
             if best is None or left[n] < left[best]:
                 best = n
         if best is None:
-            for n, back in taken:
-                left[n] += back
-            return None
+            return False
         left[best] -= g
-        used.add(best)
-        taken.append((best, g))
-    return taken
+        self.parts.setdefault(option, []).append((best, g))
+        return True
+
+    def remove(self, option: int) -> None:
+        """Give back every piece ``option`` holds."""
+        for n, g in self.parts.pop(option, []):
+            self.left[n] += g
