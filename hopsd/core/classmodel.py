@@ -13,8 +13,8 @@ Rows: one per job (at most one column), one per class (its GPUs), packing rows
 per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
 nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
 These rows are necessary, not sufficient, for the pieces to fit the nodes, so
-after solving, pieces are placed best-fit, largest piece first across all jobs
-(each job's pieces on distinct nodes); a running job whose
+after solving, pieces are placed best-fit, largest first (whole jobs, or single
+pieces across jobs when that places more); a running job whose
 pieces do not fit keeps its current placement if those GPUs are still free,
 any other such job is left out of this plan, and the fragment plans that follow
 (per-node, exact) use whatever GPUs it leaves idle.
@@ -181,13 +181,15 @@ def place(
     free: Mapping[str, int],
     options: Sequence[JobOptions],
 ) -> dict[int, tuple[Configuration, bool]]:
-    """Chosen columns as node placements: pinned first, then every piece best-fit, largest first.
+    """Chosen columns as node placements: pinned first, then pieces best-fit, largest first.
 
-    Pieces are placed one by one across jobs, largest first (best-fit
-    decreasing over pieces, each job's pieces on distinct nodes), so that the
-    small pieces of distributed jobs do not take the room larger pieces need.
-    A job with a piece that finds no place gets none (its other pieces are
-    given back).
+    Jobs are placed whole, the job with the largest piece first, each piece on
+    the fullest node that holds it. When some job then finds no nodes, the
+    pieces are placed again one by one across jobs, largest first (best-fit
+    decreasing over pieces, a job's pieces on distinct nodes), so that the
+    small pieces of distributed jobs do not take the room larger pieces need;
+    that packing is used when it places more of the plan's value. A job with a
+    piece that finds no place gets none.
     """
     left = dict(free)
     placed: dict[int, tuple[Configuration, bool]] = {}
@@ -197,27 +199,60 @@ def place(
                 left[n] -= g
             placed[col.option] = (col.pinned, col.keep)
     flexible = {c.option: c for c in chosen if c.pinned is None}
-    packing = _Packing(classes, left)
-    pieces = sorted(
-        ((g, o, c) for o, col in flexible.items() for c, g in col.pieces),
-        key=lambda p: (-p[0], p[1]),
-    )
-    failed: set[int] = set()
-    for g, o, c in pieces:
-        if o not in failed and not packing.put(o, c, g):
-            failed.add(o)
-            packing.remove(o)
+    packing = _pack(flexible, classes, left, options, by_piece=False)
+    if packing.failed:
+        other = _pack(flexible, classes, left, options, by_piece=True)
+        if other.value(flexible) > packing.value(flexible) + 1e-12:
+            packing = other
     for o, col in flexible.items():
-        if o in failed:
-            kept_in_place = _keep_instead(options[o], left)
-            if kept_in_place is not None:
-                placed[o] = (kept_in_place, True)
+        if o in packing.failed:
+            if o in packing.kept:
+                placed[o] = (packing.kept[o], True)
             continue
         config = Configuration.of(col.gpu_type, dict(packing.parts[o]))
         current = options[o].member.job.current
         kept = current is not None and same_placement(config, current)
         placed[o] = (current if kept and current is not None else config, kept)
     return placed
+
+
+def _pack(
+    flexible: Mapping[int, ClassColumn],
+    classes: Sequence[NodeClass],
+    free: Mapping[str, int],
+    options: Sequence[JobOptions],
+    by_piece: bool,
+) -> _Packing:
+    """Best-fit decreasing over whole jobs (largest piece first) or over single pieces.
+
+    A running job that finds no nodes keeps its current GPUs when they are still
+    free (:func:`_keep_instead`): at once when whole jobs are placed, after every
+    piece when single pieces are.
+    """
+    packing = _Packing(classes, dict(free))
+    if by_piece:
+        pieces = sorted(
+            ((g, o, c) for o, col in flexible.items() for c, g in col.pieces),
+            key=lambda p: (-p[0], p[1]),
+        )
+    else:
+        jobs = sorted(
+            flexible.values(),
+            key=lambda c: (-max(g for _, g in c.pieces), -sum(g for _, g in c.pieces), c.option),
+        )
+        pieces = [
+            (g, col.option, c) for col in jobs for c, g in sorted(col.pieces, key=lambda p: -p[1])
+        ]
+    for g, o, c in pieces:
+        if o not in packing.failed and not packing.put(o, c, g):
+            packing.failed.add(o)
+            packing.remove(o)
+            if not by_piece:
+                packing.keep_instead(o, options[o])
+    if by_piece:
+        for o in sorted(packing.failed):
+            packing.keep_instead(o, options[o])
+    return packing
 
 
 def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | None:
@@ -235,12 +270,23 @@ def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | N
 
 
 class _Packing:
-    """Pieces placed on the nodes of their classes; ``left`` is shared with the caller."""
+    """Pieces placed on the nodes of their classes, GPUs ``left`` per node, jobs that ``failed``."""
 
     def __init__(self, classes: Sequence[NodeClass], left: dict[str, int]) -> None:
         self.classes = classes
         self.left = left
         self.parts: dict[int, list[tuple[str, int]]] = {}
+        self.failed: set[int] = set()
+        self.kept: dict[int, Configuration] = {}  # failed jobs staying where they are
+
+    def keep_instead(self, option: int, job: JobOptions) -> None:
+        kept = _keep_instead(job, self.left)
+        if kept is not None:
+            self.kept[option] = kept
+
+    def value(self, columns: Mapping[int, ClassColumn]) -> float:
+        """The plan's value of the columns placed."""
+        return sum(col.value for o, col in columns.items() if o not in self.failed)
 
     def put(self, option: int, c: int, g: int) -> bool:
         """Place one piece of ``option`` best-fit on a node of class ``c`` it does not use yet."""
