@@ -75,6 +75,7 @@ def class_columns(
     """Columns of every option: keep and entity placements pinned, the rest by class."""
     discount = restart_discount(round_length_s, restart_penalty_s)
     out: list[ClassColumn] = []
+    pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
@@ -88,11 +89,14 @@ def class_columns(
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor
-            if opt.distinct.intersection(rep.node_ids):
+            if opt.distinct and not opt.distinct.isdisjoint(rep.node_ids):
                 if job.current is None or not same_placement(rep, job.current):
                     out.append(ClassColumn(o, value, rep.gpu_type, (), rep, False))
             else:
-                pieces = tuple((class_of[n], g) for n, g in rep.parts)
+                pieces = pieces_of.get(rep)
+                if pieces is None:
+                    pieces = tuple((class_of[n], g) for n, g in rep.parts)
+                    pieces_of[rep] = pieces
                 out.append(ClassColumn(o, value, rep.gpu_type, pieces, None, False))
     return out
 
@@ -122,7 +126,13 @@ def _rows(
                     node_row[n] = len(capacity)
                     capacity.append(free[n])
     usage: list[list[tuple[int, int]]] = []
+    by_pieces: dict[tuple[tuple[int, int], ...], list[tuple[int, int]]] = {}
     for col in columns:
+        if col.pinned is None:
+            shared = by_pieces.get(col.pieces)
+            if shared is not None:  # many jobs ask the same pieces: same rows
+                usage.append(shared)
+                continue
         row_use: dict[int, int] = {}
         pieces = col.pieces
         if col.pinned is not None:
@@ -136,6 +146,8 @@ def _rows(
                 if r is not None and g * m > classes[c].capacity:
                     row_use[r] = row_use.get(r, 0) + 1
         usage.append(sorted(row_use.items()))
+        if col.pinned is None:
+            by_pieces[col.pieces] = usage[-1]
     return usage, capacity
 
 

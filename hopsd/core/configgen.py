@@ -105,6 +105,15 @@ class _Shared:
             c: (g, p) for g, (_, _, index) in enumerate(groups) for p, c in enumerate(index)
         }
         self._by_node: dict[int, list[int]] | None = None
+        self._alone: dict[int, list[_Parts]] = {}
+
+    def alone(self, c: int) -> list[_Parts]:
+        """Candidate ``c`` as a group of its own (one list per candidate, kept)."""
+        found = self._alone.get(c)
+        if found is None:
+            found = [self.candidates[c]]
+            self._alone[c] = found
+        return found
 
     def touching(self, nodes: Sequence[int]) -> list[int]:
         """Candidates (ascending) that use any of ``nodes``."""
@@ -153,6 +162,7 @@ class TypeLayout:
         self._walks: dict[int, list[_Parts]] = {}
         self._groups: dict[tuple[int, bool], _Shared] = {}
         self._configs: dict[_Parts, Configuration] = {}
+        self._cuts: dict[tuple[int, int | None, int], ConfigGroup] = {}
 
     @property
     def total_idle(self) -> int:
@@ -234,7 +244,7 @@ class TypeLayout:
             skip.sort()
             kept = next(p for p in range(len(members)) if p not in skip)
             entries.append((index[kept], (members, tuple(skip))))
-        entries.extend((c, ([shared.candidates[c]], ())) for c in touched)
+        entries.extend((c, (shared.alone(c), ())) for c in touched)
         entries.sort(key=lambda e: e[0])
         return [members for _, members in entries]
 
@@ -275,8 +285,20 @@ class TypeLayout:
                 break
             for distributed in shapes:
                 for members, skip in self._grouped(gpus, distributed, local):
-                    chosen = _rotate(members, skip, per_group, offset)
-                    out.append(ConfigGroup(gpus, tuple(config(p) for p in chosen)))
+                    if skip:
+                        chosen = _rotate(members, skip, per_group, offset)
+                        out.append(ConfigGroup(gpus, tuple(config(p) for p in chosen)))
+                        continue
+                    # Jobs share a group's members: build each cut of them once per
+                    # layout (every members list lives as long as the layout).
+                    start = offset % len(members) if per_group is not None else 0
+                    key = (id(members), per_group, start)
+                    group = self._cuts.get(key)
+                    if group is None:
+                        chosen = _rotate(members, (), per_group, start)
+                        group = ConfigGroup(gpus, tuple(config(p) for p in chosen))
+                        self._cuts[key] = group
+                    out.append(group)
         return out
 
     def _config(self, parts: _Parts) -> Configuration:
