@@ -13,8 +13,9 @@ Rows: one per job (at most one column), one per class (its GPUs), packing rows
 per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
 nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
 These rows are necessary, not sufficient, for the pieces to fit the nodes, so
-after solving, pieces are placed best-fit, largest first (whole jobs, or single
-pieces across jobs when that places more); a running job whose
+after solving, pieces are placed best-fit, largest first (whole jobs; single
+pieces across jobs when whole jobs leave more than the solver's gap unplaced
+and that places more); a running job whose
 pieces do not fit keeps its current placement if those GPUs are still free,
 any other such job is left out of this plan, and the fragment plans that follow
 (per-node, exact) use whatever GPUs it leaves idle.
@@ -183,7 +184,7 @@ def solve_classes(
     warm = [i for i, c in enumerate(columns) if c.keep]
     solution = solve_assignment(problem, mip_gap=mip_gap, time_limit=time_limit_s, warm_start=warm)
     chosen = [columns[i] for i in solution.chosen]
-    placed = place(chosen, classes, free, options)
+    placed = place(chosen, classes, free, options, mip_gap * solution.objective)
     return ClassPlan(placed, solution, len(columns))
 
 
@@ -192,16 +193,18 @@ def place(
     classes: Sequence[NodeClass],
     free: Mapping[str, int],
     options: Sequence[JobOptions],
+    tolerance: float = 0.0,
 ) -> dict[int, tuple[Configuration, bool]]:
     """Chosen columns as node placements: pinned first, then pieces best-fit, largest first.
 
     Jobs are placed whole, the job with the largest piece first, each piece on
-    the fullest node that holds it. When some job then finds no nodes, the
-    pieces are placed again one by one across jobs, largest first (best-fit
-    decreasing over pieces, a job's pieces on distinct nodes), so that the
-    small pieces of distributed jobs do not take the room larger pieces need;
-    that packing is used when it places more of the plan's value. A job with a
-    piece that finds no place gets none.
+    the fullest node that holds it. When the jobs that then find no nodes are
+    worth more than ``tolerance`` (the solver's gap: a plan that close to the
+    bound is as good as the operator asked), the pieces are placed again one
+    by one across jobs, largest first (best-fit decreasing over pieces, a job's
+    pieces on distinct nodes), so that the small pieces of distributed jobs do
+    not take the room larger pieces need; that packing is used when it places
+    more of the plan's value. A job with a piece that finds no place gets none.
     """
     left = dict(free)
     placed: dict[int, tuple[Configuration, bool]] = {}
@@ -212,7 +215,8 @@ def place(
             placed[col.option] = (col.pinned, col.keep)
     flexible = {c.option: c for c in chosen if c.pinned is None}
     packing = _pack(flexible, classes, left, options, by_piece=False)
-    if packing.failed:
+    lost = sum(flexible[o].value for o in packing.failed)
+    if lost > tolerance:
         other = _pack(flexible, classes, left, options, by_piece=True)
         if other.value(flexible) > packing.value(flexible) + 1e-12:
             packing = other

@@ -170,6 +170,10 @@ def test_small_pieces_of_distributed_jobs_do_not_take_room_larger_pieces_need() 
     assert placed[0][0].as_dict() == {"n0": 8, "n2": 2}
     assert placed[1][0].as_dict() == {"n1": 4} and placed[2][0].as_dict() == {"n1": 4}
     assert placed[3][0].as_dict() == {"n2": 3} and placed[4][0].as_dict() == {"n2": 3}
+    # leaving d (worth 1.0) out is within a tolerance of 1.5: whole jobs, as before
+    placed = place(chosen, cls, {"n0": 8, "n1": 8, "n2": 8}, options, tolerance=1.5)
+    assert sorted(placed) == [0, 1, 2, 3]
+    assert placed[0][0].as_dict() == {"n0": 8, "n1": 2}
 
 
 def test_a_job_whose_piece_finds_no_node_gives_back_its_other_pieces() -> None:
