@@ -58,9 +58,11 @@ def true_age(truth: GroundTruth, job: JobState) -> float:
     scaled up to one: a random GPU the job could be given is one it fits.
     """
     spec = truth.model(job.spec.model)
-    fractions = {t: f for t, f in truth.cluster.type_fractions().items() if spec.runs_on(t)}
+    every = truth.cluster.type_fractions()
+    fractions = {t: f for t, f in every.items() if spec.runs_on(t)}
     held = sum(fractions.values())
-    fractions = {t: f / held for t, f in fractions.items()} if held > 0 else fractions
+    if len(fractions) < len(every) and held > 0:
+        fractions = {t: f / held for t, f in fractions.items()}
     avg_demand = sum(job.spec.demands) / len(job.spec.demands)
     total = 0.0
     for gpu_type, share in fractions.items():
