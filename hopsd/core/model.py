@@ -114,24 +114,30 @@ class Configuration:
 
     gpu_type: str
     parts: tuple[tuple[str, int], ...]
+    # Derived once: the planner asks for them hundreds of thousands of times a round.
+    total_gpus: int = field(init=False, compare=False, repr=False)
+    node_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.parts:
             raise InvalidInputError("a configuration needs at least one node")
-        ids = [p[0] for p in self.parts]
+        ids = tuple(p[0] for p in self.parts)
         if len(set(ids)) != len(ids):
-            raise InvalidInputError(f"configuration lists a node twice: {ids}")
+            raise InvalidInputError(f"configuration lists a node twice: {list(ids)}")
         for node_id, gpus in self.parts:
             if gpus <= 0:
                 raise InvalidInputError(f"configuration gives node {node_id!r} {gpus} GPUs")
+        object.__setattr__(self, "total_gpus", sum(g for _, g in self.parts))
+        object.__setattr__(self, "node_ids", ids)
+        object.__setattr__(self, "_hash", hash((self.gpu_type, self.parts)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def of(gpu_type: str, mapping: Mapping[str, int]) -> Configuration:
         return Configuration(gpu_type, tuple(sorted(mapping.items())))
-
-    @property
-    def total_gpus(self) -> int:
-        return sum(g for _, g in self.parts)
 
     @property
     def n_nodes(self) -> int:
@@ -140,10 +146,6 @@ class Configuration:
     @property
     def distributed(self) -> bool:
         return len(self.parts) > 1
-
-    @property
-    def node_ids(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.parts)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.parts)
@@ -177,6 +179,11 @@ class Job:
     :func:`hopsd.core.priorities.share_keys`). It is how an operator's fairness
     between users or accounts (fair share) enters the plan without changing any
     priority's definition; 1 everywhere is the method as published.
+
+    ``max_gpus`` lists, per GPU type, the most GPUs of that type the job can use
+    (0: the model does not fit one GPU of the type); a type not listed limits
+    nothing. It is what a job's profiles say a type cannot hold, so that no
+    policy offers a count there that could never run (:meth:`demands_on`).
     """
 
     id: str
@@ -192,6 +199,7 @@ class Job:
     wait_time: float = 0.0
     current: Configuration | None = None
     share_factor: float = 1.0
+    max_gpus: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -209,6 +217,15 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: params must be >= 0")
         if self.samples_done < 0 or self.attained_service < 0 or self.wait_time < 0:
             raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
+        if any(limit < 0 for _, limit in self.max_gpus):
+            raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
+
+    def demands_on(self, gpu_type: str) -> tuple[int, ...]:
+        """The demands a GPU type can hold for this job (all of them unless ``max_gpus`` says)."""
+        for name, limit in self.max_gpus:
+            if name == gpu_type:
+                return tuple(d for d in self.demands if d <= limit)
+        return self.demands
 
     @property
     def min_demand(self) -> int:

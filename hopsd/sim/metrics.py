@@ -53,8 +53,17 @@ class JobRecord:
 
 
 def true_age(truth: GroundTruth, job: JobState) -> float:
-    """Eq. 9 with the true single-GPU throughputs (hosts of factor 1.0)."""
-    fractions = truth.cluster.type_fractions()
+    """Eq. 9 with the true single-GPU throughputs (hosts of factor 1.0).
+
+    Types the job's model does not fit are left out and the other types' shares
+    scaled up to one: a random GPU the job could be given is one it fits.
+    """
+    spec = truth.model(job.spec.model)
+    every = truth.cluster.type_fractions()
+    fractions = {t: f for t, f in every.items() if spec.runs_on(t)}
+    held = sum(fractions.values())
+    if len(fractions) < len(every) and held > 0:
+        fractions = {t: f / held for t, f in fractions.items()}
     avg_demand = sum(job.spec.demands) / len(job.spec.demands)
     total = 0.0
     for gpu_type, share in fractions.items():
