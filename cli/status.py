@@ -101,8 +101,14 @@ def status_payload(
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     queued = sum(1 for r in every if r.state != JobState.RUNNING)
     lrs = unit.finished_latency_ratios(now - window_h * 3600)
+    refused = [
+        {"job_id": r.slurm_job_id, "user": r.user, "reason": r.reason, "since": r.refused_at}
+        for r in unit.refusals(wanted.users)
+        if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
+    ]
     return {
         "jobs": [job_record(r, now, daemon, starts.get(r.id), position.get(r.id)) for r in rows],
+        "refused": refused,
         "daemon": daemon.as_json(),
         "cluster": [
             s.as_json() for s in type_summaries(nodes, config.partitions, config.node_types, queued)
@@ -155,6 +161,8 @@ def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layou
     for job in payload["jobs"]:
         if job["problem"]:
             typer.echo(f"job {job['job_id']}: {job['problem']}")
+    for job in payload.get("refused", []):
+        typer.echo(f"job {job['job_id']} ({job['user']}): refused by hopsd: {job['reason']}")
     summary = [
         [
             r["gpu_type"],

@@ -360,3 +360,13 @@ class RoundInfo:
     started_at: float
     shadow: bool
     policy: str
+
+
+@dataclass(frozen=True)
+class RefusalRecord:
+    """A tagged Slurm job hopsd refused to adopt: whose, why, since when."""
+
+    slurm_job_id: int
+    user: str
+    reason: str
+    refused_at: float

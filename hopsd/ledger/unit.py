@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,6 +35,7 @@ from hopsd.ledger.models import (
     IntentRow,
     JobRow,
     ProfileRow,
+    RefusalRow,
     RoundRow,
     ThroughputRow,
 )
@@ -50,6 +51,7 @@ from hopsd.ledger.records import (
     JobUpdate,
     LeaseInfo,
     PlacementRecord,
+    RefusalRecord,
     RoundInfo,
     RoundRecord,
     RoundSummary,
@@ -428,6 +430,37 @@ class Unit:
 
     def release_lease(self, holder: str) -> bool:
         return lease.release_lease(self._session, holder)
+
+    # -- refusals -----------------------------------------------------------------------
+
+    def record_refusal(self, slurm_job_id: int, user: str, reason: str, now: float) -> None:
+        """Keep (or update) why hopsd refused to adopt a Slurm job."""
+        row = self._session.get(RefusalRow, slurm_job_id)
+        if row is None:
+            self._session.add(
+                RefusalRow(slurm_job_id=slurm_job_id, user=user, reason=reason, refused_at=now)
+            )
+        elif row.reason != reason:
+            row.reason, row.refused_at = reason, now
+
+    def refusal_ids(self) -> set[int]:
+        return set(self._session.scalars(select(RefusalRow.slurm_job_id)))
+
+    def drop_refusals(self, slurm_job_ids: Iterable[int]) -> None:
+        """Forget refusals of jobs Slurm no longer knows (or that hopsd has adopted since)."""
+        ids = list(slurm_job_ids)
+        if ids:
+            self._session.execute(delete(RefusalRow).where(RefusalRow.slurm_job_id.in_(ids)))
+
+    def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]:
+        """The refused jobs (of some users), oldest first."""
+        stmt = select(RefusalRow).order_by(RefusalRow.slurm_job_id)
+        if users is not None:
+            stmt = stmt.where(RefusalRow.user.in_(list(users)))
+        return [
+            RefusalRecord(r.slurm_job_id, r.user, r.reason, r.refused_at)
+            for r in self._session.scalars(stmt)
+        ]
 
     def lease_info(self, name: str = lease.DEFAULT_LEASE) -> LeaseInfo | None:
         return lease.lease_info(self._session, name)

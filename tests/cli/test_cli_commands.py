@@ -162,6 +162,16 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert jobs[102]["queue_position"] == 1 and jobs[102]["start_in_s"] == jobs[101]["eta_s"]
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
+    # a job hopsd refused shows with hopsd's reason, not nothing
+    assert [(r["job_id"], r["user"]) for r in payload["refused"]] == [(103, "bob")]
+    assert "below one batch" in payload["refused"][0]["reason"]
+
+
+def test_status_shows_refused_jobs_to_their_owner_only(ledger: str, port: Any) -> None:
+    bob = runner.invoke(app, ["status", "--user", "bob"])
+    assert "job 103 (bob): refused by hopsd: total samples 10 below one batch (32)" in bob.stdout
+    alice = runner.invoke(app, ["status", "--user", "alice", "--json"])
+    assert json.loads(alice.stdout)["refused"] == []
 
 
 def test_status_filters_by_user(ledger: str, port: Any) -> None:
