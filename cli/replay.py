@@ -109,11 +109,10 @@ def replay_payload(
     ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
     only once the ledger holds jobs in the window.
     """
-    from hopsd.ledger.history import read_history
     from hopsd.sim.replay import build_world, replay, replay_engine_config
 
-    with reading(config) as session:
-        history = read_history(session, lo, hi)
+    with reading(config) as unit:
+        history = unit.history(lo, hi)
     if not history.jobs:
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import getpass
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from hops_cli.common import config_of, console, hours, print_json
 from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, job_record, raqlr_of, type_summaries
 from hopsd.config import HopsConfig
-from hopsd.ledger.jobs import finished_latency_ratios
-from hopsd.ledger.models import JobRow, JobState
+from hopsd.ledger.records import JobRecord, JobState
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
 def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
@@ -35,7 +35,7 @@ def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
         return [], str(exc)
 
 
-def _eta(job: JobRow, now: float) -> float | None:
+def _eta(job: JobRecord, now: float) -> float | None:
     """Seconds left at the job's observed rate since it first started (None if unknown)."""
     if job.state != JobState.RUNNING or job.service_gpu_s <= 0 or job.samples_done <= 0:
         return None
@@ -47,16 +47,15 @@ def _eta(job: JobRow, now: float) -> float | None:
 
 
 def status_payload(
-    session: Session, config: HopsConfig, users: set[str] | None, window_h: float
+    unit: Unit, config: HopsConfig, users: set[str] | None, window_h: float
 ) -> dict[str, Any]:
     """The ``--json`` document of ``hops status`` (stable schema, see README)."""
     now = time.time()
-    stmt = select(JobRow).where(JobRow.state.in_([s.value for s in ACTIVE]))
-    rows = [r for r in session.scalars(stmt) if users is None or r.user in users]
+    rows = [r for r in unit.jobs_in_states(ACTIVE) if users is None or r.user in users]
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     nodes, slurm_error = _nodes(config)
     queued = sum(1 for r in rows if r.state != JobState.RUNNING)
-    lrs = finished_latency_ratios(session, now - window_h * 3600)
+    lrs = unit.finished_latency_ratios(now - window_h * 3600)
     return {
         "jobs": [job_record(r, now, _eta(r, now)) for r in rows],
         "cluster": [
@@ -143,8 +142,8 @@ def status(
     """
     config = config_of(ctx)
     users = None if all_users else {user or getpass.getuser()}
-    with reading(config) as session:
-        payload = status_payload(session, config, users, window_h)
+    with reading(config) as unit:
+        payload = status_payload(unit, config, users, window_h)
     if as_json:
         print_json(payload)
     else:

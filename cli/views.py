@@ -1,4 +1,4 @@
-"""Plain data behind ``hops status``/``fairness``/``nodes``: built from ledger rows and nodes.
+"""Plain data behind ``hops status``/``fairness``/``nodes``: built from ledger records and nodes.
 
 Kept apart from rendering so the JSON schema is one function's output and the
 tables are a view of the same numbers.
@@ -14,7 +14,7 @@ from hopsd.core.fairshare import standings
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.metrics import jain_index
 from hopsd.core.priorities import raqlr
-from hopsd.ledger.models import JobRow, JobState
+from hopsd.ledger.records import JobRecord, JobState
 from hopsd.slurm.port import SlurmNode
 
 ACTIVE = (
@@ -30,7 +30,7 @@ STARVING_LR = 3.0
 """A waiting job above this latency ratio is flagged starving (the method keeps max LR near 3)."""
 
 
-def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
+def job_record(job: JobRecord, now: float, eta_s: float | None) -> dict[str, Any]:
     """One job in the stable ``--json`` schema of ``hops status``."""
     nodes = {str(n): int(g) for n, g in (job.current_parts or [])}
     waited = job.wait_time
@@ -133,5 +133,5 @@ def raqlr_of(latency_ratios: Sequence[float]) -> float:
     return raqlr(list(latency_ratios))
 
 
-def starving(job: JobRow) -> bool:
+def starving(job: JobRecord) -> bool:
     return job.state in WAITING and (job.latency_ratio or 0.0) > STARVING_LR

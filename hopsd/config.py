@@ -47,6 +47,8 @@ class HopsConfig:
     ledger_url: str = DEFAULT_LEDGER_URL
     # Rounds, intents and allocations older than this are pruned (0 keeps all).
     retention_days: float = 90.0
+    # What the CLI reads through: a role that may only SELECT ("" = ledger_url).
+    ledger_read_url: str = ""
     slurm_backend: str = "cli"
     slurm_timeout_s: float = 20.0
     # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
@@ -104,7 +106,11 @@ class HopsConfig:
 
 
 _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
-    "ledger": {"url": ("ledger_url", str), "retention_days": ("retention_days", float)},
+    "ledger": {
+        "url": ("ledger_url", str),
+        "retention_days": ("retention_days", float),
+        "read_url": ("ledger_read_url", str),
+    },
     "slurm": {
         "backend": ("slurm_backend", str),
         "timeout_s": ("slurm_timeout_s", float),

@@ -40,9 +40,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from hopsd.config import HopsConfig
 from hopsd.core.fitting import scaled_profile
 from hopsd.core.model import Cluster, Configuration
@@ -51,10 +48,8 @@ from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
-from hopsd.ledger.allocations import record_allocation
-from hopsd.ledger.jobs import transition
-from hopsd.ledger.models import AllocationReason, JobRow, JobState, ProfileRow
-from hopsd.ledger.throughput_store import SqlThroughputStore, profile_from_row
+from hopsd.ledger.records import AllocationReason, JobRecord, JobState
+from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.profiling")
 
@@ -101,19 +96,6 @@ def mode_body(iterations: int, run: int) -> dict[str, object]:
     return {"mode": "profile", "iterations": iterations, "run": run}
 
 
-def profiled_types(session: Session, job_ids: Sequence[str]) -> dict[str, set[str]]:
-    """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
-    out: dict[str, set[str]] = {j: set() for j in job_ids}
-    if not job_ids:
-        return out
-    stmt = select(ProfileRow.job_id, ProfileRow.gpu_type).where(
-        ProfileRow.job_id.in_(list(job_ids)), ProfileRow.iterations > 0
-    )
-    for job_id, gpu_type in session.execute(stmt):
-        out.setdefault(job_id, set()).add(gpu_type)
-    return out
-
-
 def free_gpus(snapshot: Snapshot) -> dict[str, int]:
     """GPUs per node no job the planner knows holds (profiling runs are already excluded)."""
     used: dict[str, int] = {}
@@ -145,8 +127,8 @@ class Profiler:
 
     def finish_ready(
         self,
-        session: Session,
-        rows: Sequence[JobRow],
+        unit: Unit,
+        rows: Sequence[JobRecord],
         obs: Observation,
         config: HopsConfig,
         now: float,
@@ -157,7 +139,7 @@ class Profiler:
             return []
         view = build_cluster_view(obs.nodes, config, {})
         types = managed_types(view.cluster)
-        done = profiled_types(session, [r.id for r in profiling])
+        done = unit.profiled_types([r.id for r in profiling])
         observed = obs.job_map()
         finished = []
         for row in profiling:
@@ -165,7 +147,7 @@ class Profiler:
             if seen is None or not (seen.pending and seen.held):
                 continue
 
-            def one(row: JobRow = row) -> None:
+            def one(row: JobRecord = row) -> None:
                 remaining = self._remaining(row.id, types, done[row.id])
                 deadline = row.state_changed_at + self.options.timeout_s * (len(types) + 1)
                 reason = ""
@@ -176,7 +158,7 @@ class Profiler:
                 elif now > deadline:
                     reason = "profiling deadline passed"
                 if reason:
-                    self._finish(session, row, view, done[row.id], config, now, reason)
+                    self._finish(unit, row, view, done[row.id], config, now, reason)
                     finished.append(row.id)
 
             self.sensing.problems.guard(int(row.slurm_job_id or 0), "profiling", one)
@@ -186,8 +168,8 @@ class Profiler:
 
     def step(
         self,
-        session: Session,
-        rows: Sequence[JobRow],
+        unit: Unit,
+        rows: Sequence[JobRecord],
         obs: Observation,
         snapshot: Snapshot,
         view: ClusterView,
@@ -202,7 +184,7 @@ class Profiler:
         if not profiling:
             return step
         types = managed_types(snapshot.cluster)
-        done = profiled_types(session, [r.id for r in profiling])
+        done = unit.profiled_types([r.id for r in profiling])
         free = free_gpus(snapshot)
         observed = obs.job_map()
         for row in profiling:
@@ -210,15 +192,15 @@ class Profiler:
             if seen is None or seen.final:
                 continue
             work = partial(
-                self._step_one, session, row, seen, view, config, types, done, free, step, now
+                self._step_one, unit, row, seen, view, config, types, done, free, step, now
             )
             self.sensing.problems.guard(seen.slurm_id, "profiling", work)
         return step
 
     def _step_one(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         config: HopsConfig,
@@ -234,21 +216,21 @@ class Profiler:
         elif seen.pending and not seen.held:
             self._released(row, seen, step, now)
         elif seen.pending and seen.held:
-            placed = self._place(session, row, seen, view, types, done[row.id], free, step, now)
+            placed = self._place(unit, row, seen, view, types, done[row.id], free, step, now)
             unsafe = self._unsafe.pop(row.id, "")
             if unsafe:
                 reason = f"skipped, no mode file: {unsafe}"
-                self._finish(session, row, view, done[row.id], config, now, reason)
+                self._finish(unit, row, view, done[row.id], config, now, reason)
                 step.finished.append(row.id)
             elif not placed and done[row.id]:
                 # no free GPU on the types left, but one profile exists: stop waiting
                 reason = "no free GPU on the types left"
-                self._finish(session, row, view, done[row.id], config, now, reason)
+                self._finish(unit, row, view, done[row.id], config, now, reason)
                 step.finished.append(row.id)
 
     def _running(
         self,
-        row: JobRow,
+        row: JobRecord,
         seen: ObservedJob,
         cluster: Cluster,
         done: set[str],
@@ -270,7 +252,7 @@ class Profiler:
                 self._no_probe.add(row.id)
             self._stop(row, seen, step, f"no profile from {config.gpu_type} in time")
 
-    def _released(self, row: JobRow, seen: ObservedJob, step: ProfilingStep, now: float) -> None:
+    def _released(self, row: JobRecord, seen: ObservedJob, step: ProfilingStep, now: float) -> None:
         attempt = self._attempts.get(row.id)
         if attempt is None:
             return
@@ -281,7 +263,7 @@ class Profiler:
             step.actions.append(Action(row.id, seen.slurm_id, HOLD, None, "", seen.restarts, True))
             step.reasons[row.id] = f"profiling run on {attempt.gpu_type} did not start in time"
 
-    def _stop(self, row: JobRow, seen: ObservedJob, step: ProfilingStep, why: str) -> None:
+    def _stop(self, row: JobRecord, seen: ObservedJob, step: ProfilingStep, why: str) -> None:
         self._attempts.pop(row.id, None)
         step.actions.append(Action(row.id, seen.slurm_id, PREEMPT, None, "", seen.restarts, True))
         step.reasons[row.id] = f"profiling: {why}"
@@ -289,8 +271,8 @@ class Profiler:
 
     def _place(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         types: Sequence[str],
@@ -329,14 +311,14 @@ class Profiler:
             )
         )
         step.reasons[row.id] = f"profiling on {gpu_type} ({node}) at {now:.3f}"
-        record_allocation(session, None, row.id, AllocationReason.START, config, now)
+        unit.record_allocation(None, row.id, AllocationReason.START, config, now)
         log.info("event=profile-start job=%s gpu_type=%s node=%s", row.id, gpu_type, node)
         return True
 
     def _finish(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         view: ClusterView,
         done: set[str],
         config: HopsConfig,
@@ -344,14 +326,14 @@ class Profiler:
         reason: str,
     ) -> None:
         self.sensing.remove_mode(int(row.slurm_job_id or 0))
-        self._derive(session, row.id, view.cluster, done, config, now)
-        transition(row, JobState.QUEUED, now, f"profiling over: {reason}")
+        self._derive(unit, row.id, view.cluster, done, config, now)
+        unit.transition(row.id, JobState.QUEUED, now, f"profiling over: {reason}")
         self._attempts.pop(row.id, None)
         log.info("event=profile-done job=%s types=%s reason=%r", row.id, sorted(done), reason)
 
     @staticmethod
     def _derive(
-        session: Session,
+        unit: Unit,
         job_id: str,
         cluster: Cluster,
         done: set[str],
@@ -362,14 +344,14 @@ class Profiler:
         if not done:
             return
         base_type = sorted(done)[0]
-        base_row = session.get(ProfileRow, (job_id, base_type))
-        if base_row is None:
+        found = unit.profile(job_id, base_type)
+        if found is None:
             return
-        base = profile_from_row(base_row)
-        store = SqlThroughputStore(session, now)
+        base = found[0]
+        store = unit.store(now)
         base_speed = config.gpu_type(base_type).speed
         for gpu_type in managed_types(cluster):
-            if gpu_type in done or session.get(ProfileRow, (job_id, gpu_type)) is not None:
+            if gpu_type in done or unit.profile(job_id, gpu_type) is not None:
                 continue
             speed = config.gpu_type(gpu_type).speed
             store.set_profile(job_id, gpu_type, scaled_profile(base, base_speed, speed), 0)

@@ -44,16 +44,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-
 from hopsd.core.fitting import PhaseMeans, fit_mixture, profile_from_measurements
 from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.models import JobRow, ProfileRow, ThroughputLayer, ThroughputRow
-from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.ledger.records import JobRecord, ThroughputLayer
+from hopsd.ledger.unit import MeasurementStore
 from hopsd.userdata import (
     JsonLimits,
     UserDataError,
@@ -440,8 +438,8 @@ class Sensing:
 
     def ingest(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         seen: ObservedJob,
         config: Configuration | None,
         cluster: Cluster,
@@ -454,9 +452,7 @@ class Sensing:
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:
-                row.samples_done = max(
-                    row.samples_done, min(report.samples_done, row.total_samples)
-                )
+                store.note_samples_done(row.id, min(report.samples_done, row.total_samples))
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
             if isinstance(report, ProfileReport):
@@ -491,8 +487,8 @@ class Sensing:
 
     def _learn_profile(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         report: ProfileReport,
         config: Configuration,
         cluster: Cluster,
@@ -518,8 +514,8 @@ class Sensing:
 
     def _learn_run(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         report: RunReport,
         config: Configuration,
         cluster: Cluster,
@@ -528,7 +524,7 @@ class Sensing:
             per_gpu = report.samples / report.seconds / config.total_gpus
             self._measured(store, row, config, cluster, per_gpu, report.samples)
             self.progress_only.discard(row.id)
-            row.estimate_source = "entity"
+            store.note_estimate_source(row.id, "entity")
             self._refit(store, row.id, config.gpu_type, report)
             return
         if report.samples_done is None:
@@ -542,7 +538,7 @@ class Sensing:
             per_gpu = gained / (report.at - last.at) / config.total_gpus
             self._measured(store, row, config, cluster, per_gpu, gained)
             self.progress_only.add(row.id)
-            row.estimate_source = "progress"
+            store.note_estimate_source(row.id, "progress")
 
     def _window(self, job_id: str, gpu_type: str) -> tuple[deque[float], deque[float]]:
         key = (job_id, gpu_type)
@@ -550,13 +546,13 @@ class Sensing:
             self._windows[key] = (deque(maxlen=WINDOW), deque(maxlen=WINDOW))
         return self._windows[key]
 
-    def _refit(self, store: SqlThroughputStore, job_id: str, gpu_type: str, rep: RunReport) -> None:
+    def _refit(self, store: MeasurementStore, job_id: str, gpu_type: str, rep: RunReport) -> None:
         """Grow the data-time history and re-fit the theory layer's mixtures from it."""
         data, wait = self._window(job_id, gpu_type)
         data.extend(rep.t_d)
         wait.extend(rep.t_w)
-        prow = store.session.get(ProfileRow, (job_id, gpu_type))
-        if prow is None or prow.iterations <= 0 or not rep.t_d:
+        iterations = store.profile_iterations(job_id, gpu_type)
+        if iterations is None or iterations <= 0 or not rep.t_d:
             return
         current = store.profile(job_id, gpu_type)
         if current is None:
@@ -566,12 +562,12 @@ class Sensing:
             data=fit_mixture(list(data)),
             sync_wait=fit_mixture(list(wait)) if wait else current.sync_wait,
         )
-        store.set_profile(job_id, gpu_type, refitted, prow.iterations)
+        store.set_profile(job_id, gpu_type, refitted, iterations)
 
     def _measured(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         config: Configuration,
         cluster: Cluster,
         per_gpu: float,
@@ -591,7 +587,7 @@ class Sensing:
 
     @staticmethod
     def _type_best(
-        store: SqlThroughputStore,
+        store: MeasurementStore,
         job_id: str,
         config: Configuration,
         cluster: Cluster,
@@ -599,22 +595,10 @@ class Sensing:
         size: int,
     ) -> None:
         nodes = [n.id for n in cluster.nodes if n.gpu_type == config.gpu_type]
-        best = max(_entity_values(store, job_id, layer, size, nodes), default=None)
+        best = max(store.entity_values(job_id, layer, size, nodes), default=None)
         if best is None:
             return
         if layer == ThroughputLayer.ENTITY_AGGREGATED:
             store.set_type_aggregated(job_id, config.gpu_type, size, best)
         else:
             store.set_type_distributed(job_id, config.gpu_type, size, best)
-
-
-def _entity_values(
-    store: SqlThroughputStore, job_id: str, layer: ThroughputLayer, size: int, nodes: Iterable[str]
-) -> list[float]:
-    stmt = select(ThroughputRow.per_gpu).where(
-        ThroughputRow.job_id == job_id,
-        ThroughputRow.layer == layer,
-        ThroughputRow.size == size,
-        ThroughputRow.place.in_(list(nodes)),
-    )
-    return [float(v) for v in store.session.scalars(stmt)]

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from apscheduler.schedulers.blocking import BlockingScheduler
-from sqlalchemy.exc import SQLAlchemyError
 
 from hopsd.config import ConfigError, HopsConfig
 from hopsd.daemon.endpoint import Check
@@ -28,6 +27,7 @@ from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.retention import Retention
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
+from hopsd.ledger.unit import LEDGER_FAILURES
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.service")
@@ -60,7 +60,7 @@ class Service:
         self.started_at = tick.clock()
         self.last_tick_at: float | None = None
         self.ledger_error = ""
-        self.retention = Retention(tick.sessions)
+        self.retention = Retention(tick.ledger)
 
     @property
     def interval_s(self) -> float:
@@ -115,7 +115,7 @@ class Service:
             return
         try:
             pruned = self.retention.run(self.tick.config.retention_days, now)
-        except (LedgerUnavailableError, SQLAlchemyError) as exc:
+        except LEDGER_FAILURES as exc:
             log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
             return
         if pruned is not None:

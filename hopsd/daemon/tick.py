@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
@@ -28,7 +26,7 @@ from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
-from hopsd.daemon.assemble import Assembled, assemble, latest_targets
+from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import Action, Decision, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
@@ -49,13 +47,17 @@ from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.views import Observation, ObservedJob
-from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
-from hopsd.ledger.intents import pending_intents, record_intents
-from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
-from hopsd.ledger.models import AllocationReason, IntentAction, JobRow
-from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
-from hopsd.ledger.throughput_store import load_throughput_store
-from hopsd.ledger.usage import decayed_usage
+from hopsd.ledger.records import (
+    AllocationChange,
+    AllocationReason,
+    IntentAction,
+    JobRecord,
+    JobUpdate,
+    RoundSummary,
+    changes_from_plan,
+    core_job,
+)
+from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -109,7 +111,7 @@ class Tick:
         self,
         config: HopsConfig,
         port: SlurmPort,
-        sessions: sessionmaker[Session],
+        ledger: LedgerLike,
         *,
         shadow: bool = False,
         clock: Callable[[], float] = time.time,
@@ -121,7 +123,7 @@ class Tick:
         self.config = config
         self.settings = config.settings()
         self.port = port
-        self.sessions = sessions
+        self.ledger = as_ledger(ledger)
         self.shadow = shadow
         self.clock = clock
         self.lease = lease
@@ -131,7 +133,7 @@ class Tick:
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor = Enactor(
             port,
-            sessions,
+            self.ledger,
             clock,
             self._running_now,
             settle=_settle_of(config),
@@ -203,13 +205,13 @@ class Tick:
 
     def _reconcile(self, obs: Observation, now: float) -> ReconcileReport:
         view = build_cluster_view(obs.nodes, self.config, {})
-        with self.sessions.begin() as session:
-            return self.reconciler.run(session, obs, view, now)
+        with self.ledger.unit() as unit:
+            return self.reconciler.run(unit, obs, view, now)
 
     def _resume(self, obs: Observation, result: TickResult) -> Observation:
         """Finish or drop intents a crash left pending, then re-observe if anything was done."""
-        with self.sessions.begin() as session:
-            pending = [Step.of(r) for r in pending_intents(session)]
+        with self.ledger.unit() as unit:
+            pending = [Step.of(r) for r in unit.pending_intents()]
         if not pending:
             return obs
         plan = resume_steps(pending, obs.job_map(), self.clock(), self.settings.round_length_s)
@@ -232,14 +234,14 @@ class Tick:
 
     # -- deciding ------------------------------------------------------------------------
 
-    def _fairshare(self, session: Session, owners: list[tuple[str, str]], now: float) -> FairShare:
-        """Factors from usage summed per owner in the ledger (two queries, any history)."""
+    def _fairshare(self, unit: Unit, owners: list[tuple[str, str]], now: float) -> FairShare:
+        """Factors from usage decayed and summed per owner in SQL (one query, any history)."""
         if self.config.fairshare_weight == 0:
             return FairShare({}, {}, 0.0)
-        half_life = self.config.fairshare_half_life_h * 3600.0
+        users, accounts = unit.decayed_usage(now, self.config.fairshare_half_life_h * 3600.0)
         return fair_share(
-            decayed_usage(session, now, half_life, by="user"),
-            decayed_usage(session, now, half_life, by="account"),
+            users,
+            accounts,
             owners,
             self.config.shares,
             self.config.fairshare_weight,
@@ -248,27 +250,28 @@ class Tick:
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
         self._steps = []
-        with self.sessions.begin() as session:
-            rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
-            self.profiler.finish_ready(session, rows, obs, self.config, now)
+        with self.ledger.unit() as unit:
+            rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
+            if self.profiler.finish_ready(unit, rows, obs, self.config, now):
+                rows = unit.current(rows)
             ids = [r.id for r in rows]
             owners = sorted({(r.user, r.account) for r in rows})
             built = assemble(
                 rows,
                 obs,
                 self.config,
-                latest_targets(session, ids),
-                self._fairshare(session, owners, now),
-                load_throughput_store(session, ids),
+                unit.latest_targets(ids),
+                self._fairshare(unit, owners, now),
+                unit.throughput_snapshot(ids),
                 now,
                 self.reconciler.problems.guard,
             )
-            built = self._hold_back(session, built)
-            built = self._profile(session, rows, obs, built, result, now)
+            built = self._hold_back(unit, built)
+            built = self._profile(unit, rows, obs, built, result, now)
             snap = built.snapshot
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
-            self._note_latency(built, result, session)
+            self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
                 decision, clock = decide(
@@ -283,12 +286,16 @@ class Tick:
             if decision.kind == IDLE:
                 return
             result.decision = decision
-            for job_id, row in load_jobs(session, list(decision.reasons)).items():
-                row.plan_reason = decision.reasons[job_id][:500]
+            unit.update_jobs(
+                [
+                    JobUpdate(job_id, plan_reason=why[:500])
+                    for job_id, why in decision.reasons.items()
+                ]
+            )
             for job_id in decision.spared:
                 log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
             started = time.perf_counter()
-            self._record(session, built, decision, result, now)
+            self._record(unit, built, decision, result, now)
             result.record_s = time.perf_counter() - started
 
     def _step_options(self) -> StepOptions:
@@ -296,13 +303,13 @@ class Tick:
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
         return StepOptions(spare_guard_s=guard)
 
-    def _hold_back(self, session: Session, built: Assembled) -> Assembled:
+    def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
 
         Such a job is neither planned again nor its target given away: the GPUs its
         pending placement names stay reserved until the chain is taken or dropped.
         """
-        waiting = by_job([Step.of(r) for r in pending_intents(session)])
+        waiting = by_job([Step.of(r) for r in unit.pending_intents()])
         if not waiting:
             return built
         snap = built.snapshot
@@ -323,17 +330,17 @@ class Tick:
 
     def _profile(
         self,
-        session: Session,
-        rows: Sequence[JobRow],
+        unit: Unit,
+        rows: Sequence[JobRecord],
         obs: Observation,
         built: Assembled,
         result: TickResult,
         now: float,
     ) -> Assembled:
         """Serve the profiling queue first; the planner gets the GPUs it leaves."""
-        step = self.profiler.step(session, rows, obs, built.snapshot, built.view, self.config, now)
+        step = self.profiler.step(unit, rows, obs, built.snapshot, built.view, self.config, now)
         if step.actions:
-            intents = record_intents(session, chains(step.actions, step.reasons), None, now)
+            intents = unit.record_intents(chains(step.actions, step.reasons), None, now)
             result.actions = list(step.actions)
             self._steps = [Step.of(r) for r in intents]
         if not step.reserved:
@@ -345,7 +352,7 @@ class Tick:
         }
         return dataclasses.replace(built, snapshot=dataclasses.replace(snap, capacity=capacity))
 
-    def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
+    def _note_latency(self, built: Assembled, result: TickResult, unit: Unit) -> None:
         """Record every active job's latency ratio and Themis rho, and the final LR of jobs
         that just ended.
 
@@ -375,20 +382,20 @@ class Tick:
             if rho is not None and math.isfinite(rho):
                 rhos[job.id] = rho
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        for job_id, row in load_jobs(session, [*ratios, *ended]).items():
-            if job_id in rhos:
-                row.ftf_rho = rhos[job_id]
-            if job_id in ratios:
-                row.latency_ratio = ratios[job_id]
-                continue
-            try:
-                row.latency_ratio = latency_ratio(to_core_job(row), ctx)
-            except HopsError:
-                continue
+        updates = []
+        for job_id, row in unit.jobs([*ratios, *ended]).items():
+            ratio = ratios.get(job_id)
+            if ratio is None:
+                try:
+                    ratio = latency_ratio(core_job(row), ctx)
+                except HopsError:
+                    ratio = None
+            updates.append(JobUpdate(job_id, latency_ratio=ratio, ftf_rho=rhos.get(job_id)))
+        unit.update_jobs(updates)
 
     def _record(
         self,
-        session: Session,
+        unit: Unit,
         built: Assembled,
         decision: Decision,
         result: TickResult,
@@ -400,7 +407,7 @@ class Tick:
             return
         snap = built.snapshot
         summary = RoundSummary(
-            number=next_round_number(session, self.shadow),
+            number=unit.next_round_number(self.shadow),
             started_at=now,
             queued=len(snap.queued),
             running=len(snap.running),
@@ -411,7 +418,7 @@ class Tick:
             shadow=self.shadow,
             note=_note(decision.kind, actions, plan),
         )
-        round_row = record_round(session, summary)
+        round_row = unit.record_round(summary)
         if self.shadow:
             alive = {j.id for j in snap.jobs}
             result.would_enact = self.shadow_memory.fresh(actions, alive)
@@ -428,17 +435,20 @@ class Tick:
         if self.shadow:
             return
         changes = [c for c in changes_from_plan(plan) if _worth_recording(c, decision.kind)]
-        record_allocations(session, round_row.id, changes, now)
+        unit.record_allocations(round_row.id, changes, now)
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         jobs = {j.id: j for j in snap.jobs}
-        for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
+        sources = []
+        for row in unit.jobs([a.job_id for a in actions if a.config]).values():
             config = next(a.config for a in actions if a.job_id == row.id)
             if config is not None:
                 estimate = partial(estimator.throughput, jobs[row.id], config)
                 got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
-                row.estimate_source = got.source if got is not None else row.estimate_source
+                if got is not None:
+                    sources.append(JobUpdate(row.id, estimate_source=got.source))
+        unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        intents = record_intents(session, chains(actions, reasons), round_row.id, now)
+        intents = unit.record_intents(chains(actions, reasons), round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
