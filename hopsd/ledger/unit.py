@@ -15,7 +15,7 @@ dropped there would be fetched again, one query per job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -122,12 +122,17 @@ class MeasurementStore(SqlThroughputStore):
         return row
 
 
+#: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
+Fence = Callable[["Unit"], None]
+
+
 class Unit:
     """One transaction's view of the ledger (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
+        self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -225,6 +230,7 @@ class Unit:
     def record_intents(
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
+        self._fenced()
         rows = intents.record_intents(self._session, requests, round_id, now)
         return [intent_record(r) for r in rows]
 
@@ -236,6 +242,7 @@ class Unit:
         round_id: int | None,
         now: float,
     ) -> IntentRecord:
+        self._fenced()
         row = intents.record_intent(self._session, job_id, action, payload, round_id, now=now)
         return intent_record(row)
 
@@ -360,6 +367,15 @@ class Unit:
     def renew_lease(self, holder: str, ttl_s: float, now: float, name: str) -> LeaseInfo:
         return lease.renew_lease(self._session, holder, ttl_s, now, name)
 
+    def check_fence(self, holder: str, token: int, name: str = lease.DEFAULT_LEASE) -> None:
+        """Raise ``FencedError`` unless the lease still carries ``holder``'s ``token``."""
+        lease.check_fence(self._session, holder, token, name)
+
+    def _fenced(self) -> None:
+        """Intents are recorded only under the fencing token of the daemon that leads."""
+        if self._fence is not None:
+            self._fence(self)
+
     def release_lease(self, holder: str) -> bool:
         return lease.release_lease(self._session, holder)
 
@@ -410,6 +426,8 @@ class Ledger:
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
+        # Set by the daemon that holds the lease: checked with every intent batch.
+        self.fence: Fence | None = None
 
     @classmethod
     def open(
@@ -446,7 +464,7 @@ class Ledger:
     def unit(self) -> Iterator[Unit]:
         """A unit of work: committed when the block ends normally, else rolled back."""
         with self.sessions.begin() as session:
-            yield Unit(session)
+            yield Unit(session, self.fence)
 
     @contextmanager
     def reading(self) -> Iterator[Unit]:
