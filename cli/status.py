@@ -64,6 +64,21 @@ def status_payload(
         "raqlr": round(raqlr_of(lrs), 3),
         "raqlr_window_h": window_h,
         "slurm_error": slurm_error,
+        "leader": _leader(unit, now),
+    }
+
+
+def _leader(unit: Unit, now: float) -> dict[str, Any]:
+    """Which hopsd leads (holds the unexpired lease), since when, under which fencing token."""
+    info = unit.lease_info()
+    if info is None:
+        return {"holder": None, "since": None, "expires_at": None, "token": 0}
+    holder = info.holder if info.held_at(now) else None
+    return {
+        "holder": holder,
+        "since": info.acquired_at if holder else None,
+        "expires_at": info.expires_at,
+        "token": info.token,
     }
 
 
@@ -123,6 +138,12 @@ def _render(payload: dict[str, Any]) -> None:
     )
     if payload["slurm_error"]:
         out.print(f"Slurm unreachable, node summary omitted: {payload['slurm_error']}")
+    leader = payload["leader"]
+    if leader["holder"]:
+        led = hours(time.time() - leader["since"]) if leader["since"] else "-"
+        out.print(f"leader: {leader['holder']} (for {led}, fencing token {leader['token']})")
+    else:
+        out.print("leader: none (no hopsd holds the lease; a standby takes over within its TTL)")
 
 
 def status(

@@ -140,6 +140,15 @@ def test_submit_unknown_option_is_a_usage_error(tmp_path: Path, port: Any) -> No
 
 
 def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
+    import time
+
+    from hopsd.ledger.engine import make_engine, make_sessionmaker
+    from hopsd.ledger.lease import ensure_lease
+
+    engine = make_engine(ledger)
+    with make_sessionmaker(engine).begin() as s:
+        ensure_lease(s, "head1:4242", 600.0, time.time())
+    engine.dispose()
     result = runner.invoke(app, ["status", "--all", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -148,6 +157,7 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert jobs[101]["nodes"] == {"v100n1": 2} and jobs[101]["gpu_type"] == "v100"
     assert jobs[101]["eta_s"] is not None and jobs[101]["eta_s"] > 0
     assert jobs[102]["state"] == "queued" and jobs[102]["latency_ratio"] == 4.5
+    assert payload["leader"]["holder"] == "head1:4242" and payload["leader"]["token"] == 1
     assert jobs[101]["reason"] == "running on v100 v100n1:1" and jobs[102]["reason"] is None
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
