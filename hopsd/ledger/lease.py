@@ -103,19 +103,20 @@ def lease_info(session: Session, name: str = DEFAULT_LEASE) -> LeaseInfo | None:
 def check_fence(session: Session, holder: str, token: int, name: str = DEFAULT_LEASE) -> None:
     """Raise :class:`FencedError` unless the lease still names ``holder`` with ``token``.
 
-    A no-op UPDATE rather than a SELECT: it locks the lease row until the caller's
-    transaction ends, so on PostgreSQL a takeover waits for an intent batch being
-    recorded under the old token, and a batch that comes after a takeover sees
-    the new token. Expiry is not compared: a holder whose clock runs behind must
-    be stopped by the token, not by its own idea of the time.
+    A plain read, no row lock: a leader paused inside a transaction must not keep
+    a standby from taking over. A batch that passed the check just before a
+    takeover may commit just after it; its intents are then the new leader's to
+    resume (every tick resumes pending intents), and the old leader cannot enact
+    them, because every Slurm write checks again. Expiry is not compared: a
+    holder whose clock runs behind must be stopped by the token, not by its own
+    idea of the time.
     """
-    stmt = (
-        update(LeaseRow)
-        .where(LeaseRow.name == name, LeaseRow.holder == holder, LeaseRow.token == token)
-        .values(token=LeaseRow.token)
-        .execution_options(synchronize_session=False)
-    )
-    if session.execute(stmt).rowcount == 1:  # type: ignore[attr-defined]
+    found = session.execute(
+        select(LeaseRow.token).where(
+            LeaseRow.name == name, LeaseRow.holder == holder, LeaseRow.token == token
+        )
+    ).first()
+    if found is not None:
         return
     info = lease_info(session, name)
     other = "<nobody>" if info is None or info.holder is None else info.holder
