@@ -133,6 +133,16 @@ class Run:
         self.daemons.append(daemon)
         return daemon
 
+    def standby(self) -> Daemon:
+        """A new hopsd, returned once it waits as a standby (its start-up is not takeover)."""
+        daemon = self.start_daemon()
+        self.wait(
+            f"{daemon.host} to stand by",
+            lambda: "event=standby " in daemon.log.read_text(errors="replace"),
+            120,
+        )
+        return daemon
+
     def lease(self) -> LeaseInfo | None:
         with self.ledger.reading() as unit:
             return unit.lease_info()
@@ -271,21 +281,21 @@ def main(argv: list[str] | None = None) -> int:
             submit(run, port, f"f{i}", (1, 2), (1500, 2500, 3500)[i % 3])
         first = run.start_daemon()
         run.wait("the first leader", lambda: run.lease() is not None, 60)
-        run.start_daemon()  # the standby
+        run.standby()
         # kill 1: while the first jobs are being started
         leader = run.leader()
         run.wait("a first start", lambda: run.count(JobState.RUNNING) >= 1, 120)
         at = kill(leader, signal.SIGKILL)
         leader.proc.wait(timeout=30)
         run.take_over(leader, at)
-        run.start_daemon()
+        run.standby()
         # kill 2: later, once a job has finished
         run.wait("a finished job", lambda: run.count(JobState.DONE) >= 1, 300)
         leader = run.leader()
         at = kill(leader, signal.SIGKILL)
         leader.proc.wait(timeout=30)
         run.take_over(leader, at)
-        run.start_daemon()
+        run.standby()
         fenced = 0
         if not args.no_pause:
             # a pause: the leader stops, the standby takes over, the old one wakes up
