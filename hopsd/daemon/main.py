@@ -43,6 +43,7 @@ from hopsd.ledger.unit import LEDGER_FAILURES, Ledger, LedgerLike, as_ledger
 from hopsd.slurm.factory import make_port
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
+from hopsd.views.page import documents
 
 log = logging.getLogger("hopsd")
 
@@ -215,8 +216,11 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     after_tick = checks["ledger"]
     probe = probe_engine(config.ledger_url)
     checks["ledger"] = lambda: ping(probe) or after_tick()
+    # The status page reads through an engine of its own (deferred BEGIN): a page
+    # view never takes SQLite's write lock nor waits for a tick's.
+    reader = Ledger.open(config.ledger_url, timeout_ms=2000, sqlite_begin="deferred")
     try:
-        metrics.serve(config.metrics_address, checks)
+        metrics.serve(config.metrics_address, checks, documents(reader, config))
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
     log.info(
@@ -241,6 +245,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
             if (info := unit.lease_info()) is not None and info.holder == holder:
                 unit.release_lease(holder)
         ledger.dispose()
+        reader.dispose()
         probe.dispose()
     return 1 if service.fatal is not None else 0
 

@@ -15,6 +15,7 @@ dropped there would be fetched again, one query per job.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -272,6 +273,14 @@ class Unit:
     def record_round(self, summary: RoundSummary) -> RoundRecord:
         row: RoundRow = rounds.record_round(self._session, summary)
         return RoundRecord(row.id, row.number, row.shadow)
+
+    def recent_rounds(self, limit: int = 20) -> list[RoundSummary]:
+        """The latest enacting rounds, newest first (for the status page)."""
+        names = [f.name for f in dataclasses.fields(RoundSummary)]
+        return [
+            RoundSummary(**{n: getattr(row, n) for n in names})
+            for row in rounds.recent_rounds(self._session, limit)
+        ]
 
     def record_allocation(
         self,
