@@ -1,4 +1,4 @@
-"""``hops db ...``: ledger administration (upgrade, current, prune, grant-reader)."""
+"""``hops db``: ledger administration (upgrade, current, prune, grant-reader)."""
 
 from __future__ import annotations
 
@@ -46,40 +46,6 @@ def db_current(ctx: typer.Context) -> None:
     )
 
 
-@db_app.command("prune")
-def db_prune(
-    ctx: typer.Context,
-    days: Annotated[
-        float | None,
-        typer.Option(help="Keep this many days (default: [ledger] retention_days)."),
-    ] = None,
-    batch: Annotated[int, typer.Option(help="Rows per transaction.")] = 500,
-) -> None:
-    """Remove rounds, intents and allocations older than the retention (job rows stay)."""
-    import time
-
-    from hopsd.ledger.engine import redact
-    from hopsd.ledger.errors import LedgerError
-    from hopsd.ledger.retention import cutoff_of
-    from hopsd.ledger.unit import Ledger
-
-    config = config_of(ctx)
-    keep = config.retention_days if days is None else days
-    if keep <= 0 or batch < 1:
-        fail("nothing to prune: retention is off (days <= 0) or --batch < 1", EXIT_USAGE)
-    ledger = Ledger.open(config.ledger_url)
-    try:
-        pruned = ledger.prune(cutoff_of(time.time(), keep), batch=batch)
-    except LedgerError as exc:
-        fail(f"cannot prune ledger {redact(config.ledger_url)}: {exc}")
-    finally:
-        ledger.dispose()
-    typer.echo(
-        f"ledger {redact(config.ledger_url)}: removed {pruned.rounds} rounds, "
-        f"{pruned.intents} intents, {pruned.allocations} allocations older than {keep:g} days"
-    )
-
-
 @db_app.command("grant-reader")
 def db_grant_reader(
     ctx: typer.Context,
@@ -115,4 +81,37 @@ def db_grant_reader(
     typer.echo(
         f"role {role} may now read the ledger {redact(config.ledger_url)} and nothing else; "
         "point [ledger] read_url at it in the hops.conf users read"
+    )
+
+
+@db_app.command("prune")
+def db_prune(
+    ctx: typer.Context,
+    days: Annotated[
+        float | None,
+        typer.Option(help="Keep this many days (default: [ledger] retention_days)."),
+    ] = None,
+    batch: Annotated[int, typer.Option(help="Rows per transaction.")] = 500,
+) -> None:
+    """Remove rounds, intents and allocations older than the retention (job rows stay)."""
+    import time
+
+    from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
+    from hopsd.ledger.errors import LedgerError
+    from hopsd.ledger.retention import cutoff_of, prune
+
+    config = config_of(ctx)
+    keep = config.retention_days if days is None else days
+    if keep <= 0 or batch < 1:
+        fail("nothing to prune: retention is off (days <= 0) or --batch < 1", EXIT_USAGE)
+    engine = make_engine(config.ledger_url)
+    try:
+        pruned = prune(make_sessionmaker(engine), cutoff_of(time.time(), keep), batch=batch)
+    except LedgerError as exc:
+        fail(f"cannot prune ledger {redact(config.ledger_url)}: {exc}")
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"ledger {redact(config.ledger_url)}: removed {pruned.rounds} rounds, "
+        f"{pruned.intents} intents, {pruned.allocations} allocations older than {keep:g} days"
     )

@@ -45,10 +45,10 @@ class HopsConfig:
 
     path: str | None = None
     ledger_url: str = DEFAULT_LEDGER_URL
-    # Rounds, intents and allocations older than this are pruned (0 keeps all).
-    retention_days: float = 90.0
     # What the CLI reads through: a role that may only SELECT ("" = ledger_url).
     ledger_read_url: str = ""
+    # Rounds, intents and allocations older than this are pruned (0 keeps all).
+    retention_days: float = 90.0
     slurm_backend: str = "cli"
     slurm_timeout_s: float = 20.0
     # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
@@ -111,8 +111,8 @@ class HopsConfig:
 _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
     "ledger": {
         "url": ("ledger_url", str),
-        "retention_days": ("retention_days", float),
         "read_url": ("ledger_read_url", str),
+        "retention_days": ("retention_days", float),
     },
     "slurm": {
         "backend": ("slurm_backend", str),

@@ -27,12 +27,14 @@ from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.retention import Retention
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
-from hopsd.ledger.unit import LEDGER_FAILURES
+from hopsd.ledger.unit import DRIVER_ERRORS
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.service")
 
 MAX_BACKOFF_S = 60.0
+# What a failed prune is logged for and tried again after (the ledger away, a driver error).
+_PRUNE_FAILURES: tuple[type[BaseException], ...] = (LedgerUnavailableError, *DRIVER_ERRORS)
 
 
 class Service:
@@ -117,7 +119,7 @@ class Service:
             return
         try:
             pruned = self.retention.run(self.tick.config.retention_days, now)
-        except LEDGER_FAILURES as exc:
+        except _PRUNE_FAILURES as exc:
             log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
             return
         if pruned is not None:

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Configuration
 from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
-from hopsd.ledger import allocations, intents, jobs, lease, retention, rounds, usage
+from hopsd.ledger import allocations, intents, jobs, lease, rounds, usage
 from hopsd.ledger.engine import SqliteBegin, make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LedgerError, UnknownJobError
 from hopsd.ledger.history import LedgerHistory, read_history
@@ -55,7 +55,7 @@ from hopsd.ledger.records import (
     ThroughputLayer,
     ThroughputRecord,
 )
-from hopsd.ledger.retention import Pruned
+from hopsd.ledger.retention import Pruned, prune
 from hopsd.ledger.throughput_store import (
     SqlThroughputStore,
     load_throughput_store,
@@ -485,9 +485,10 @@ class Ledger:
             session.rollback()
             session.close()
 
-    def prune(self, cutoff: float, *, batch: int = 500, max_batches: int | None = None) -> Pruned:
-        """Remove rounds, intents and allocations older than ``cutoff``, in short batches."""
-        return retention.prune(self.sessions, cutoff, batch=batch, max_batches=max_batches)
+    def prune(self, cutoff: float, *, batch: int, max_batches: int | None = None) -> Pruned:
+        """Remove rounds, intents and allocations older than ``cutoff`` in short transactions
+        (see :func:`hopsd.ledger.retention.prune`)."""
+        return prune(self.sessions, cutoff, batch=batch, max_batches=max_batches)
 
     def dispose(self) -> None:
         self.engine.dispose()
