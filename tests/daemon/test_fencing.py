@@ -142,3 +142,39 @@ def test_without_the_token_check_the_same_wake_up_would_enact(  # type: ignore[n
     job = port.add_job(HopsTag((1,), 10_000))
     assert tick.run_once() is not None
     assert port.actions(job) == ["update", "release"]  # enacted under a lease it lost
+
+
+def test_a_standby_reports_not_leading_and_healthy_until_it_takes_over(  # type: ignore[no-untyped-def]
+    config: HopsConfig, port: FakePort, sessions
+):
+    """hopsd_leader is 0 and /healthz's tick check passes while waiting; 1 once it leads."""
+    import dataclasses
+    import threading
+    import time
+
+    from hopsd.daemon import main as hopsd_main
+
+    with sessions.begin() as s:
+        held = ensure_lease(s, "otherhost:1", 1.0, time.time())
+    fast = dataclasses.replace(config, lease_ttl_s=1.0, queue_refresh_s=0.1)
+    lease = LeaseKeeper(sessions, "standby:2", fast.lease_ttl_s)
+    service = Service(Tick(fast, port, sessions, lease=lease), lease=lease)
+    service.started_at = time.time() - 3600  # a tick this old would be stale
+    seen: list[tuple[float, str | None]] = []
+
+    def sample() -> None:
+        while len(seen) < 3:
+            if service.waiting:
+                seen.append(
+                    (service.metrics.leader._value.get(), service.health_checks()["tick"]())
+                )  # type: ignore[attr-defined]
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    info = hopsd_main._stand_by(Ledger(sessions), fast, "standby:2", service)
+    sampler.join(timeout=5)
+    assert seen and all(value == 0 and problem is None for value, problem in seen)
+    assert info is not None and info.holder == "standby:2" and info.token == held.token + 1
+    assert time.time() >= held.expires_at  # not before the holder's lease ran out
+    assert service.metrics.leader._value.get() == 1  # type: ignore[attr-defined]
