@@ -288,6 +288,8 @@ class LeaseRow(Base):
     acquired_at: Mapped[float | None] = mapped_column(Float)
     heartbeat_at: Mapped[float | None] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)
+    # Fencing token: raised on every acquisition, checked before every enactment.
+    token: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class RefusalRow(Base):

@@ -301,6 +301,8 @@ class LeaseInfo:
     acquired_at: float | None
     heartbeat_at: float | None
     expires_at: float
+    # The fencing token of the current holder's acquisition (raised by each one).
+    token: int = 0
 
     def held_at(self, now: float) -> bool:
         return self.holder is not None and self.expires_at > now

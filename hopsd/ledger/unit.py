@@ -15,7 +15,8 @@ dropped there would be fetched again, one query per job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -136,12 +137,17 @@ class MeasurementStore(SqlThroughputStore):
         return row
 
 
+#: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
+Fence = Callable[["Unit"], None]
+
+
 class Unit:
     """One transaction's view of the ledger (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
+        self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -243,6 +249,7 @@ class Unit:
     def record_intents(
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
+        self._fenced()
         rows = intents.record_intents(self._session, requests, round_id, now)
         return [intent_record(r) for r in rows]
 
@@ -254,6 +261,7 @@ class Unit:
         round_id: int | None,
         now: float,
     ) -> IntentRecord:
+        self._fenced()
         row = intents.record_intent(self._session, job_id, action, payload, round_id, now=now)
         return intent_record(row)
 
@@ -286,6 +294,14 @@ class Unit:
     def record_round(self, summary: RoundSummary) -> RoundRecord:
         row: RoundRow = rounds.record_round(self._session, summary)
         return RoundRecord(row.id, row.number, row.shadow)
+
+    def recent_rounds(self, limit: int = 20) -> list[RoundSummary]:
+        """The latest enacting rounds, newest first (for the status page)."""
+        names = [f.name for f in dataclasses.fields(RoundSummary)]
+        return [
+            RoundSummary(**{n: getattr(row, n) for n in names})
+            for row in rounds.recent_rounds(self._session, limit)
+        ]
 
     def record_allocation(
         self,
@@ -428,6 +444,15 @@ class Unit:
     def renew_lease(self, holder: str, ttl_s: float, now: float, name: str) -> LeaseInfo:
         return lease.renew_lease(self._session, holder, ttl_s, now, name)
 
+    def check_fence(self, holder: str, token: int, name: str = lease.DEFAULT_LEASE) -> None:
+        """Raise ``FencedError`` unless the lease still carries ``holder``'s ``token``."""
+        lease.check_fence(self._session, holder, token, name)
+
+    def _fenced(self) -> None:
+        """Intents are recorded only under the fencing token of the daemon that leads."""
+        if self._fence is not None:
+            self._fence(self)
+
     def release_lease(self, holder: str) -> bool:
         return lease.release_lease(self._session, holder)
 
@@ -509,6 +534,8 @@ class Ledger:
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
+        # Set by the daemon that holds the lease: checked with every intent batch.
+        self.fence: Fence | None = None
 
     @classmethod
     def open(
@@ -549,7 +576,7 @@ class Ledger:
     def unit(self) -> Iterator[Unit]:
         """A unit of work: committed when the block ends normally, else rolled back."""
         with self.sessions.begin() as session:
-            yield Unit(session)
+            yield Unit(session, self.fence)
 
     @contextmanager
     def reading(self) -> Iterator[Unit]:
