@@ -160,7 +160,8 @@ class TypeLayout:
         Saves asking for the job's placement sensitivity when the answer
         cannot change its configurations.
         """
-        return any(len(self._walk(g)) > 0 for g in job.demands if g <= self.total_idle)
+        demands = job.demands_on(self.gpu_type)
+        return any(len(self._walk(g)) > 0 for g in demands if g <= self.total_idle)
 
     def splittable(self, job: Job, high_sensitivity: bool) -> bool:
         """Whether ``job`` may be offered distributed configurations on this type."""
@@ -183,7 +184,7 @@ class TypeLayout:
         local = distinct.intersection(n.id for n in self.nodes) if distinct else frozenset()
         shapes = [False, True] if self.splittable(job, high_sensitivity) else [False]
         out: list[ConfigGroup] = []
-        for gpus in job.demands:
+        for gpus in job.demands_on(self.gpu_type):  # only counts the type can hold for it
             if gpus > self.total_idle:
                 break
             for distributed in shapes:

@@ -177,6 +177,11 @@ class Job:
     :func:`hopsd.core.priorities.share_keys`). It is how an operator's fairness
     between users or accounts (fair share) enters the plan without changing any
     priority's definition; 1 everywhere is the method as published.
+
+    ``max_gpus`` lists, per GPU type, the most GPUs of that type the job can use
+    (0: the model does not fit one GPU of the type); a type not listed limits
+    nothing. It is what a job's profiles say a type cannot hold, so that no
+    policy offers a count there that could never run (:meth:`demands_on`).
     """
 
     id: str
@@ -192,6 +197,7 @@ class Job:
     wait_time: float = 0.0
     current: Configuration | None = None
     share_factor: float = 1.0
+    max_gpus: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -209,6 +215,15 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: params must be >= 0")
         if self.samples_done < 0 or self.attained_service < 0 or self.wait_time < 0:
             raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
+        if any(limit < 0 for _, limit in self.max_gpus):
+            raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
+
+    def demands_on(self, gpu_type: str) -> tuple[int, ...]:
+        """The demands a GPU type can hold for this job (all of them unless ``max_gpus`` says)."""
+        for name, limit in self.max_gpus:
+            if name == gpu_type:
+                return tuple(d for d in self.demands if d <= limit)
+        return self.demands
 
     @property
     def min_demand(self) -> int:

@@ -370,7 +370,7 @@ class Engine:
         job.status = "queued"
         for gpu_type in sorted(self.cluster.gpu_types):
             nodes = self.cluster.nodes_of_type(gpu_type)
-            if nodes:
+            if nodes and job.model.runs_on(gpu_type):
                 profile = self._noisy_profile(job, gpu_type, nodes[0].id)
                 self.store.set_profile(job.spec.job_id, gpu_type, profile)
 
@@ -441,6 +441,7 @@ class Engine:
             attained_service=js.attained_service,
             wait_time=js.wait_time,
             current=js.config if js.status == "running" else None,
+            max_gpus=js.model.limits(),
         )
 
     def _snapshot(self, pinned: bool) -> Snapshot:

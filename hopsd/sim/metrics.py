@@ -52,8 +52,15 @@ class JobRecord:
 
 
 def true_age(truth: GroundTruth, job: JobState) -> float:
-    """Eq. 9 with the true single-GPU throughputs (hosts of factor 1.0)."""
-    fractions = truth.cluster.type_fractions()
+    """Eq. 9 with the true single-GPU throughputs (hosts of factor 1.0).
+
+    Types the job's model does not fit are left out and the other types' shares
+    scaled up to one: a random GPU the job could be given is one it fits.
+    """
+    spec = truth.model(job.spec.model)
+    fractions = {t: f for t, f in truth.cluster.type_fractions().items() if spec.runs_on(t)}
+    held = sum(fractions.values())
+    fractions = {t: f / held for t, f in fractions.items()} if held > 0 else fractions
     avg_demand = sum(job.spec.demands) / len(job.spec.demands)
     total = 0.0
     for gpu_type, share in fractions.items():

@@ -12,6 +12,8 @@ TOML (or JSON with the same structure)::
     pattern = 1                # 1 overlaps loading with compute, 2 does not
     comm_scale = 1.15          # real all-reduce time over the ideal ring time
     restore_s = 80             # optional: what a restart really costs (else the penalty)
+    [models.resnet50.max_gpus]     # optional: most GPUs of a type one job can use
+    K80 = 0                        # 0: does not fit one GPU (no throughput needed)
     [models.resnet50.throughput]   # compute-bound per-GPU samples/s on one GPU
     GTX1080Ti = 58.0
     RTX3090 = 192.0
@@ -44,7 +46,7 @@ _SCALARS = {
     "comm_scale",
     "restore_s",
 }
-_TABLES = {"throughput", "compute_ms"}
+_TABLES = {"throughput", "compute_ms", "max_gpus"}
 
 
 class ProfileFileError(InvalidInputError):
@@ -59,6 +61,17 @@ def _per_type(where: str, table: Any, batch: int, as_ms: bool) -> dict[str, floa
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ProfileFileError(f"{where}.{gpu_type} must be a positive number, got {value!r}")
         out[gpu_type] = batch / (value / 1000.0) if as_ms else float(value)
+    return out
+
+
+def _limits(where: str, table: Any) -> dict[str, int]:
+    if not isinstance(table, dict):
+        raise ProfileFileError(f"{where} must be a table of GPU type = count")
+    out: dict[str, int] = {}
+    for gpu_type, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ProfileFileError(f"{where}.{gpu_type} must be an integer >= 0, got {value!r}")
+        out[gpu_type] = value
     return out
 
 
@@ -79,9 +92,10 @@ def _parse_model(where: str, name: str, table: Any) -> ModelSpec:
     thr.update(_per_type(f"{label}.compute_ms", table.get("compute_ms", {}), batch, as_ms=True))
     if not thr:
         raise ProfileFileError(f"{label}: give a throughput or compute_ms table")
+    limits = _limits(f"{label}.max_gpus", table.get("max_gpus", {}))
     scalars = {k: v for k, v in table.items() if k in _SCALARS and k != "batch_size"}
     try:
-        return ModelSpec(name=name, batch_size=batch, throughput=thr, **scalars)
+        return ModelSpec(name=name, batch_size=batch, throughput=thr, max_gpus=limits, **scalars)
     except (HopsError, TypeError) as exc:
         raise ProfileFileError(f"{label}: {exc}") from exc
 
@@ -130,5 +144,15 @@ def with_aliases(
             comm_scale=spec.comm_scale,
             dataset=spec.dataset,
             restore_s=spec.restore_s,
+            max_gpus=_alias_limits(spec.max_gpus, compute_as),
         )
+    return out
+
+
+def _alias_limits(limits: Mapping[str, int], compute_as: Mapping[str, str]) -> dict[str, int]:
+    """A type that computes like another also shares its GPU limits (unless it has its own)."""
+    out = dict(limits)
+    for alias, target in compute_as.items():
+        if alias not in out and target in limits:
+            out[alias] = limits[target]
     return out

@@ -39,7 +39,9 @@ class ModelSpec:
     served from the page cache (a miss costs ``miss_ratio`` times a hit).
     ``restore_s``, when set, is what a restart of this model really costs
     (checkpoint restore; Sia measured 15-250 s per model) instead of the
-    common restart penalty.
+    common restart penalty. ``max_gpus`` caps, per GPU type, the GPUs one job
+    of the model can use there (0: it does not fit one GPU of the type, and
+    the type needs no throughput); every policy is told (``Job.max_gpus``).
     """
 
     name: str
@@ -53,6 +55,7 @@ class ModelSpec:
     comm_scale: float = 1.15
     dataset: str = ""
     restore_s: float | None = None
+    max_gpus: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -65,6 +68,16 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: pattern 1|2 and comm_scale > 0")
         if self.restore_s is not None and self.restore_s < 0:
             raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
+        if any(limit < 0 for limit in self.max_gpus.values()):
+            raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
+
+    def limits(self) -> tuple[tuple[str, int], ...]:
+        """``max_gpus`` as the planner's ``Job.max_gpus`` (sorted by type)."""
+        return tuple(sorted(self.max_gpus.items()))
+
+    def runs_on(self, gpu_type: str) -> bool:
+        """Whether one GPU of the type holds the model."""
+        return self.max_gpus.get(gpu_type, 1) > 0
 
     def compute_time(self, gpu_type: str, batch_size: int | None = None) -> float:
         """Seconds of pure compute per iteration on one GPU of ``gpu_type``.
@@ -141,7 +154,9 @@ class GroundTruth:
     def __post_init__(self) -> None:
         self._nodes = self.cluster.node_map()
         for name, model in self.models.items():
-            missing = set(self.cluster.gpu_types) - set(model.throughput)
+            missing = {t for t in self.cluster.gpu_types if model.runs_on(t)} - set(
+                model.throughput
+            )
             if missing:
                 raise InvalidInputError(
                     f"model {name!r} has no throughput for GPU type(s) {sorted(missing)}"
@@ -195,6 +210,12 @@ class GroundTruth:
         spec = self.model(model)
         batch = batch_size or spec.batch_size
         gpu = self.cluster.gpu_types[config.gpu_type]
+        limit = spec.max_gpus.get(config.gpu_type)
+        if limit is not None and config.total_gpus > limit:
+            raise InvalidInputError(
+                f"model {model!r} cannot run on {config.total_gpus} GPUs of "
+                f"{config.gpu_type!r} (at most {limit})"
+            )
         t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
         rates = []
         for node_id, _ in config.parts:

@@ -98,8 +98,10 @@ PRESETS: dict[str, WorkloadSpec] = {
 
 def reference_rate(truth: GroundTruth, model: str) -> float:
     """Cluster-weighted mean single-GPU samples/s of a model (defines its GPU-hours)."""
-    fractions = truth.cluster.type_fractions()
-    return sum(f * truth.single_gpu(model, t) for t, f in fractions.items() if f > 0)
+    spec = truth.model(model)
+    fractions = {t: f for t, f in truth.cluster.type_fractions().items() if spec.runs_on(t)}
+    held = sum(fractions.values())
+    return sum(f / held * truth.single_gpu(model, t) for t, f in fractions.items() if f > 0)
 
 
 def _demands(rng: random.Random, cls: SizeClass, spec: WorkloadSpec) -> tuple[int, ...]:

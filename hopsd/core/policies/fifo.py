@@ -26,12 +26,19 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 
 
-def first_fit(cluster: Cluster, count: int, free: Mapping[str, int]) -> Configuration | None:
-    """Slurm-like choice ignoring GPU speed: first node that holds the job, else first type."""
+def first_fit(
+    cluster: Cluster, count: int, free: Mapping[str, int], job: Job | None = None
+) -> Configuration | None:
+    """Slurm-like choice ignoring GPU speed: first node that holds the job, else first type.
+
+    Types the job's profiles rule out for ``count`` GPUs are skipped, as a Slurm
+    job constrained to the GPU types it fits would be.
+    """
+    allowed = {t for t in cluster.gpu_types if job is None or count in job.demands_on(t)}
     for node in cluster.nodes:
-        if free.get(node.id, 0) >= count:
+        if node.gpu_type in allowed and free.get(node.id, 0) >= count:
             return Configuration.of(node.gpu_type, {node.id: count})
-    for gpu_type in dict.fromkeys(n.gpu_type for n in cluster.nodes):
+    for gpu_type in dict.fromkeys(n.gpu_type for n in cluster.nodes if n.gpu_type in allowed):
         nodes = [n for n in cluster.nodes if n.gpu_type == gpu_type and free.get(n.id, 0) > 0]
         if sum(free[n.id] for n in nodes) < count:
             continue
@@ -80,14 +87,16 @@ def _expected_end(job: Job, cfg: Configuration, now: float, est: Estimator) -> f
 
 def _reserve(
     snapshot: Snapshot,
-    est: Estimator,
+    job: Job,
     count: int,
     free: Mapping[str, int],
     ends: list[tuple[float, Configuration]],
 ) -> Reservation | None:
-    """Earliest instant some type has ``count`` free GPUs, replaying expected job ends."""
+    """Earliest instant some type the job may use has ``count`` free GPUs, replaying job ends."""
     best: Reservation | None = None
     for gpu_type in dict.fromkeys(n.gpu_type for n in snapshot.cluster.nodes):
+        if count not in job.demands_on(gpu_type):
+            continue
         have = sum(free.get(n.id, 0) for n in snapshot.cluster.nodes if n.gpu_type == gpu_type)
         at = snapshot.now
         for end, cfg in sorted((e for e in ends if e[1].gpu_type == gpu_type), key=lambda e: e[0]):
@@ -123,7 +132,7 @@ class FifoPolicy:
         room = _Room(snapshot.cluster, free)
         for job in queue:
             count = rigid_demand(job)
-            cfg = first_fit(snapshot.cluster, count, free) if room.may_fit(count) else None
+            cfg = first_fit(snapshot.cluster, count, free, job) if room.may_fit(count) else None
             if not blocked:
                 if cfg is not None:
                     take(cfg, free)
@@ -132,7 +141,7 @@ class FifoPolicy:
                     ends.append((_expected_end(job, cfg, snapshot.now, est), cfg))
                     continue
                 blocked = True
-                reservation = _reserve(snapshot, est, count, free, ends)
+                reservation = _reserve(snapshot, job, count, free, ends)
                 continue
             if cfg is None or not self._may_backfill(job, cfg, snapshot.now, est, reservation):
                 continue

@@ -29,7 +29,7 @@ boundaries: GPUs freed inside a round wait for the next round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import linprog
@@ -100,6 +100,12 @@ def max_min_allocation(
     return x
 
 
+def _holds(job: Job, gpu_type: str, capacity: Mapping[str, int]) -> bool:
+    """Whether a type can run the job's rigid demand: enough GPUs, and its profiles allow it."""
+    count = rigid_demand(job)
+    return count <= capacity[gpu_type] and count in job.demands_on(gpu_type)
+
+
 class GavelPolicy:
     """Gavel LAS (heterogeneity-aware max-min fairness) behind the Policy interface."""
 
@@ -130,7 +136,7 @@ class GavelPolicy:
         queue = ordered_queue(snapshot, est, self._order)
         types = sorted(t for t, g in type_capacity(snapshot).items() if g > 0)
         capacity = type_capacity(snapshot)
-        jobs = [j for j in queue if any(rigid_demand(j) <= capacity[t] for t in types)]
+        jobs = [j for j in queue if any(_holds(j, t, capacity) for t in types)]
         if not jobs or not types:
             return diff_plan(snapshot, {}, ("gavel: nothing to run",))
         thr = self._throughputs(snapshot, est, jobs, types, capacity)
@@ -154,7 +160,7 @@ class GavelPolicy:
         for m, job in enumerate(jobs):
             count = rigid_demand(job)
             for j, gpu_type in enumerate(types):
-                if count > capacity[gpu_type]:
+                if not _holds(job, gpu_type, capacity):
                     continue
                 value = throughput(job, gpu_type, count)
                 if value is not None:

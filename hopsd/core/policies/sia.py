@@ -24,6 +24,11 @@ The MILP is solved to the operator's gap (``settings.mip_gap``, 1 % by default);
 Sia's own artifact asks its solver for 0.01 %, which here costs about three
 times the solver time and did not make Sia's schedules better on paper-512.
 
+Configurations are per type, as Sia's are: a type is offered only the counts
+of the job's demand set it can hold -- no more GPUs than the type has left, and
+none a job's profiles rule out there (``Job.max_gpus``: a model that does not
+fit one GPU of a small type, or cannot use more than so many of them).
+
 Two rules of Sia's scheduler shape which configurations a job is offered:
 
 * **scale-out growth**: a job is offered at most twice the GPUs it has been seen
@@ -338,7 +343,7 @@ class SiaPolicy:
             options: list[tuple[str, int, float]] = []
             cap = growth_cap(job.demands, self._seen.get(job.id, 0))
             for gpu_type in types:
-                for count in job.demands:
+                for count in job.demands_on(gpu_type):
                     if count > capacity[gpu_type] or count > cap:
                         continue
                     value = throughput(job, gpu_type, count)
