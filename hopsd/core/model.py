@@ -6,6 +6,7 @@ same input always yields the same plan.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -217,6 +218,15 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
         if any(limit < 0 for _, limit in self.max_gpus):
             raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
+
+    def with_limits(self, limits: tuple[tuple[str, int], ...]) -> Job:
+        """This job with further per-type limits (the tighter one wins on a type)."""
+        if not limits:
+            return self
+        merged = dict(self.max_gpus)
+        for name, limit in limits:
+            merged[name] = min(limit, merged.get(name, limit))
+        return dataclasses.replace(self, max_gpus=tuple(sorted(merged.items())))
 
     def demands_on(self, gpu_type: str) -> tuple[int, ...]:
         """The demands a GPU type can hold for this job (all of them unless ``max_gpus`` says)."""

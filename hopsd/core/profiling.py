@@ -227,7 +227,13 @@ def _held(
     now: float,
     work: _Pass,
 ) -> None:
-    remaining = [t for t in types if t not in job.profiled and t not in job.skipped]
+    remaining = [
+        t
+        for t in types
+        if t not in job.profiled
+        and t not in job.skipped
+        and (job.job is None or job.job.demands_on(t))  # never where it may not run
+    ]
     if not remaining:
         work.over(job.job_id, OVER_ALL_TYPES)
     elif job.silent_runs > 0:

@@ -50,7 +50,7 @@ from hopsd.core.profiling import (
 from hopsd.daemon.assemble import latest_targets
 from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action, JobHandle
 from hopsd.daemon.sensing import Sensing
-from hopsd.daemon.snapshot_builder import ClusterView, observed_config
+from hopsd.daemon.snapshot_builder import ClusterView, observed_config, with_tag_rules
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.allocations import record_allocation, start_counts
 from hopsd.ledger.jobs import to_core_job, transition
@@ -159,6 +159,7 @@ class Profiler:
             if run is None and not (seen.pending and seen.held):
                 continue  # starting or completing: its GPUs are out of the capacity anyway
             job = self.sensing.problems.guard(seen.slurm_id, "planning", partial(to_core_job, row))
+            job = None if job is None else with_tag_rules(job, seen.tag, view.cluster)
             out.append(
                 Profilee(
                     row.id,
