@@ -18,7 +18,7 @@ from typing import Protocol, cast
 
 from hopsd.core.configgen import ConfigGroup, TypeLayout
 from hopsd.core.estimator import Estimator
-from hopsd.core.gains import normalised_gains, restart_discount
+from hopsd.core.gains import move_cost_s, normalised_gains, restart_discount
 from hopsd.core.ilp import AssignmentProblem
 from hopsd.core.model import Cluster, Configuration, Job
 from hopsd.core.throughput import ThroughputStore
@@ -244,10 +244,10 @@ def candidate_set(
     members: Sequence[Member], options: Sequence[JobOptions], spec: PassSpec
 ) -> CandidateSet:
     """All per-node columns of a pass, valued per eq. 11 with the restart discount."""
-    discount = restart_discount(spec.round_length_s, spec.restart_penalty_s)
     out = CandidateSet(tuple(members))
     for opt in options:
-        _add_job_columns(out, opt, discount)
+        cost = move_cost_s(opt.member.job.restart_s, spec.restart_penalty_s)
+        _add_job_columns(out, opt, restart_discount(spec.round_length_s, cost))
     return out
 
 

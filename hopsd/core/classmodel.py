@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from hopsd.core.candidates import JobOptions, same_placement
 from hopsd.core.configgen import TypeLayout
-from hopsd.core.gains import restart_discount
+from hopsd.core.gains import move_cost_s, restart_discount
 from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
 from hopsd.core.model import Configuration
 
@@ -72,11 +72,11 @@ def class_columns(
     restart_penalty_s: float,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class."""
-    discount = restart_discount(round_length_s, restart_penalty_s)
     out: list[ClassColumn] = []
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
+        discount = restart_discount(round_length_s, move_cost_s(job.restart_s, restart_penalty_s))
         if opt.keep_gain is not None and job.current is not None:
             out.append(
                 ClassColumn(o, w * opt.keep_gain, job.current.gpu_type, (), job.current, True)

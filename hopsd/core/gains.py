@@ -67,6 +67,26 @@ def normalised_gains(throughputs: Sequence[float]) -> list[float]:
     return [t / low for t in throughputs]
 
 
+def move_cost_s(restart_s: float | None, prior_s: float) -> float:
+    """What moving or preempting a job costs: its own learned restart cost, else the prior."""
+    return prior_s if restart_s is None else restart_s
+
+
+def learned_restart_s(
+    checkpoint_s: float | None, startup_s: float | None, grace_s: float
+) -> float | None:
+    """A job's restart cost from what its probe measured; None while nothing was measured.
+
+    A restart is the notice wait plus the time from the new start to the first
+    iteration. A job that reported its checkpoint waits ``checkpoint_s``; one
+    that restarted without ever reporting one is taken to ignore the notice and
+    waits the whole grace period.
+    """
+    if startup_s is None:
+        return None
+    return startup_s + (grace_s if checkpoint_s is None else checkpoint_s)
+
+
 def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:
     """Share of a round a moved job still trains: ``(L - penalty) / L``, floored at 0."""
     if round_length_s <= 0:

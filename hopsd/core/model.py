@@ -183,6 +183,11 @@ class Job:
     (0: the model does not fit one GPU of the type); a type not listed limits
     nothing. It is what a job's profiles say a type cannot hold, so that no
     policy offers a count there that could never run (:meth:`demands_on`).
+    A user's GPU-type constraints are limits of 0 on the types they exclude.
+
+    ``restart_s`` is what moving or preempting this job costs as learned from
+    its runs (:func:`hopsd.core.gains.learned_restart_s`); None: the
+    operator's prior ``Settings.restart_penalty_s``.
     """
 
     id: str
@@ -199,6 +204,7 @@ class Job:
     current: Configuration | None = None
     share_factor: float = 1.0
     max_gpus: tuple[tuple[str, int], ...] = ()
+    restart_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -216,6 +222,8 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: params must be >= 0")
         if self.samples_done < 0 or self.attained_service < 0 or self.wait_time < 0:
             raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
+        if self.restart_s is not None and not 0 <= self.restart_s < math.inf:
+            raise InvalidInputError(f"job {self.id!r}: restart cost must be finite and >= 0")
         if any(limit < 0 for _, limit in self.max_gpus):
             raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
 

@@ -22,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hopsd.config import HopsConfig
+from hopsd.core.gains import learned_restart_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
@@ -119,9 +120,9 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
-        jobs.append(
-            dataclasses.replace(with_tag_rules(core, seen.tag, plain.cluster), current=current)
-        )
+        restart_s = learned_restart_s(row.checkpoint_s, row.startup_s, config.checkpoint_grace_s)
+        ruled = with_tag_rules(core, seen.tag, plain.cluster)
+        jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
