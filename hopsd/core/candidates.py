@@ -260,7 +260,9 @@ def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> Non
         out.values.append(member.weight * opt.keep_gain)
     if member.keep_only:
         return
-    factor = discount if job.current is not None else 1.0
+    # a queued job that ran before resumes from a checkpoint: it pays a restart too,
+    # so a waiting job displaces an equal running one only past that margin
+    factor = discount if job.current is not None or job.samples_done > 0 else 1.0
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
             if job.current is not None and same_placement(config, job.current):

@@ -83,7 +83,8 @@ def class_columns(
             )
         if opt.member.keep_only:
             continue
-        factor = discount if job.current is not None else 1.0
+        # resuming a job that ran before costs a restart too (see candidates)
+        factor = discount if job.current is not None or job.samples_done > 0 else 1.0
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor

@@ -5,9 +5,15 @@ Objective coefficient of job i in configuration j (eq. 11)::
     value_ij = w_i * G_ij * d_ij
     w_i      = ((prior_i + bias) / max_k(prior_k + bias)) ** lambda
     G_ij     = thr_ij / min_j' thr_ij'
-    d_ij     = 1 for a queued job and for a running job's current placement,
-               (round_length - restart_penalty) / round_length (floored at 0)
-               for any other placement of a running job.
+    d_ij     = 1 for a job that never ran and for a running job's current placement,
+               (round_length - restart_cost) / round_length (floored at 0)
+               for any other placement of a running job and for resuming a
+               queued job that ran before (it restarts from its checkpoint).
+               restart_cost is the job's own learned cost, else the prior
+               restart_penalty (:func:`move_cost_s`). Swapping two equal jobs
+               thus gains nothing it does not pay for twice, so the waiting
+               one displaces the running one only once its priority is ahead
+               by the restart margin: no churn round after round.
 
 ``bias`` is 0 when every priority is > 0, else ``|min prior| + 0.01`` (eq. 11).
 Dividing by the largest biased priority before raising to ``lambda`` scales
