@@ -1,4 +1,4 @@
-"""``hops db ...``: ledger administration (upgrade, current, prune)."""
+"""``hops db``: ledger administration (upgrade, current, prune, grant-reader)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,44 @@ def db_current(ctx: typer.Context) -> None:
         fail(f"ledger {redact(config.ledger_url)}: {exc}")
     typer.echo(
         f"ledger {redact(config.ledger_url)}: {current or 'empty'} (needs {head_revision()})"
+    )
+
+
+@db_app.command("grant-reader")
+def db_grant_reader(
+    ctx: typer.Context,
+    role: Annotated[str, typer.Argument(help="PostgreSQL role users read the ledger as.")],
+    password: Annotated[
+        str | None, typer.Option("--password", help="Give the role this password.")
+    ] = None,
+    execute: Annotated[
+        bool,
+        typer.Option("--execute", help="Run the SQL through the ledger's url, not print it."),
+    ] = False,
+) -> None:
+    """Create a PostgreSQL role that may only read the ledger (for the ledger's read_url).
+
+    Prints the SQL (run it as the ledger's owner), or runs it with --execute.
+    """
+    from hopsd.core.errors import InvalidInputError
+    from hopsd.ledger.engine import redact
+    from hopsd.ledger.errors import LedgerError
+    from hopsd.ledger.readers import grant_reader, reader_statements
+
+    config = config_of(ctx)
+    try:
+        if not execute:
+            for statement in reader_statements(config.ledger_url, role, password):
+                typer.echo(f"{statement};")
+            return
+        grant_reader(config.ledger_url, role, password)
+    except InvalidInputError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except LedgerError as exc:
+        fail(f"ledger {redact(config.ledger_url)}: {exc}")
+    typer.echo(
+        f"role {role} may now read the ledger {redact(config.ledger_url)} and nothing else; "
+        "point [ledger] read_url at it in the hops.conf users read"
     )
 
 

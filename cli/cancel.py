@@ -50,7 +50,7 @@ def cancel(
     names no job or Slurm refused; 2 for ids that are not job ids.
     """
     from hopsd.slurm.errors import SlurmError
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     texts = list(job_ids or [])
     if not texts and not me:
@@ -59,11 +59,7 @@ def cancel(
         if not JOB_ID.match(text):
             fail(f"{text!r} is not a Slurm job id (e.g. 42 or 26_1)", EXIT_USAGE)
     config = config_of(ctx)
-    port = make_port(
-        config.slurm_backend,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config)
     try:
         outcomes = cancel_all(port, texts, getpass.getuser() if me else None)
     except SlurmError as exc:

@@ -13,12 +13,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
 
-from hopsd.config import ConfigError, HopsConfig, load_config
+if TYPE_CHECKING:  # imported where used: every command loads this module first
+    from rich.console import Console
+
+    from hopsd.config import HopsConfig
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -44,6 +46,8 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 def config_of(ctx: typer.Context) -> HopsConfig:
     """The hops.conf in force (``--config``, then ``HOPS_CONF``, then defaults)."""
+    from hopsd.config import ConfigError, load_config
+
     try:
         return load_config(state(ctx).config_path)
     except ConfigError as exc:
@@ -52,6 +56,8 @@ def config_of(ctx: typer.Context) -> HopsConfig:
 
 def console() -> Console:
     """Rich console; when piped, wide enough that tables are never truncated with an ellipsis."""
+    from rich.console import Console
+
     if sys.stdout.isatty():
         return Console(highlight=False)
     return Console(highlight=False, width=200)

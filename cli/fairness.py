@@ -2,42 +2,39 @@
 
 from __future__ import annotations
 
-import getpass
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.filters import Users, job_filter
 from hops_cli.ledger_access import reading
 from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
 from hopsd.config import HopsConfig
 from hopsd.core.fairshare import split_shares
-from hopsd.ledger.jobs import finished_latency_ratios
-from hopsd.ledger.models import JobRow
-from hopsd.ledger.usage import decayed_usage
+
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
 
-def fairness_payload(session: Session, config: HopsConfig, window_h: float) -> dict[str, Any]:
+def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[str, Any]:
     """The ``--json`` document of ``hops fairness`` (stable schema, see README)."""
     now = time.time()
-    rows = list(session.scalars(select(JobRow).where(JobRow.state.in_([s.value for s in ACTIVE]))))
+    rows = unit.jobs_in_states(ACTIVE)
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     half_life = config.fairshare_half_life_h * 3600
     user_shares, account_shares = split_shares(config.shares)
-    users, jain = user_fairness(
-        decayed_usage(session, now, half_life, by="user"), user_shares, (r.user for r in rows)
-    )
+    by_user, by_account = unit.decayed_usage(now, half_life)
+    users, jain = user_fairness(by_user, user_shares, (r.user for r in rows))
     accounts, account_jain = user_fairness(
-        decayed_usage(session, now, half_life, by="account"),
+        by_account,
         account_shares,
         (r.account for r in rows),
         key="account",
     )
-    lrs = finished_latency_ratios(session, now - window_h * 3600)
+    lrs = unit.finished_latency_ratios(now - window_h * 3600)
     jobs = []
     for row in rows:
         jobs.append(
@@ -167,24 +164,27 @@ def fairness(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Also write a PNG bar chart of latency ratios.")
     ] = None,
-    mine: Annotated[
-        bool, typer.Option("--mine", help="Only your jobs (users and Jain's index stay global).")
+    users: Users = None,
+    me: Annotated[
+        bool, typer.Option("--me", help="Only your jobs (users and Jain's index stay global).")
     ] = False,
+    mine: Annotated[bool, typer.Option("--mine", hidden=True)] = False,
 ) -> None:
     """How fair the cluster is right now: per job and per user.
 
-    Latency ratio (LR) = wait / age; finish-time fairness rho = time in system /
-    time served. Users are compared on decayed GPU time normalised by GPU-type
+    Latency ratio (LR) = queue wait / expected run time (the method's age of
+    the job); finish-time fairness rho (Themis) = time in system / time
+    served. Users are compared on decayed GPU time normalised by GPU-type
     speed against their configured shares (equal by default).
     """
     if window_h <= 0:
         fail("--window must be > 0 hours", 2)
     config = config_of(ctx)
-    with reading(config) as session:
-        payload = fairness_payload(session, config, window_h)
-    if mine:
-        me = getpass.getuser()
-        payload["jobs"] = [j for j in payload["jobs"] if j["user"] == me]
+    with reading(config) as unit:
+        payload = fairness_payload(unit, config, window_h)
+    wanted = job_filter(None, users, me or mine, None, None)
+    if wanted.users is not None:
+        payload["jobs"] = [j for j in payload["jobs"] if j["user"] in wanted.users]
     if plot:
         try:
             _plot(payload, plot)

@@ -2,26 +2,40 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
 import hopsd
-from hops_cli.admin import db_app
-from hops_cli.cancel import cancel
 from hops_cli.common import EXIT_USAGE, CliState
-from hops_cli.fairness import fairness
-from hops_cli.nodes import nodes
-from hops_cli.replay import replay
-from hops_cli.simulate import simulate
-from hops_cli.status import status
-from hops_cli.submit import submit
 
 try:  # typer vendors click from 0.17 on
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover - older typer on plain click
     from click.exceptions import UsageError  # type: ignore[assignment]
+
+
+#: Commands imported only when run (or completed, or listed by --help): each
+#: brings SQLAlchemy, rich or the simulator with it, and ``hops version`` or a
+#: Tab completion should not wait for those. name -> (module, attribute, settings)
+LAZY: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "submit": (
+        "hops_cli.submit",
+        "submit",
+        {"allow_extra_args": True, "ignore_unknown_options": False},
+    ),
+    "status": ("hops_cli.status", "status", {}),
+    "show": ("hops_cli.show", "show", {}),
+    "history": ("hops_cli.history", "history", {}),
+    "fairness": ("hops_cli.fairness", "fairness", {}),
+    "cancel": ("hops_cli.cancel", "cancel", {}),
+    "nodes": ("hops_cli.nodes", "nodes", {}),
+    "simulate": ("hops_cli.simulate", "simulate", {}),
+    "replay": ("hops_cli.replay", "replay", {}),
+    "db": ("hops_cli.admin", "db_app", {}),
+}
 
 
 class OneLineErrors(TyperGroup):
@@ -44,6 +58,30 @@ class OneLineErrors(TyperGroup):
             _usage_error(exc)
 
 
+class LazyCommands(OneLineErrors):
+    """The ``hops`` group: commands in :data:`LAZY` are built from their module on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in LAZY if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in LAZY:
+            return found
+        module, attribute, settings = LAZY[cmd_name]
+        target = getattr(importlib.import_module(module), attribute)
+        command: Any
+        if isinstance(target, typer.Typer):
+            command = typer.main.get_group(target)
+        else:
+            single = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+            single.command(name=cmd_name, context_settings=settings)(target)
+            command = typer.main.get_command(single)
+        command.name = cmd_name
+        self.commands[cmd_name] = command
+        return command
+
+
 def _usage_error(exc: Exception) -> None:
     if type(exc).__name__ == "NoArgsIsHelpError":
         raise exc
@@ -60,7 +98,7 @@ def _print_version(value: bool) -> None:
 
 
 app = typer.Typer(
-    cls=OneLineErrors,
+    cls=LazyCommands,
     name="hops",
     help="Heterogeneity-aware, fair scheduling of deep-learning jobs on Slurm.",
     no_args_is_help=True,
@@ -89,22 +127,11 @@ def main(
 ) -> None:
     """hops: submit deep-learning jobs to Slurm and let hopsd place them fairly.
 
-    Users: `hops submit`, `hops status`, `hops cancel`. Admins: `hops status --all`,
-    `hops fairness`, `hops nodes`, `hops db upgrade`. Planners: `hops simulate`.
+    Users: `hops submit`, `hops status`, `hops show JOBID`, `hops history`,
+    `hops cancel`. Admins: `hops status --all`, `hops fairness`, `hops nodes`,
+    `hops db upgrade`. Planners: `hops simulate`.
     """
     ctx.obj = CliState(config_path=config)
-
-
-app.command(
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": False},
-)(submit)
-app.command()(status)
-app.command()(fairness)
-app.command()(cancel)
-app.command()(nodes)
-app.command()(simulate)
-app.command()(replay)
-app.add_typer(db_app, name="db")
 
 
 @app.command()

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from statistics import median
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from hops_cli.common import config_of, console, fail, print_json
 from hops_cli.ledger_access import reading
-from hopsd.ledger.models import ThroughputLayer, ThroughputRow
+from hopsd.ledger.records import ThroughputLayer
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 
+if TYPE_CHECKING:
+    from hopsd.ledger.unit import Unit
 
-def speed_factors(session: Session, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
+
+def speed_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
     """Per node: median over jobs of (its per-GPU throughput / the job's best server of the type).
 
     Only jobs measured on at least two servers of one GPU type at the same GPU
@@ -26,11 +27,8 @@ def speed_factors(session: Session, node_type: dict[str, str]) -> dict[str, tupl
     jobs slower than a sibling of its type (older CPU, slower disk...), and a
     node no job has been compared on shows no factor.
     """
-    rows = session.scalars(
-        select(ThroughputRow).where(ThroughputRow.layer == ThroughputLayer.ENTITY_AGGREGATED.value)
-    )
     groups: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
-    for row in rows:
+    for row in unit.throughputs(ThroughputLayer.ENTITY_AGGREGATED):
         groups[(row.job_id, node_type.get(row.place, ""), row.size)][row.place] = row.per_gpu
     ratios: dict[str, list[float]] = defaultdict(list)
     for per_node in groups.values():
@@ -73,21 +71,17 @@ def nodes(
     The factor compares each server with the other servers of its GPU type on the
     same jobs (1.00 = typical; '-' = not enough history yet).
     """
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     config = config_of(ctx)
     try:
-        listed = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        ).list_nodes()
+        listed = port_from_config(config).list_nodes()
     except (SlurmError, ValueError) as exc:
         fail(f"cannot list nodes: {exc}")
     overrides = dict(config.node_types)
     types = {n.name: overrides.get(n.name) or n.gpu_type or "" for n in listed}
-    with reading(config) as session:
-        factors = speed_factors(session, types)
+    with reading(config) as unit:
+        factors = speed_factors(unit, types)
     payload = nodes_payload(listed, factors, overrides)
     if as_json:
         print_json(payload)

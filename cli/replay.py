@@ -79,10 +79,10 @@ def slurm_inventory(config: HopsConfig) -> dict[str, tuple[str, int]]:
     Empty when Slurm cannot be asked; the replay then knows the nodes from the ledger.
     """
     from hopsd.slurm.errors import SlurmError
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     try:
-        listed = make_port(config.slurm_backend, timeout_s=config.slurm_timeout_s).list_nodes()
+        listed = port_from_config(config).list_nodes()
     except (SlurmError, ValueError, OSError):
         return {}
     managed = set(config.partitions)
@@ -109,11 +109,10 @@ def replay_payload(
     ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
     only once the ledger holds jobs in the window.
     """
-    from hopsd.ledger.history import read_history
     from hopsd.sim.replay import build_world, measured_restart_cost, replay, replay_engine_config
 
-    with reading(config) as session:
-        history = read_history(session, lo, hi)
+    with reading(config) as unit:
+        history = unit.history(lo, hi)
     if not history.jobs:
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"

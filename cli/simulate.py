@@ -106,7 +106,8 @@ def simulate(
         str,
         typer.Option(
             "--trace-format",
-            help="hops (CSV) or gavel (.trace; --profiles is then Gavel's throughputs JSON).",
+            help="hops (CSV), gavel (.trace; --profiles: Gavel's throughputs JSON) or sia "
+            "(workload CSV; --profiles: Sia's traces directory).",
         ),
     ] = "hops",
     profiles: Annotated[

@@ -1,64 +1,109 @@
-"""``hops status``: hops jobs with where they run, their wait, latency ratio and ETA."""
+"""``hops status``: hops jobs, why they wait, where and when they run (squeue's habits).
+
+The payload is built from ledger records by the pure functions of
+:mod:`hopsd.views.joblist` (the daemon can serve the same document); this module
+only reads, filters and prints. SQLAlchemy, rich and the Slurm port are imported
+only when needed, so the command answers quickly.
+"""
 
 from __future__ import annotations
 
-import getpass
 import time
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from hops_cli.common import config_of, console, hours, print_json
-from hops_cli.ledger_access import reading
-from hops_cli.views import ACTIVE, job_record, raqlr_of, type_summaries
-from hopsd.config import HopsConfig
-from hopsd.ledger.jobs import finished_latency_ratios
-from hopsd.ledger.models import JobRow, JobState
-from hopsd.slurm.errors import SlurmError
-from hopsd.slurm.port import SlurmNode
+from hops_cli.common import config_of, hours, print_json
+from hops_cli.filters import JobFilter, JobIds, Me, Partitions, States, Users, job_filter
+from hops_cli.table import Layout, pick_columns, render
+
+if TYPE_CHECKING:
+    from hopsd.config import HopsConfig
+    from hopsd.ledger.records import JobRecord
+    from hopsd.ledger.unit import Unit
+    from hopsd.slurm.port import SlurmNode
+
+COLUMNS = (
+    "JOBID",
+    "NAME",
+    "USER",
+    "STATE",
+    "TYPE",
+    "NODES",
+    "DEMANDS",
+    "WAIT",
+    "ELAPSED",
+    "RESTARTS",
+    "LR",
+    "START",
+    "ETA",
+    "EST",
+    "REASON",
+)
+DEFAULT = tuple(c for c in COLUMNS if c != "EST")
+JOB_STATES = (
+    "submitted",
+    "profiling",
+    "queued",
+    "running",
+    "preempted",
+    "requeued",
+    "done",
+    "failed",
+    "cancelled",
+)
 
 
 def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.errors import SlurmError
+    from hopsd.slurm.factory import port_from_config
 
     try:
-        port = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        )
+        port = port_from_config(config)
         return port.list_nodes(), None
     except (SlurmError, ValueError) as exc:
         return [], str(exc)
 
 
-def _eta(job: JobRow, now: float) -> float | None:
-    """Seconds left at the job's observed rate since it first started (None if unknown)."""
-    if job.state != JobState.RUNNING or job.service_gpu_s <= 0 or job.samples_done <= 0:
-        return None
-    if job.first_start_time is None:
-        return None
-    ran = max(now - job.first_start_time - job.wait_time, 1.0)
-    rate = job.samples_done / ran
-    return max(job.total_samples - job.samples_done, 0.0) / rate if rate > 0 else None
+def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str, ...]]) -> bool:
+    if wanted.job_ids is not None and job.slurm_job_id not in wanted.job_ids:
+        return False
+    if wanted.users is not None and job.user not in wanted.users:
+        return False
+    if wanted.states is not None and str(job.state) not in wanted.states:
+        return False
+    if wanted.partitions is not None:
+        places = {job.current_gpu_type or ""}
+        for node, _ in job.current_parts or ():
+            places.update(node_parts.get(node, ()))
+        return bool(places & wanted.partitions)
+    return True
 
 
 def status_payload(
-    session: Session, config: HopsConfig, users: set[str] | None, window_h: float
+    unit: Unit, config: HopsConfig, wanted: JobFilter, window_h: float
 ) -> dict[str, Any]:
     """The ``--json`` document of ``hops status`` (stable schema, see README)."""
+    from hops_cli.views import raqlr_of, type_summaries
+    from hopsd.ledger.records import ACTIVE_STATES, JobState
+    from hopsd.views.joblist import daemon_state, job_record, queue_order, start_estimates
+
     now = time.time()
-    stmt = select(JobRow).where(JobRow.state.in_([s.value for s in ACTIVE]))
-    rows = [r for r in session.scalars(stmt) if users is None or r.user in users]
-    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
+    daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
+    states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
+    every = unit.jobs_in_states(states)
     nodes, slurm_error = _nodes(config)
-    queued = sum(1 for r in rows if r.state != JobState.RUNNING)
-    lrs = finished_latency_ratios(session, now - window_h * 3600)
+    node_parts = {n.name: tuple(n.partitions) for n in nodes}
+    starts = start_estimates(every, now)
+    position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}
+    rows = [r for r in every if _matches(r, wanted, node_parts)]
+    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
+    queued = sum(1 for r in every if r.state != JobState.RUNNING)
+    lrs = unit.finished_latency_ratios(now - window_h * 3600)
     return {
-        "jobs": [job_record(r, now, _eta(r, now)) for r in rows],
+        "jobs": [job_record(r, now, daemon, starts.get(r.id), position.get(r.id)) for r in rows],
+        "daemon": daemon.as_json(),
         "cluster": [
             s.as_json() for s in type_summaries(nodes, config.partitions, config.node_types, queued)
         ],
@@ -68,84 +113,106 @@ def status_payload(
     }
 
 
-def _render(payload: dict[str, Any]) -> None:
-    out = console()
-    jobs = Table(title="hops jobs", title_justify="left")
-    for header in (
-        "JOBID",
-        "USER",
-        "STATE",
-        "TYPE",
-        "NODES",
-        "DEMANDS",
-        "WAIT",
-        "LR",
-        "ETA",
-        "EST",
-        "REASON",
-    ):
-        jobs.add_column(header)
-    for job in payload["jobs"]:
-        nodes = ",".join(f"{n}:{g}" for n, g in job["nodes"].items()) or "-"
-        lr = "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}"
-        jobs.add_row(
-            str(job["job_id"]),
-            job["user"],
-            job["state"],
-            job["gpu_type"] or "-",
-            nodes,
-            ",".join(map(str, job["demands"])),
-            hours(job["wait_s"]),
-            lr,
-            hours(job["eta_s"]),
-            job["estimate_source"] or "-",
-            job["reason"] or "-",
-        )
-    out.print(jobs if payload["jobs"] else "No hops jobs.")
+def _cells(job: dict[str, Any]) -> dict[str, str]:
+    lr = "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}"
+    return {
+        "JOBID": str(job["job_id"]),
+        "NAME": job["name"],
+        "USER": job["user"],
+        "STATE": job["state"],
+        "TYPE": job["gpu_type"] or "-",
+        "NODES": ",".join(f"{n}:{g}" for n, g in job["nodes"].items()) or "-",
+        "DEMANDS": ",".join(map(str, job["demands"])),
+        "WAIT": hours(job["wait_s"]),
+        "ELAPSED": hours(job["elapsed_s"]),
+        "RESTARTS": str(job["restarts"]),
+        "LR": lr,
+        "START": "-" if job["start_in_s"] is None else f"+{hours(job['start_in_s'])}",
+        "ETA": hours(job["eta_s"]),
+        "EST": job["estimate_source"] or "-",
+        "REASON": job["reason"] or "-",
+    }
+
+
+DAEMON_LINES = {
+    "stopped": "hopsd is not running: nothing is placed or moved until it starts",
+    "shadow": "hopsd runs in shadow mode: it plans but does not act; REASON says what it would do",
+}
+
+
+def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layout) -> None:
+    """The table, then hopsd's state, problems, GPU types and RAQLR (only with the header)."""
+    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
+    if rows or layout.parsable or not layout.header:
+        render("hops jobs", columns, rows, layout)
+    else:
+        typer.echo("No hops jobs.")
+    if not layout.header or layout.parsable:
+        return
+    mode = payload["daemon"]["mode"]
+    if mode in DAEMON_LINES:
+        typer.echo(DAEMON_LINES[mode])
     for job in payload["jobs"]:
         if job["problem"]:
-            out.print(f"job {job['job_id']}: {job['problem']}", markup=False, highlight=False)
-    summary = Table(title="GPU types", title_justify="left")
-    for header in ("TYPE", "NODES", "GPUS", "BUSY", "IDLE"):
-        summary.add_column(header)
-    for row in payload["cluster"]:
-        summary.add_row(
-            row["gpu_type"],
-            str(row["nodes"]),
-            str(row["gpus_total"]),
-            str(row["gpus_busy"]),
-            str(row["gpus_idle"]),
-        )
-    if payload["cluster"]:
-        out.print(summary)
+            typer.echo(f"job {job['job_id']}: {job['problem']}")
+    summary = [
+        [
+            r["gpu_type"],
+            str(r["nodes"]),
+            str(r["gpus_total"]),
+            str(r["gpus_busy"]),
+            str(r["gpus_idle"]),
+        ]
+        for r in payload["cluster"]
+    ]
+    if summary:
+        render("GPU types", ("TYPE", "NODES", "GPUS", "BUSY", "IDLE"), summary, layout)
     queued = sum(1 for j in payload["jobs"] if j["state"] != "running")
-    out.print(
+    typer.echo(
         f"queue: {queued} waiting   RAQLR ({payload['raqlr_window_h']:g} h): {payload['raqlr']:.2f}"
     )
     if payload["slurm_error"]:
-        out.print(f"Slurm unreachable, node summary omitted: {payload['slurm_error']}")
+        typer.echo(f"Slurm unreachable, node summary omitted: {payload['slurm_error']}")
 
 
 def status(
     ctx: typer.Context,
-    all_users: Annotated[bool, typer.Option("--all", help="Every user's jobs.")] = False,
-    user: Annotated[str | None, typer.Option("--user", help="This user's jobs.")] = None,
+    job_ids: JobIds = None,
+    users: Users = None,
+    me: Me = False,
+    states: States = None,
+    partitions: Partitions = None,
+    all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
+    ] = None,
+    noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
+    parsable: Annotated[
+        bool, typer.Option("--parsable", help="'|'-separated fields, no padding.")
+    ] = False,
     window_h: Annotated[
         float, typer.Option("--window", help="Hours of finished jobs that RAQLR averages.")
     ] = 24.0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show hops jobs (yours by default) and a per-GPU-type cluster summary.
+    """Show hops jobs (yours unless --all, -u or job ids), why they wait, where and when they run.
 
-    LR is the latency ratio wait/age (lower is better; hops keeps it low and
-    even); EST says where the job's throughput estimate comes from
-    (entity/type/theory/table).
+    LR is the latency ratio: queue wait / expected run time (the method's age
+    of the job); lower is better. START is a rough start estimate for a
+    waiting job (+time from now), ETA the time left of a running one. REASON is
+    what hopsd recorded when it last decided, or that hopsd is not running.
     """
+    from hops_cli.ledger_access import reading
+
     config = config_of(ctx)
-    users = None if all_users else {user or getpass.getuser()}
-    with reading(config) as session:
-        payload = status_payload(session, config, users, window_h)
+    wanted = job_filter(
+        job_ids, users, me, states, partitions, default_me=not all_users, known_states=JOB_STATES
+    )
+    columns = pick_columns(COLUMNS, fmt, DEFAULT)
+    with reading(config) as unit:
+        payload = status_payload(unit, config, wanted, window_h)
     if as_json:
         print_json(payload)
     else:
-        _render(payload)
+        render_status(payload, columns, Layout(tuple(columns), not noheader, parsable))

@@ -22,14 +22,10 @@ from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
 
 def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
     """GPUs per managed GPU type, so a demand no partition can hold is refused up front."""
-    from hopsd.slurm.factory import make_port
+    from hopsd.slurm.factory import port_from_config
 
     config = config_of(ctx)
-    port = make_port(
-        config.slurm_backend,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config)
     facts = [
         NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in port.list_nodes()
     ]
@@ -130,14 +126,10 @@ def submit(
         )
         if capacity and not admission.admitted:
             fail(f"hopsd would refuse this job: {admission.refusal}", EXIT_USAGE)
-        from hopsd.slurm.factory import make_port
+        from hopsd.slurm.factory import port_from_config
 
         config = config_of(ctx)
-        port = make_port(
-            config.slurm_backend,
-            timeout_s=config.slurm_timeout_s,
-            command_prefix=config.slurm_command_prefix,
-        )
+        port = port_from_config(config)
         notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
         env = job_environment(config.spool_dir, float(size), batch_size, notice)
         theirs = user_export(extra) or user_export(info.directives)

@@ -1,4 +1,4 @@
-"""Plain data behind ``hops status``/``fairness``/``nodes``: built from ledger rows and nodes.
+"""Plain data behind ``hops status``/``fairness``/``nodes``: built from ledger records and nodes.
 
 Kept apart from rendering so the JSON schema is one function's output and the
 tables are a view of the same numbers.
@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hopsd.core.fairshare import standings
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.metrics import jain_index
 from hopsd.core.priorities import raqlr
-from hopsd.ledger.models import JobRow, JobState
-from hopsd.slurm.port import SlurmNode
+from hopsd.ledger.records import JobRecord, JobState
+
+if TYPE_CHECKING:
+    from hopsd.slurm.port import SlurmNode
 
 ACTIVE = (
     JobState.SUBMITTED,
@@ -28,32 +30,6 @@ ACTIVE = (
 WAITING = (JobState.QUEUED, JobState.PREEMPTED, JobState.REQUEUED, JobState.SUBMITTED)
 STARVING_LR = 3.0
 """A waiting job above this latency ratio is flagged starving (the method keeps max LR near 3)."""
-
-
-def job_record(job: JobRow, now: float, eta_s: float | None) -> dict[str, Any]:
-    """One job in the stable ``--json`` schema of ``hops status``."""
-    nodes = {str(n): int(g) for n, g in (job.current_parts or [])}
-    waited = job.wait_time
-    return {
-        "job_id": job.slurm_job_id,
-        "user": job.user,
-        "account": job.account,
-        "state": str(job.state),
-        "gpu_type": job.current_gpu_type if nodes else None,
-        "nodes": nodes,
-        "gpus": sum(nodes.values()),
-        "demands": [int(d) for d in job.demands],
-        "wait_s": round(waited, 1),
-        "latency_ratio": None if job.latency_ratio is None else round(job.latency_ratio, 3),
-        "eta_s": None if eta_s is None else round(eta_s, 1),
-        "estimate_source": job.estimate_source,
-        "samples_done": job.samples_done,
-        "total_samples": job.total_samples,
-        "restarts": job.restarts,
-        "age_s": round(now - job.submit_time, 1),
-        "problem": job.input_problem or None,
-        "reason": job.plan_reason or None,
-    }
 
 
 @dataclass(frozen=True)
@@ -133,5 +109,5 @@ def raqlr_of(latency_ratios: Sequence[float]) -> float:
     return raqlr(list(latency_ratios))
 
 
-def starving(job: JobRow) -> bool:
+def starving(job: JobRecord) -> bool:
     return job.state in WAITING and (job.latency_ratio or 0.0) > STARVING_LR

@@ -184,7 +184,7 @@ write_configs() {
     [[ -f "${CLUSTER_DIR}/job_submit.lua" ]] && job_submit="JobSubmitPlugins=lua"
     render "${CONF_SRC}/slurm.conf.in" "${ports[@]}" \
         "ACCOUNTING=$(accounting_block "${accounting}")" "JOB_SUBMIT=${job_submit}" \
-        >"${SLURM_CONF_PATH}"
+        "AUTH_ALT=$(auth_alt_block)" >"${SLURM_CONF_PATH}"
     render "${CONF_SRC}/gres.conf.in" >"${CLUSTER_DIR}/gres.conf"
     (
         umask 077
@@ -205,6 +205,11 @@ write_configs() {
         render "${CONF_SRC}/hops.conf.in" >"${CLUSTER_DIR}/hops.conf"
         if in_root; then
             sed -i "s|^command_prefix = \[\]|command_prefix = [\"${WRAPPER_DIR}/slurm-exec\"]|" \
+                "${CLUSTER_DIR}/hops.conf"
+        fi
+        if rest_wanted; then
+            sed -i -e "s|^rest_url = \"\"|rest_url = \"$(rest_url)\"|" \
+                -e "s|^rest_token_file = \"\"|rest_token_file = \"$(rest_token_path)\"|" \
                 "${CLUSTER_DIR}/hops.conf"
         fi
         chmod 644 "${CLUSTER_DIR}/hops.conf"
@@ -519,6 +524,9 @@ expected_daemons() {
     if grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "${SLURM_CONF_PATH}" 2>/dev/null; then
         echo slurmdbd
     fi
+    if grep -q '^AuthAltTypes=auth/jwt' "${SLURM_CONF_PATH}" 2>/dev/null; then
+        echo slurmrestd
+    fi
 }
 
 is_healthy() {
@@ -555,6 +563,7 @@ print_exports() {
     if [[ -f "${CLUSTER_DIR}/hops.conf" ]]; then
         echo "export HOPS_CONF=${CLUSTER_DIR}/hops.conf"
     fi
+    rest_exports
 }
 
 port_in_use() {
@@ -640,6 +649,7 @@ cmd_up() {
         show_failure_logs
         die "cluster did not come up (state in ${CLUSTER_DIR})"
     fi
+    start_slurmrestd
     trap - EXIT
     log "up in $((SECONDS - start)) s: $(node_names | tr '\n' ' ')(accounting: $([[ ${accounting} == 1 ]] && echo on || echo off))"
     print_exports
@@ -713,6 +723,7 @@ cmd_down() {
     # shellcheck disable=SC2046
     stop_names $(recorded_names | grep '^slurmd-' || true)
     kill_left_over_steps
+    stop_names slurmrestd
     stop_names slurmctld
     stop_names slurmdbd munged  # munged only where an older cluster recorded it
     await_reaped "${STOPPED_PIDS[@]}"
@@ -778,6 +789,8 @@ cmd_start_ctld() {
 source "${SCRIPT_DIR}/container.sh"
 # shellcheck source=chroot.sh
 source "${SCRIPT_DIR}/chroot.sh"
+# shellcheck source=slurmrestd.sh
+source "${SCRIPT_DIR}/slurmrestd.sh"
 
 main() {
     HOST_RELEASE="$(host_release)"

@@ -17,14 +17,16 @@ set -euo pipefail
 
 readonly SUITE="${1:?usage: rootfs.sh bookworm|trixie [--tar]}"
 readonly CACHE="${HOPS_ROOTFS_CACHE:-/var/tmp/hops-rootfs}"
-readonly ROOT="${CACHE}/${SUITE}"
-# Everything a test cluster node needs: Slurm with accounting and REST, munge,
-# a MariaDB client (cluster.sh creates the accounting database), ps/ss for
-# cluster.sh, and python3 for the test jobs.
-readonly PACKAGES=(slurmctld slurmd slurm-client slurmdbd slurmrestd munge
-    mariadb-client procps iproute2 python3)
-# Bump when the way the root is made changes, so cached roots are rebuilt.
-readonly RECIPE=1
+# Everything a test cluster node needs: Slurm with accounting and REST (and
+# auth/jwt, which slurmrestd's token authentication needs), munge, a MariaDB
+# client (cluster.sh creates the accounting database), ps/ss for cluster.sh,
+# and python3 for the test jobs.
+readonly PACKAGES=(slurmctld slurmd slurm-client slurmdbd slurmrestd slurm-wlm-jwt-plugin
+    munge mariadb-client procps iproute2 python3)
+# Bump when the way the root is made changes. Each recipe has its own cache
+# directory, so checkouts of different recipes never rebuild each other's root.
+readonly RECIPE=2
+readonly ROOT="${CACHE}/${SUITE}-r${RECIPE}"
 
 log() { echo "rootfs: [$(date +%T)] $*" >&2; }
 die() {
@@ -82,9 +84,9 @@ build() {
         echo "${PACKAGES[*]}"
     )"
     if ! debootstrap --variant=minbase --include="${includes}" "${SUITE}" "${tmp}" \
-        "$(debian_mirror)" >"${CACHE}/${SUITE}.debootstrap.log" 2>&1; then
-        tail -n 20 "${CACHE}/${SUITE}.debootstrap.log" >&2
-        die "debootstrap failed (log: ${CACHE}/${SUITE}.debootstrap.log)"
+        "$(debian_mirror)" >"${ROOT}.debootstrap.log" 2>&1; then
+        tail -n 20 "${ROOT}.debootstrap.log" >&2
+        die "debootstrap failed (log: ${ROOT}.debootstrap.log)"
     fi
     # Downloaded packages and lists are dead weight in an image.
     rm -rf "${tmp}"/var/cache/apt/archives/*.deb "${tmp}"/var/lib/apt/lists/*
@@ -98,7 +100,7 @@ build() {
 main() {
     mkdir -p "${CACHE}"
     # One builder per suite at a time; the others wait and reuse its root.
-    exec 9>"${CACHE}/${SUITE}.lock"
+    exec 9>"${CACHE}/${SUITE}-r${RECIPE}.lock"
     flock 9
     is_ready || build
     if [[ "${2:-}" == --tar ]]; then

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.model import GpuType
-from hopsd.core.policies import policy_names
+from hopsd.core.policies import is_policy, policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
 
@@ -47,6 +47,8 @@ class HopsConfig:
 
     path: str | None = None
     ledger_url: str = DEFAULT_LEDGER_URL
+    # What the CLI reads through: a role that may only SELECT ("" = ledger_url).
+    ledger_read_url: str = ""
     # Rounds, intents and allocations older than this are pruned (0 keeps all).
     retention_days: float = 90.0
     slurm_backend: str = "cli"
@@ -54,6 +56,10 @@ class HopsConfig:
     # Words put before every Slurm command (["ssh", "slurm-head"], a chroot wrapper):
     # hopsd may run on a service host, or beside another Slurm release.
     slurm_command_prefix: tuple[str, ...] = ()
+    # backend = "rest": slurmrestd's URL, a file holding a JWT, the data parser.
+    slurm_rest_url: str = ""
+    slurm_rest_token_file: str = ""
+    slurm_rest_version: str = "v0.0.42"
     partitions: tuple[str, ...] = ()
     node_types: Mapping[str, str] = field(default_factory=dict)
     round_length_s: float = 300.0
@@ -110,11 +116,18 @@ class HopsConfig:
 
 
 _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
-    "ledger": {"url": ("ledger_url", str), "retention_days": ("retention_days", float)},
+    "ledger": {
+        "url": ("ledger_url", str),
+        "read_url": ("ledger_read_url", str),
+        "retention_days": ("retention_days", float),
+    },
     "slurm": {
         "backend": ("slurm_backend", str),
         "timeout_s": ("slurm_timeout_s", float),
         "command_prefix": ("slurm_command_prefix", list),
+        "rest_url": ("slurm_rest_url", str),
+        "rest_token_file": ("slurm_rest_token_file", str),
+        "rest_version": ("slurm_rest_version", str),
         "partitions": ("partitions", list),
         "node_types": ("node_types", dict),
     },
@@ -202,16 +215,17 @@ def _read_gpu_types(raw: Mapping[str, Any]) -> dict[str, GpuTypeConfig]:
 
 
 def _check(config: HopsConfig) -> None:
-    if config.slurm_backend not in ("cli", "pyslurm"):
+    if config.slurm_backend not in ("cli", "pyslurm", "rest"):
         raise ConfigError(
-            f"slurm.backend: must be 'cli' or 'pyslurm', got {config.slurm_backend!r}"
+            f"slurm.backend: must be 'cli', 'pyslurm' or 'rest', got {config.slurm_backend!r}"
         )
+    _check_rest(config)
     if not all(isinstance(word, str) and word for word in config.slurm_command_prefix):
         raise ConfigError(
             "slurm.command_prefix: must be a list of non-empty strings, "
             f"got {list(config.slurm_command_prefix)!r}"
         )
-    if config.policy not in policy_names():
+    if not is_policy(config.policy):
         known = ", ".join(policy_names())
         raise ConfigError(f"scheduler.policy: unknown {config.policy!r} (known: {known})")
     if config.priority not in priority_names():
@@ -266,6 +280,23 @@ def _check(config: HopsConfig) -> None:
         )
     if ":" not in config.metrics_address and config.metrics_address != "":
         raise ConfigError(f"metrics.address: expected HOST:PORT, got {config.metrics_address!r}")
+
+
+def _check_rest(config: HopsConfig) -> None:
+    """``backend = "rest"`` needs an http(s) URL and a token file."""
+    if config.slurm_rest_version not in ("v0.0.40", "v0.0.41", "v0.0.42"):
+        raise ConfigError(
+            "slurm.rest_version: slurmrestd data parser v0.0.40, v0.0.41 or v0.0.42, "
+            f"got {config.slurm_rest_version!r}"
+        )
+    if config.slurm_backend != "rest":
+        return
+    if not config.slurm_rest_url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"slurm.rest_url: backend 'rest' needs an http(s) URL, got {config.slurm_rest_url!r}"
+        )
+    if not config.slurm_rest_token_file:
+        raise ConfigError("slurm.rest_token_file: backend 'rest' needs a file holding a JWT")
 
 
 def parse_config(text: str, path: str | None = None) -> HopsConfig:

@@ -2,7 +2,8 @@
 # Install hops and run its main job on embedded defaults: a local Slurm test
 # cluster (three GPU generations, per-server speeds), hopsd scheduling it from a
 # SQLite ledger, and a small deep-learning workload submitted with `hops submit`.
-# Shows `hops status` while it runs, then `hops fairness` and `hops nodes`.
+# Shows `hops status` while it runs, then `hops fairness`, `hops nodes`,
+# `hops history` and the whole story of one job (`hops show`).
 # The cluster stays up afterwards; stop it with: bash docker/cluster.sh down
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,5 +79,11 @@ done
 echo "== all jobs finished in $((SECONDS - started)) s"
 hops fairness
 hops nodes
+echo "== what happened to each job (hops history, then hops show of the first)"
+hops history --all
+first="$(hops history --all --parsable --noheader -o jobid | head -n 1)"
+if [ -n "${first}" ]; then
+    hops show "${first}"
+fi
 echo "The test cluster is still up: 'eval \"\$(bash docker/cluster.sh up | grep ^export)\"' to use it,"
 echo "'bash docker/cluster.sh down' to stop it."

@@ -13,7 +13,9 @@ Rows: one per job (at most one column), one per class (its GPUs), packing rows
 per class (at most ``(m - 1) * k`` pieces larger than ``c / m`` fit in ``k``
 nodes of ``c`` GPUs, for m = 2, 3, 4), and one per node holding pinned pieces.
 These rows are necessary, not sufficient, for the pieces to fit the nodes, so
-after solving, pieces are placed best-fit, largest first; a running job whose
+after solving, pieces are placed best-fit, largest first (whole jobs; single
+pieces across jobs when whole jobs leave more than the solver's gap unplaced
+and that places more); a running job whose
 pieces do not fit keeps its current placement if those GPUs are still free,
 any other such job is left out of this plan, and the fragment plans that follow
 (per-node, exact) use whatever GPUs it leaves idle.
@@ -73,6 +75,7 @@ def class_columns(
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class."""
     out: list[ClassColumn] = []
+    pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
@@ -88,11 +91,14 @@ def class_columns(
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor
-            if opt.distinct.intersection(rep.node_ids):
+            if opt.distinct and not opt.distinct.isdisjoint(rep.node_ids):
                 if job.current is None or not same_placement(rep, job.current):
                     out.append(ClassColumn(o, value, rep.gpu_type, (), rep, False))
             else:
-                pieces = tuple((class_of[n], g) for n, g in rep.parts)
+                pieces = pieces_of.get(rep)
+                if pieces is None:
+                    pieces = tuple((class_of[n], g) for n, g in rep.parts)
+                    pieces_of[rep] = pieces
                 out.append(ClassColumn(o, value, rep.gpu_type, pieces, None, False))
     return out
 
@@ -122,7 +128,13 @@ def _rows(
                     node_row[n] = len(capacity)
                     capacity.append(free[n])
     usage: list[list[tuple[int, int]]] = []
+    by_pieces: dict[tuple[tuple[int, int], ...], list[tuple[int, int]]] = {}
     for col in columns:
+        if col.pinned is None:
+            shared = by_pieces.get(col.pieces)
+            if shared is not None:  # many jobs ask the same pieces: same rows
+                usage.append(shared)
+                continue
         row_use: dict[int, int] = {}
         pieces = col.pieces
         if col.pinned is not None:
@@ -136,6 +148,8 @@ def _rows(
                 if r is not None and g * m > classes[c].capacity:
                     row_use[r] = row_use.get(r, 0) + 1
         usage.append(sorted(row_use.items()))
+        if col.pinned is None:
+            by_pieces[col.pieces] = usage[-1]
     return usage, capacity
 
 
@@ -171,7 +185,7 @@ def solve_classes(
     warm = [i for i, c in enumerate(columns) if c.keep]
     solution = solve_assignment(problem, mip_gap=mip_gap, time_limit=time_limit_s, warm_start=warm)
     chosen = [columns[i] for i in solution.chosen]
-    placed = place(chosen, classes, free, options)
+    placed = place(chosen, classes, free, options, mip_gap * solution.objective)
     return ClassPlan(placed, solution, len(columns))
 
 
@@ -180,8 +194,19 @@ def place(
     classes: Sequence[NodeClass],
     free: Mapping[str, int],
     options: Sequence[JobOptions],
+    tolerance: float = 0.0,
 ) -> dict[int, tuple[Configuration, bool]]:
-    """Chosen columns as node placements: pinned first, then pieces best-fit, largest first."""
+    """Chosen columns as node placements: pinned first, then pieces best-fit, largest first.
+
+    Jobs are placed whole, the job with the largest piece first, each piece on
+    the fullest node that holds it. When the jobs that then find no nodes are
+    worth more than ``tolerance`` (the solver's gap: a plan that close to the
+    bound is as good as the operator asked), the pieces are placed again one
+    by one across jobs, largest first (best-fit decreasing over pieces, a job's
+    pieces on distinct nodes), so that the small pieces of distributed jobs do
+    not take the room larger pieces need; that packing is used when it places
+    more of the plan's value. A job with a piece that finds no place gets none.
+    """
     left = dict(free)
     placed: dict[int, tuple[Configuration, bool]] = {}
     for col in chosen:
@@ -189,22 +214,62 @@ def place(
             for n, g in col.pinned.parts:
                 left[n] -= g
             placed[col.option] = (col.pinned, col.keep)
-    by_size = sorted(
-        (c for c in chosen if c.pinned is None),
-        key=lambda c: (-max(g for _, g in c.pieces), -sum(g for _, g in c.pieces), c.option),
-    )
-    for col in by_size:
-        parts = _fit(col.pieces, classes, left)
-        if parts is None:
-            kept_in_place = _keep_instead(options[col.option], left)
-            if kept_in_place is not None:
-                placed[col.option] = (kept_in_place, True)
+    flexible = {c.option: c for c in chosen if c.pinned is None}
+    packing = _pack(flexible, classes, left, options, by_piece=False)
+    lost = sum(flexible[o].value for o in packing.failed)
+    if lost > tolerance:
+        other = _pack(flexible, classes, left, options, by_piece=True)
+        if other.value(flexible) > packing.value(flexible) + 1e-12:
+            packing = other
+    for o, col in flexible.items():
+        if o in packing.failed:
+            if o in packing.kept:
+                placed[o] = (packing.kept[o], True)
             continue
-        config = Configuration.of(col.gpu_type, dict(parts))
-        current = options[col.option].member.job.current
+        config = Configuration.of(col.gpu_type, dict(packing.parts[o]))
+        current = options[o].member.job.current
         kept = current is not None and same_placement(config, current)
-        placed[col.option] = (current if kept and current is not None else config, kept)
+        placed[o] = (current if kept and current is not None else config, kept)
     return placed
+
+
+def _pack(
+    flexible: Mapping[int, ClassColumn],
+    classes: Sequence[NodeClass],
+    free: Mapping[str, int],
+    options: Sequence[JobOptions],
+    by_piece: bool,
+) -> _Packing:
+    """Best-fit decreasing over whole jobs (largest piece first) or over single pieces.
+
+    A running job that finds no nodes keeps its current GPUs when they are still
+    free (:func:`_keep_instead`): at once when whole jobs are placed, after every
+    piece when single pieces are.
+    """
+    packing = _Packing(classes, dict(free))
+    if by_piece:
+        pieces = sorted(
+            ((g, o, c) for o, col in flexible.items() for c, g in col.pieces),
+            key=lambda p: (-p[0], p[1]),
+        )
+    else:
+        jobs = sorted(
+            flexible.values(),
+            key=lambda c: (-max(g for _, g in c.pieces), -sum(g for _, g in c.pieces), c.option),
+        )
+        pieces = [
+            (g, col.option, c) for col in jobs for c, g in sorted(col.pieces, key=lambda p: -p[1])
+        ]
+    for g, o, c in pieces:
+        if o not in packing.failed and not packing.put(o, c, g):
+            packing.failed.add(o)
+            packing.remove(o)
+            if not by_piece:
+                packing.keep_instead(o, options[o])
+    if by_piece:
+        for o in sorted(packing.failed):
+            packing.keep_instead(o, options[o])
+    return packing
 
 
 def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | None:
@@ -221,24 +286,42 @@ def _keep_instead(option: JobOptions, left: dict[str, int]) -> Configuration | N
     return current
 
 
-def _fit(
-    pieces: Sequence[tuple[int, int]], classes: Sequence[NodeClass], left: dict[str, int]
-) -> list[tuple[str, int]] | None:
-    """Best-fit nodes for one job's pieces (distinct nodes); ``left`` is updated only on success."""
-    taken: list[tuple[str, int]] = []
-    used: set[str] = set()
-    for c, g in sorted(pieces, key=lambda p: -p[1]):
+class _Packing:
+    """Pieces placed on the nodes of their classes, GPUs ``left`` per node, jobs that ``failed``."""
+
+    def __init__(self, classes: Sequence[NodeClass], left: dict[str, int]) -> None:
+        self.classes = classes
+        self.left = left
+        self.parts: dict[int, list[tuple[str, int]]] = {}
+        self.failed: set[int] = set()
+        self.kept: dict[int, Configuration] = {}  # failed jobs staying where they are
+
+    def keep_instead(self, option: int, job: JobOptions) -> None:
+        kept = _keep_instead(job, self.left)
+        if kept is not None:
+            self.kept[option] = kept
+
+    def value(self, columns: Mapping[int, ClassColumn]) -> float:
+        """The plan's value of the columns placed."""
+        return sum(col.value for o, col in columns.items() if o not in self.failed)
+
+    def put(self, option: int, c: int, g: int) -> bool:
+        """Place one piece of ``option`` best-fit on a node of class ``c`` it does not use yet."""
+        used = {n for n, _ in self.parts.get(option, ())}
+        left = self.left
         best: str | None = None
-        for n in classes[c].members:
+        for n in self.classes[c].members:
             if n in used or left[n] < g:
                 continue
             if best is None or left[n] < left[best]:
                 best = n
         if best is None:
-            for n, back in taken:
-                left[n] += back
-            return None
+            return False
         left[best] -= g
-        used.add(best)
-        taken.append((best, g))
-    return taken
+        self.parts.setdefault(option, []).append((best, g))
+        return True
+
+    def remove(self, option: int) -> None:
+        """Give back every piece ``option`` holds."""
+        for n, g in self.parts.pop(option, []):
+            self.left[n] += g

@@ -62,10 +62,73 @@ def check_free(free: Mapping[str, int], cluster: Cluster) -> None:
             )
 
 
-def _rotate(items: Sequence[_Parts], keep: int | None, offset: int) -> list[_Parts]:
-    if keep is None or keep >= len(items):
-        return list(items)
-    return [items[(offset + r) % len(items)] for r in range(keep)]
+#: A group's members and the (ascending) positions among them a job may not use.
+_Members = tuple[list[_Parts], tuple[int, ...]]
+
+
+def _rotate(
+    items: Sequence[_Parts], skip: Sequence[int], keep: int | None, offset: int
+) -> list[_Parts]:
+    """``keep`` members from ``offset`` on (cyclically), passing over the ``skip`` positions."""
+    n = len(items) - len(skip)
+    if not skip:
+        if keep is None or keep >= n:
+            return list(items)
+        return [items[(offset + r) % n] for r in range(keep)]
+    if keep is None or keep >= n:
+        gone = set(skip)
+        return [p for i, p in enumerate(items) if i not in gone]
+    out = []
+    for r in range(keep):
+        k = (offset + r) % n  # the k-th member that is not skipped
+        for s in skip:
+            if s <= k:
+                k += 1
+        out.append(items[k])
+    return out
+
+
+class _Shared:
+    """One demand's candidates on a layout and their job-independent groups.
+
+    ``groups`` holds (index of the first member among the candidates, members,
+    their candidate indices); ``where`` maps a candidate to (group, position).
+    """
+
+    def __init__(
+        self, candidates: list[_Parts], groups: list[tuple[int, list[_Parts], list[int]]]
+    ) -> None:
+        self.candidates = candidates
+        self.groups = groups
+        self.plain: list[_Members] = [(members, ()) for _, members, _ in groups]
+        self.where: dict[int, tuple[int, int]] = {
+            c: (g, p) for g, (_, _, index) in enumerate(groups) for p, c in enumerate(index)
+        }
+        self._by_node: dict[int, list[int]] | None = None
+        self._alone: dict[int, list[_Parts]] = {}
+
+    def alone(self, c: int) -> list[_Parts]:
+        """Candidate ``c`` as a group of its own (one list per candidate, kept)."""
+        found = self._alone.get(c)
+        if found is None:
+            found = [self.candidates[c]]
+            self._alone[c] = found
+        return found
+
+    def touching(self, nodes: Sequence[int]) -> list[int]:
+        """Candidates (ascending) that use any of ``nodes``."""
+        if not nodes:
+            return []
+        if self._by_node is None:
+            by_node: dict[int, list[int]] = {}
+            for c, parts in enumerate(self.candidates):
+                for i, _ in parts:
+                    by_node.setdefault(i, []).append(c)
+            self._by_node = by_node
+        found: set[int] = set()
+        for i in nodes:
+            found.update(self._by_node.get(i, ()))
+        return sorted(found)
 
 
 class TypeLayout:
@@ -95,19 +158,15 @@ class TypeLayout:
         self._suffix = [0] * (len(self.nodes) + 1)
         for i in range(len(self.nodes) - 1, -1, -1):
             self._suffix[i] = self._suffix[i + 1] + self.idle[i]
+        self._index = {n.id: i for i, n in enumerate(self.nodes)}
         self._walks: dict[int, list[_Parts]] = {}
-        self._groups: dict[tuple[int, bool], list[tuple[int, list[_Parts]]]] = {}
+        self._groups: dict[tuple[int, bool], _Shared] = {}
         self._configs: dict[_Parts, Configuration] = {}
+        self._cuts: dict[tuple[int, int | None, int], ConfigGroup] = {}
 
     @property
     def total_idle(self) -> int:
         return self._suffix[0]
-
-    def _key(self, index: int, distinct: frozenset[str]) -> tuple[str, int, int]:
-        node_id = self.nodes[index].id
-        if node_id in distinct:
-            return node_id, -1, -1
-        return "", self.idle[index], self.settled[index]
 
     def _walk(self, gpus: int) -> list[_Parts]:
         """Distributed walks for ``gpus``: consecutive nodes with room, each filled to the brim."""
@@ -132,27 +191,62 @@ class TypeLayout:
         self._walks[gpus] = walks
         return walks
 
-    def _grouped(
-        self, gpus: int, distributed: bool, distinct: frozenset[str]
-    ) -> list[tuple[int, list[_Parts]]]:
-        """Equivalence groups (by per-node class and GPUs) of one demand's configurations."""
-        shared = not distinct
-        if shared:
-            cached = self._groups.get((gpus, distributed))
-            if cached is not None:
-                return cached
+    def _shared(self, gpus: int, distributed: bool) -> _Shared:
+        """Candidates of one demand and shape, grouped by per-node class (cached per layout)."""
+        key = (gpus, distributed)
+        found = self._groups.get(key)
+        if found is not None:
+            return found
         if distributed:
             candidates = self._walk(gpus)
         else:
             candidates = [((i, gpus),) for i in range(len(self.nodes)) if self.idle[i] >= gpus]
-        groups: dict[tuple[tuple[tuple[str, int, int], int], ...], list[_Parts]] = {}
-        for parts in candidates:
-            signature = tuple((self._key(i, distinct), g) for i, g in parts)
-            groups.setdefault(signature, []).append(parts)
-        result = [(gpus, members) for members in groups.values()]
-        if shared:
-            self._groups[(gpus, distributed)] = result
-        return result
+        by_signature: dict[tuple[tuple[int, int, int], ...], int] = {}
+        groups: list[tuple[int, list[_Parts], list[int]]] = []
+        for c, parts in enumerate(candidates):
+            signature = tuple((self.idle[i], self.settled[i], g) for i, g in parts)
+            slot = by_signature.get(signature)
+            if slot is None:
+                by_signature[signature] = len(groups)
+                groups.append((c, [parts], [c]))
+            else:
+                groups[slot][1].append(parts)
+                groups[slot][2].append(c)
+        found = _Shared(candidates, groups)
+        self._groups[key] = found
+        return found
+
+    def _grouped(self, gpus: int, distributed: bool, local: Sequence[int]) -> list[_Members]:
+        """Equivalence groups of one demand's configurations, in order of first appearance.
+
+        Nodes in ``local`` (where the estimator knows this very job) are not
+        interchangeable with their peers: every candidate using one is a group of
+        its own, and the shared groups lose those members. Such candidates are
+        found through the nodes they touch, so a job with entity knowledge costs
+        as many steps as it has such candidates, not as the type has nodes.
+        """
+        shared = self._shared(gpus, distributed)
+        touched = shared.touching(local)
+        if not touched:
+            return shared.plain
+        skips: dict[int, list[int]] = {}
+        for c in touched:
+            group, position = shared.where[c]
+            skips.setdefault(group, []).append(position)
+        entries: list[tuple[int, _Members]] = []
+        for g, (first, members, index) in enumerate(shared.groups):
+            skip = skips.get(g)
+            if skip is None:
+                entries.append((first, (members, ())))
+                continue
+            if len(skip) == len(members):
+                continue  # every member uses a node this job is known on
+            skip.sort()
+            kept = next(p for p in range(len(members)) if p not in skip)
+            entries.append((index[kept], (members, tuple(skip))))
+        entries.extend((c, (shared.alone(c), ())) for c in touched)
+        entries.sort(key=lambda e: e[0])
+        return [members for _, members in entries]
 
     def may_split(self, job: Job) -> bool:
         """Whether any demand of the job has a distributed walk here at all.
@@ -181,16 +275,30 @@ class TypeLayout:
         ``offset`` rotates which members of a group are kept, so that different
         jobs are offered different (equivalent) nodes.
         """
-        local = distinct.intersection(n.id for n in self.nodes) if distinct else frozenset()
+        index = self._index
+        local = sorted(index[n] for n in distinct if n in index) if distinct else []
         shapes = [False, True] if self.splittable(job, high_sensitivity) else [False]
         out: list[ConfigGroup] = []
+        config = self._config
         for gpus in job.demands_on(self.gpu_type):  # only counts the type can hold for it
             if gpus > self.total_idle:
                 break
             for distributed in shapes:
-                for total, members in self._grouped(gpus, distributed, local):
-                    chosen = _rotate(members, per_group, offset)
-                    out.append(ConfigGroup(total, tuple(self._config(p) for p in chosen)))
+                for members, skip in self._grouped(gpus, distributed, local):
+                    if skip:
+                        chosen = _rotate(members, skip, per_group, offset)
+                        out.append(ConfigGroup(gpus, tuple(config(p) for p in chosen)))
+                        continue
+                    # Jobs share a group's members: build each cut of them once per
+                    # layout (every members list lives as long as the layout).
+                    start = offset % len(members) if per_group is not None else 0
+                    key = (id(members), per_group, start)
+                    group = self._cuts.get(key)
+                    if group is None:
+                        chosen = _rotate(members, (), per_group, start)
+                        group = ConfigGroup(gpus, tuple(config(p) for p in chosen))
+                        self._cuts[key] = group
+                    out.append(group)
         return out
 
     def _config(self, parts: _Parts) -> Configuration:

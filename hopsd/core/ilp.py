@@ -14,7 +14,7 @@ numpy in compressed-column form and handed to HiGHS in one call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import highspy
 import numpy as np
@@ -62,9 +62,10 @@ class Solution:
     bound: float
 
 
-def _matrix(
-    problem: AssignmentProblem,
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float64]]:
+_Csc = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float64]]
+
+
+def _matrix(problem: AssignmentProblem) -> _Csc:
     """CSC arrays: each column has its job row, then its node rows (offset by n_jobs)."""
     lengths = np.fromiter((1 + len(u) for u in problem.usage), dtype=np.int32, count=problem.n_cols)
     start = np.zeros(problem.n_cols + 1, dtype=np.int32)
@@ -83,8 +84,14 @@ def _matrix(
     return start, index, value
 
 
-def _highs(problem: AssignmentProblem, mip_gap: float, time_limit: float) -> highspy.Highs:
-    start, index, coef = _matrix(problem)
+def _highs(
+    problem: AssignmentProblem,
+    mip_gap: float,
+    time_limit: float,
+    integral: bool = True,
+    matrix: _Csc | None = None,
+) -> highspy.Highs:
+    start, index, coef = matrix if matrix is not None else _matrix(problem)
     n_rows = problem.n_jobs + len(problem.capacity)
     lp = highspy.HighsLp()
     lp.num_col_ = problem.n_cols
@@ -103,7 +110,8 @@ def _highs(problem: AssignmentProblem, mip_gap: float, time_limit: float) -> hig
     lp.a_matrix_.start_ = start
     lp.a_matrix_.index_ = index
     lp.a_matrix_.value_ = coef
-    lp.integrality_ = [highspy.HighsVarType.kInteger] * problem.n_cols
+    if integral:
+        lp.integrality_ = [highspy.HighsVarType.kInteger] * problem.n_cols
     h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
@@ -154,6 +162,12 @@ def solve_assignment(
     """
     if problem.n_cols == 0:
         return Solution((), 0.0, True, 0.0)
+    if problem.n_cols >= ROUNDING_MIN_COLS:
+        rounded = rounded_relaxation(problem, time_limit)
+        if rounded is not None:
+            if rounded.objective >= rounded.bound - mip_gap * abs(rounded.objective) - ABS_GAP:
+                return replace(rounded, optimal=True)  # within the gap, as HiGHS's "optimal"
+            warm_start = _better_start(problem, warm_start, rounded.chosen)
     h = _highs(problem, mip_gap, time_limit)
     if warm_start and check_feasible(problem, warm_start):
         start = np.zeros(problem.n_cols)
@@ -175,3 +189,62 @@ def solve_assignment(
     objective = float(np.asarray(problem.value, dtype=np.float64)[list(chosen)].sum())
     bound = float(info.mip_dual_bound)
     return Solution(chosen, objective, optimal, max(bound, objective))
+
+
+#: Models with at least this many columns first solve their LP relaxation and round it.
+#: Their relaxation is nearly integral (one row per job, few resource rows), so the
+#: rounded plan is almost always within the gap of the LP bound, which bounds every
+#: integer plan; that proves it as the MILP would, for half the solver time at 8192
+#: GPUs (the MILP spends as long again at its root after the same LP).
+ROUNDING_MIN_COLS = 10_000
+
+
+def rounded_relaxation(problem: AssignmentProblem, time_limit: float) -> Solution | None:
+    """The LP relaxation's optimum, rounded to a feasible plan; None if the LP fails.
+
+    Columns at 1 are kept (together they respect every row, as all usage is
+    non-negative); then the columns of jobs the LP split are tried, as the LP
+    leaned and heaviest first, each taken while its rows have room.
+    ``Solution.bound`` is the LP optimum, an upper bound of every integer plan.
+    """
+    start, index, coef = _matrix(problem)
+    h = _highs(problem, 0.0, time_limit, integral=False, matrix=(start, index, coef))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    x = np.asarray(h.getSolution().col_value)
+    bound = float(h.getInfo().objective_function_value)
+    room = np.concatenate([np.ones(problem.n_jobs), np.asarray(problem.capacity, dtype=float)])
+    whole = np.flatnonzero(x > 1.0 - 1e-7)
+    taken = np.zeros(problem.n_cols, dtype=bool)
+    taken[whole] = True
+    owner = np.repeat(np.arange(problem.n_cols), np.diff(start))
+    mask = taken[owner]
+    np.subtract.at(room, index[mask], coef[mask])
+    col_job = np.asarray(problem.col_job)
+    value = np.asarray(problem.value, dtype=np.float64)
+    split = np.setdiff1d(col_job[(x > 1e-7) & (x <= 1.0 - 1e-7)], col_job[whole])
+    options = np.flatnonzero(np.isin(col_job, split)).tolist()
+    chosen = [int(c) for c in whole]
+    for c in sorted(options, key=lambda c: (-x[c], -value[c], c)):
+        rows = index[start[c] : start[c + 1]]
+        need = coef[start[c] : start[c + 1]]
+        if np.all(room[rows] >= need - 1e-9):
+            room[rows] -= need
+            chosen.append(c)
+    chosen.sort()
+    if not check_feasible(problem, chosen):
+        return None
+    objective = float(value[chosen].sum())
+    return Solution(tuple(chosen), objective, False, max(bound, objective))
+
+
+def _better_start(
+    problem: AssignmentProblem, warm_start: Sequence[int], rounded: Sequence[int]
+) -> Sequence[int]:
+    """Whichever feasible start is worth more: the caller's or the rounded relaxation."""
+    value = np.asarray(problem.value, dtype=np.float64)
+    keep = warm_start and check_feasible(problem, warm_start)
+    if keep and float(value[list(warm_start)].sum()) >= float(value[list(rounded)].sum()):
+        return warm_start
+    return rounded

@@ -115,24 +115,30 @@ class Configuration:
 
     gpu_type: str
     parts: tuple[tuple[str, int], ...]
+    # Derived once: the planner asks for them hundreds of thousands of times a round.
+    total_gpus: int = field(init=False, compare=False, repr=False)
+    node_ids: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.parts:
             raise InvalidInputError("a configuration needs at least one node")
-        ids = [p[0] for p in self.parts]
+        ids = tuple(p[0] for p in self.parts)
         if len(set(ids)) != len(ids):
-            raise InvalidInputError(f"configuration lists a node twice: {ids}")
+            raise InvalidInputError(f"configuration lists a node twice: {list(ids)}")
         for node_id, gpus in self.parts:
             if gpus <= 0:
                 raise InvalidInputError(f"configuration gives node {node_id!r} {gpus} GPUs")
+        object.__setattr__(self, "total_gpus", sum(g for _, g in self.parts))
+        object.__setattr__(self, "node_ids", ids)
+        object.__setattr__(self, "_hash", hash((self.gpu_type, self.parts)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def of(gpu_type: str, mapping: Mapping[str, int]) -> Configuration:
         return Configuration(gpu_type, tuple(sorted(mapping.items())))
-
-    @property
-    def total_gpus(self) -> int:
-        return sum(g for _, g in self.parts)
 
     @property
     def n_nodes(self) -> int:
@@ -141,10 +147,6 @@ class Configuration:
     @property
     def distributed(self) -> bool:
         return len(self.parts) > 1
-
-    @property
-    def node_ids(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.parts)
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.parts)

@@ -228,11 +228,7 @@ def _held(
     work: _Pass,
 ) -> None:
     remaining = [
-        t
-        for t in types
-        if t not in job.profiled
-        and t not in job.skipped
-        and (job.job is None or job.job.demands_on(t))  # never where it may not run
+        t for t in types if t not in job.profiled and t not in job.skipped and _can_run(job, t)
     ]
     if not remaining:
         work.over(job.job_id, OVER_ALL_TYPES)
@@ -251,6 +247,11 @@ def _held(
             work.over(job.job_id, OVER_NO_GPU)
         else:
             work.reasons[job.job_id] = "waiting for a free GPU to be profiled on"
+
+
+def _can_run(job: Profilee, gpu_type: str) -> bool:
+    """Whether the job runs at all on the type (a model that does not fit it is not profiled)."""
+    return job.job is None or bool(job.job.demands_on(gpu_type))
 
 
 def pick_node(cluster: Cluster, types: Sequence[str], free: Mapping[str, int]) -> str | None:

@@ -1,4 +1,4 @@
-"""Assemble the core's Snapshot from ledger rows, observed Slurm jobs and fair shares.
+"""Assemble the core's Snapshot from ledger records, observed Slurm jobs and fair shares.
 
 A hops job is shown to the planner as *running* when Slurm runs it on managed
 nodes, as *starting* (running, and pinned) when hops released it and Slurm has
@@ -18,9 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from hopsd.config import HopsConfig
 from hopsd.core.gains import learned_restart_s
 from hopsd.core.model import Configuration, Job
@@ -34,9 +31,7 @@ from hopsd.daemon.snapshot_builder import (
     with_tag_rules,
 )
 from hopsd.daemon.views import RUNNING, Observation
-from hopsd.ledger.allocations import allocation_config
-from hopsd.ledger.jobs import to_core_job
-from hopsd.ledger.models import AllocationReason, AllocationRow, JobRow, JobState, TagStatus
+from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
 
 Guard = Callable[[int, str, Callable[[], Any]], Any]
 
@@ -49,32 +44,12 @@ class Assembled:
     starting: frozenset[str]
 
 
-def latest_targets(session: Session, job_ids: Sequence[str]) -> dict[str, Configuration]:
-    """The placement each job was last started or moved to (its target while Slurm launches it)."""
-    if not job_ids:
-        return {}
-    stmt = (
-        select(AllocationRow)
-        .where(
-            AllocationRow.job_id.in_(list(job_ids)),
-            AllocationRow.reason.in_([AllocationReason.START, AllocationReason.MOVE]),
-        )
-        .order_by(AllocationRow.at, AllocationRow.id)
-    )
-    out: dict[str, Configuration] = {}
-    for row in session.scalars(stmt):
-        config = allocation_config(row)
-        if config is not None:
-            out[row.job_id] = config
-    return out
-
-
 def _fits(config: Configuration, view_nodes: Mapping[str, int]) -> bool:
     return all(node in view_nodes and gpus <= view_nodes[node] for node, gpus in config.parts)
 
 
 def assemble(
-    rows: Sequence[JobRow],
+    rows: Sequence[JobRecord],
     obs: Observation,
     config: HopsConfig,
     targets: Mapping[str, Configuration],
@@ -102,7 +77,7 @@ def assemble(
             continue
         if row.state == JobState.PROFILING:
             continue  # the profiling queue's; GPUs it holds count as occupied
-        build = partial(to_core_job, row)
+        build = partial(core_job, row)
         core: Job | None = build() if guard is None else guard(seen.slurm_id, "planning", build)
         if core is None:
             continue  # this job sits this tick out; the others are planned

@@ -19,8 +19,7 @@ from hopsd.core.profiling import ProfilingDecision
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
-from hopsd.ledger.intents import IntentRequest
-from hopsd.ledger.models import IntentAction
+from hopsd.ledger.records import IntentAction, IntentRequest
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
 # Profiling (hopsd.core.profiling decides, hopsd.daemon.profiling enacts): start a

@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hopsd.daemon.job_output import stopped_by_requeue
 from hopsd.daemon.requeue_check import (
     RunEnd,
@@ -29,17 +27,8 @@ from hopsd.daemon.requeue_check import (
 )
 from hopsd.daemon.sensing import system_uid
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.allocations import placement_before_last_move, record_allocation
-from hopsd.ledger.intents import (
-    last_requeue_was_relaunch,
-    mark_abandoned,
-    mark_done,
-    mark_failed,
-    note_notice_sent,
-    record_intent,
-)
-from hopsd.ledger.jobs import record_finished_run, run_reported_complete
-from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow
+from hopsd.ledger.records import AllocationReason, IntentAction, IntentRecord
+from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import HELD_REASONS, Placement, RunRecord, SlurmJob, SlurmPort
 
@@ -66,7 +55,7 @@ class Step:
         return int(self.payload["slurm_id"])
 
     @staticmethod
-    def of(row: IntentRow) -> Step:
+    def of(row: IntentRecord) -> Step:
         return Step(
             row.id, row.job_id or "", IntentAction(row.action), dict(row.payload), row.created_at
         )
@@ -142,7 +131,7 @@ class Enactor:
     def __init__(
         self,
         port: SlurmPort,
-        sessions: sessionmaker[Session],
+        ledger: LedgerLike,
         clock: Callable[[], float],
         running_now: Callable[[], set[int]] | None = None,
         *,
@@ -160,7 +149,7 @@ class Enactor:
         # Whether a job reported a checkpoint since a moment (ends a notice's grace early).
         self.checkpointed_since = checkpointed_since
         self.running_now = running_now
-        self.sessions = sessions
+        self.ledger = as_ledger(ledger)
         self.clock = clock
         self.settle = settle or SettleOptions()
         self.sleep = sleep
@@ -266,7 +255,7 @@ class Enactor:
                 self.guard()
             signal_name = str(step.payload.get("signal", "USR1"))
             try:
-                self.port.signal_batch(step.slurm_id, signal_name)
+                self.port.signal(step.slurm_id, signal_name)
             except SlurmCommandError as exc:
                 log.warning(
                     "event=notice-failed job=%s slurm_job=%s error=%r note='requeued at once'",
@@ -276,8 +265,8 @@ class Enactor:
                 )
                 return True
             sent_at = self.clock()
-            with self.sessions.begin() as session:
-                note_notice_sent(session, step.intent_id, sent_at)
+            with self.ledger.unit() as unit:
+                unit.note_notice_sent(step.intent_id, sent_at)
             log.info(
                 "event=notice job=%s slurm_job=%s signal=%s grace_s=%s kind=%s",
                 step.job_id,
@@ -458,12 +447,12 @@ class Enactor:
 
     def _after_relaunch(self, job_id: str) -> bool:
         """The job's last requeue retried a failed launch: its run never ran, nothing finished."""
-        with self.sessions.begin() as session:
-            return last_requeue_was_relaunch(session, job_id)
+        with self.ledger.unit() as unit:
+            return unit.last_requeue_was_relaunch(job_id)
 
     def _progress_complete(self, job_id: str) -> bool:
-        with self.sessions.begin() as session:
-            return run_reported_complete(session, job_id)
+        with self.ledger.unit() as unit:
+            return unit.run_reported_complete(job_id)
 
     def _cancel_finished(
         self, chain: Sequence[Step], verdict: RunVerdict, evidence: str, report: EnactReport
@@ -478,15 +467,15 @@ class Enactor:
         now = self.clock()
         reason = f"finished before hops requeued it ({evidence}); not run again"
         payload = {"slurm_id": first.slurm_id, "kind": "finished", "reason": reason}
-        with self.sessions.begin() as session:
+        with self.ledger.unit() as unit:
             ended_at = verdict.ended_at if verdict.ended_at is not None else now
-            if record_finished_run(session, first.job_id, verdict.final_state, ended_at, reason):
+            if unit.record_finished_run(first.job_id, verdict.final_state, ended_at, reason):
                 # history rows at the time hops learned it, after the move it had recorded
-                self._undo_planned_move(session, chain, now)
-                record_allocation(session, None, first.job_id, AllocationReason.END, None, now)
+                self._undo_planned_move(unit, chain, now)
+                unit.record_allocation(None, first.job_id, AllocationReason.END, None, now)
             for step in chain:
-                mark_abandoned(session, step.intent_id, reason, now)
-            row = record_intent(session, first.job_id, IntentAction.CANCEL, payload, None, now=now)
+                unit.mark_abandoned(step.intent_id, reason, now)
+            row = unit.record_intent(first.job_id, IntentAction.CANCEL, payload, None, now)
             cancel = Step.of(row)
         for step in chain:
             report.abandoned.append((step, reason))
@@ -502,13 +491,13 @@ class Enactor:
         self._take(cancel, {}, {}, report)
 
     @staticmethod
-    def _undo_planned_move(session: Session, chain: Sequence[Step], at: float) -> None:
+    def _undo_planned_move(unit: Unit, chain: Sequence[Step], at: float) -> None:
         """The history said the job moved; it finished where it was: say so (a ``keep``)."""
         if chain[0].payload.get("kind") != "move":
             return
-        where = placement_before_last_move(session, chain[0].job_id)
+        where = unit.placement_before_last_move(chain[0].job_id)
         if where is not None:
-            record_allocation(session, None, chain[0].job_id, AllocationReason.KEEP, where, at)
+            unit.record_allocation(None, chain[0].job_id, AllocationReason.KEEP, where, at)
 
     def _not_running(self, steps: Sequence[Step], skip: Mapping[int, str]) -> set[str]:
         """Jobs whose requeue would hit a job that already ended (one fresh batched read).
@@ -556,15 +545,15 @@ class Enactor:
             pass  # signalled (once) by _notice; taking it only marks it done
 
     def _finish(self, step: Step, error: str | None) -> None:
-        with self.sessions.begin() as session:
+        with self.ledger.unit() as unit:
             if error is None:
-                mark_done(session, step.intent_id, self.clock())
+                unit.mark_done(step.intent_id, self.clock())
             else:
-                mark_failed(session, step.intent_id, error, self.clock())
+                unit.mark_failed(step.intent_id, error, self.clock())
 
     def _abandon(self, step: Step, reason: str, report: EnactReport) -> None:
-        with self.sessions.begin() as session:
-            mark_abandoned(session, step.intent_id, reason, self.clock())
+        with self.ledger.unit() as unit:
+            unit.mark_abandoned(step.intent_id, reason, self.clock())
         report.abandoned.append((step, reason))
         log.info(
             "event=enact job=%s action=%s result=abandoned reason=%r",

@@ -23,12 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
-
 from hopsd.daemon.logging import iso
-from hopsd.ledger.errors import LeaseLostError, LedgerError, LedgerUnavailableError
-from hopsd.ledger.lease import DEFAULT_LEASE, acquire_lease, lease_info, renew_lease
+from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
+from hopsd.ledger.records import DEFAULT_LEASE
+from hopsd.ledger.unit import LEDGER_FAILURES, LedgerLike, Unit, as_ledger
 
 log = logging.getLogger("hopsd.lease")
 
@@ -42,14 +40,14 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        ledger: LedgerLike,
         holder: str,
         ttl_s: float,
         *,
         clock: Callable[[], float] = time.time,
         name: str = DEFAULT_LEASE,
     ) -> None:
-        self.sessions = sessions
+        self.ledger = as_ledger(ledger)
         self.holder = holder
         self.ttl_s = ttl_s
         self.clock = clock
@@ -88,9 +86,9 @@ class LeaseKeeper:
             return False
         now = self.clock()
         try:
-            with self.sessions.begin() as session:
-                return self._renew_or_retake(session, now)
-        except (LedgerError, SQLAlchemyError) as exc:
+            with self.ledger.unit() as unit:
+                return self._renew_or_retake(unit, now)
+        except LEDGER_FAILURES as exc:
             log.warning(
                 "event=lease-heartbeat-failed error=%r may_act_until=%s",
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
@@ -98,12 +96,12 @@ class LeaseKeeper:
             )
             return False
 
-    def _renew_or_retake(self, session: Session, now: float) -> bool:
+    def _renew_or_retake(self, unit: Unit, now: float) -> bool:
         try:
-            info = renew_lease(session, self.holder, self.ttl_s, now, self.name)
+            info = unit.renew_lease(self.holder, self.ttl_s, now, self.name)
         except LeaseLostError:
-            if not acquire_lease(session, self.holder, self.ttl_s, now, self.name):
-                other = lease_info(session, self.name)
+            if not unit.acquire_lease(self.holder, self.ttl_s, now, self.name):
+                other = unit.lease_info(self.name)
                 holder = other.holder if other is not None and other.holder else "<nobody>"
                 expires = other.expires_at if other is not None else 0.0
                 self.lost = LeaseLostError(self.name, holder, expires)
@@ -119,7 +117,7 @@ class LeaseKeeper:
                 "outage and nobody took it; taken back'",
                 self.holder,
             )
-            retaken = lease_info(session, self.name)
+            retaken = unit.lease_info(self.name)
             assert retaken is not None
             info = retaken
         self.beats += 1

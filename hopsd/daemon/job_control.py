@@ -15,11 +15,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hopsd.daemon.sensing import Sensing
-from hopsd.ledger.jobs import get_job
-from hopsd.ledger.models import JobRow, LrRule
+from hopsd.ledger.records import JobRecord, LrRule
+from hopsd.ledger.unit import LedgerLike, as_ledger
 
 log = logging.getLogger("hopsd.job_control")
 
@@ -46,7 +44,7 @@ def lr_for(
 
 
 def control_body(
-    row: JobRow, payload: Mapping[str, Any], profile_iterations: int
+    row: JobRecord, payload: Mapping[str, Any], profile_iterations: int
 ) -> dict[str, Any]:
     """The mode file of the run a release starts."""
     gpus = int(payload.get("gpus", 0))
@@ -64,23 +62,23 @@ class ReleaseNotes:
 
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        ledger: LedgerLike,
         sensing: Sensing,
         profile_iterations: Callable[[], int],
     ) -> None:
-        self.sessions = sessions
+        self.ledger = as_ledger(ledger)
         self.sensing = sensing
         self.profile_iterations = profile_iterations
 
     def __call__(self, job_id: str, slurm_id: int, payload: Mapping[str, Any]) -> None:
         if "gpus" not in payload:
             return  # a chain recorded before runs were told their GPUs
-        with self.sessions.begin() as session:
-            row = get_job(session, job_id)
-            if row is None:
-                return
-            body = control_body(row, payload, self.profile_iterations())
-            user = row.user
+        with self.ledger.reading() as unit:
+            row = unit.job(job_id)
+        if row is None:
+            return
+        body = control_body(row, payload, self.profile_iterations())
+        user = row.user
         problem = self.sensing.write_mode(slurm_id, user, body)
         if problem:
             log.warning("event=mode-file-unwritten job=%s reason=%r", job_id, problem)

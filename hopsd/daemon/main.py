@@ -19,8 +19,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy.orm import Session, sessionmaker
-
 import hopsd
 from hopsd.config import ConfigError, HopsConfig, load_config
 from hopsd.daemon.heartbeat import LeaseKeeper
@@ -31,11 +29,11 @@ from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import migrate
-from hopsd.ledger.engine import make_engine, make_sessionmaker, redact
+from hopsd.ledger.engine import redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
 from hopsd.ledger.health import ping, probe_engine
-from hopsd.ledger.lease import ensure_lease, lease_info, release_lease
-from hopsd.slurm.factory import make_port
+from hopsd.ledger.unit import Ledger, LedgerLike, as_ledger
+from hopsd.slurm.factory import port_from_config
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
 
@@ -94,20 +92,21 @@ def _local_dead(holder: str | None) -> bool:
     return False
 
 
-def take_lease(sessions: sessionmaker[Session], config: HopsConfig, holder: str) -> float:
+def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> float:
     """Take the lease and return its expiry; take over a dead local hopsd's, refuse a live one."""
+    ledger = as_ledger(ledger)
     while True:
         try:
-            with sessions.begin() as session:
-                return ensure_lease(session, holder, config.lease_ttl_s, time.time()).expires_at
+            with ledger.unit() as unit:
+                return unit.ensure_lease(holder, config.lease_ttl_s, time.time()).expires_at
         except LeaseHeldError as exc:
             if not _local_dead(exc.holder):
                 raise
             # The holder was a hopsd of this host that no longer exists (killed or
             # crashed): nobody can act under that lease any more, so give it up for it.
             log.warning("event=lease-takeover holder=%s reason=%r", exc.holder, "process gone")
-            with sessions.begin() as session:
-                if not release_lease(session, exc.holder):
+            with ledger.unit() as unit:
+                if not unit.release_lease(exc.holder):
                     time.sleep(0.2)
 
 
@@ -123,32 +122,26 @@ def adopt_filter() -> Callable[[ObservedJob], bool] | None:
 
 
 def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
-    engine = make_engine(config.ledger_url, sqlite_begin="immediate")
+    ledger = Ledger.open(config.ledger_url, sqlite_begin="immediate")
     try:
-        migrate.check_schema(engine)
+        ledger.check_schema()
     except LedgerError as exc:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEDGER
-    sessions = make_sessionmaker(engine)
     holder = holder_name()
     try:
-        expires_at = take_lease(sessions, config, holder)
+        expires_at = take_lease(ledger, config, holder)
     except LeaseHeldError as exc:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEASE
-    lease = LeaseKeeper(sessions, holder, config.lease_ttl_s)
+    lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
     lease.confirmed(expires_at)
     runner = CountingRunner(SubprocessRunner())
-    port = make_port(
-        config.slurm_backend,
-        run=runner,
-        timeout_s=config.slurm_timeout_s,
-        command_prefix=config.slurm_command_prefix,
-    )
+    port = port_from_config(config, run=runner)
     tick = Tick(
         config,
         port,
-        sessions,
+        ledger,
         shadow=args.shadow,
         lease=lease,
         call_count=lambda: len(runner.calls),
@@ -178,10 +171,10 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         else:
             service.start(loops=args.ticks)
     finally:
-        with sessions.begin() as session:
-            if (info := lease_info(session)) is not None and info.holder == holder:
-                release_lease(session, holder)
-        engine.dispose()
+        with ledger.unit() as unit:
+            if (info := unit.lease_info()) is not None and info.holder == holder:
+                unit.release_lease(holder)
+        ledger.dispose()
         probe.dispose()
     return 1 if service.fatal is not None else 0
 

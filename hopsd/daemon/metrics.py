@@ -33,7 +33,7 @@ from hopsd.daemon.enact import EnactReport, Step
 from hopsd.daemon.endpoint import Check, Endpoint
 from hopsd.daemon.gpu_use import GpuUse
 from hopsd.daemon.problems import InputProblems
-from hopsd.ledger.models import IntentAction
+from hopsd.ledger.records import IntentAction
 
 _TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

@@ -25,14 +25,13 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from hopsd.ledger.errors import (
     LeaseHeldError,
     LedgerUnavailableError,
     SchemaNewerError,
     SchemaOutdatedError,
 )
+from hopsd.ledger.unit import DRIVER_ERRORS
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.problems")
@@ -43,8 +42,8 @@ Counter = Callable[[str], None]
 MAX_REASON_CHARS = 300
 # hopsd's own infrastructure: the database, the lease, Slurm. A ledger error about
 # one job (an illegal transition, say) is that job's and is contained.
-_INFRASTRUCTURE = (
-    SQLAlchemyError,
+_INFRASTRUCTURE: tuple[type[BaseException], ...] = (
+    *DRIVER_ERRORS,
     LedgerUnavailableError,
     SchemaOutdatedError,
     SchemaNewerError,

@@ -34,9 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from hopsd.config import HopsConfig
 from hopsd.core.fitting import scaled_profile
 from hopsd.core.model import Cluster, Configuration
@@ -47,15 +44,12 @@ from hopsd.core.profiling import (
     RunInFlight,
     derived_types,
 )
-from hopsd.daemon.assemble import latest_targets
 from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action, JobHandle
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config, with_tag_rules
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
-from hopsd.ledger.allocations import record_allocation, start_counts
-from hopsd.ledger.jobs import to_core_job, transition
-from hopsd.ledger.models import AllocationReason, JobRow, JobState, ProfileRow
-from hopsd.ledger.throughput_store import SqlThroughputStore, profile_from_row
+from hopsd.ledger.records import AllocationReason, JobRecord, JobState, core_job
+from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.profiling")
 
@@ -83,19 +77,6 @@ class ProfilingOptions:
 def mode_body(iterations: int, run: int) -> dict[str, object]:
     """What the probe reads from ``<spool>/<job>.mode`` (see :func:`hopsd.probe.resolve_mode`)."""
     return {"mode": "profile", "iterations": iterations, "run": run}
-
-
-def profiled_types(session: Session, job_ids: Sequence[str]) -> dict[str, set[str]]:
-    """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
-    out: dict[str, set[str]] = {j: set() for j in job_ids}
-    if not job_ids:
-        return out
-    stmt = select(ProfileRow.job_id, ProfileRow.gpu_type).where(
-        ProfileRow.job_id.in_(list(job_ids)), ProfileRow.iterations > 0
-    )
-    for job_id, gpu_type in session.execute(stmt):
-        out.setdefault(job_id, set()).add(gpu_type)
-    return out
 
 
 @dataclass
@@ -134,8 +115,8 @@ class Profiler:
 
     def profilees(
         self,
-        session: Session,
-        rows: Sequence[JobRow],
+        unit: Unit,
+        rows: Sequence[JobRecord],
         obs: Observation,
         view: ClusterView,
         now: float,
@@ -146,9 +127,9 @@ class Profiler:
         if not profiling:
             return ()
         ids = [r.id for r in profiling]
-        done = profiled_types(session, ids)
-        runs = start_counts(session, ids)
-        targets = latest_targets(session, ids)
+        done = unit.profiled_types(ids)
+        runs = unit.start_counts(ids)
+        targets = unit.latest_targets(ids)
         observed = obs.job_map()
         out: list[Profilee] = []
         for row in profiling:
@@ -158,7 +139,7 @@ class Profiler:
             run = self._run_of(row, seen, view.cluster, targets.get(row.id), now)
             if run is None and not (seen.pending and seen.held):
                 continue  # starting or completing: its GPUs are out of the capacity anyway
-            job = self.sensing.problems.guard(seen.slurm_id, "planning", partial(to_core_job, row))
+            job = self.sensing.problems.guard(seen.slurm_id, "planning", partial(core_job, row))
             job = None if job is None else with_tag_rules(job, seen.tag, view.cluster)
             out.append(
                 Profilee(
@@ -176,7 +157,7 @@ class Profiler:
 
     def _run_of(
         self,
-        row: JobRow,
+        row: JobRecord,
         seen: ObservedJob,
         cluster: Cluster,
         target: Configuration | None,
@@ -207,9 +188,9 @@ class Profiler:
 
     def enact(
         self,
-        session: Session,
+        unit: Unit,
         decision: ProfilingDecision,
-        rows: Sequence[JobRow],
+        rows: Sequence[JobRecord],
         obs: Observation,
         view: ClusterView,
         config: HopsConfig,
@@ -222,7 +203,7 @@ class Profiler:
         observed = obs.job_map()
 
         def each(
-            pairs: Sequence[tuple[str, str]], do: Callable[[JobRow, ObservedJob, str], None]
+            pairs: Sequence[tuple[str, str]], do: Callable[[JobRecord, ObservedJob, str], None]
         ) -> None:
             for job_id, why in pairs:
                 row = by_id.get(job_id)
@@ -232,22 +213,22 @@ class Profiler:
                         seen.slurm_id, "profiling", partial(do, row, seen, why)
                     )
 
-        def stop(row: JobRow, seen: ObservedJob, why: str) -> None:
+        def stop(row: JobRecord, seen: ObservedJob, why: str) -> None:
             self._attempts.pop(row.id, None)
             requeue = Action(row.id, seen.slurm_id, PREEMPT, None, "", seen.restarts, True)
             out.actions.append(requeue)
             out.reasons[row.id] = f"profiling: {why}"
             log.info("event=profile-stop job=%s reason=%r", row.id, why)
 
-        def hold(row: JobRow, seen: ObservedJob, why: str) -> None:
+        def hold(row: JobRecord, seen: ObservedJob, why: str) -> None:
             attempt = self._attempts.pop(row.id, None)
             if attempt is not None:
                 self._skipped.setdefault(row.id, set()).add(attempt.gpu_type)
             out.actions.append(Action(row.id, seen.slurm_id, HOLD, None, "", seen.restarts, True))
             out.reasons[row.id] = why
 
-        def finish(row: JobRow, seen: ObservedJob, why: str) -> None:
-            self._finish(session, row, view, config, now, why)
+        def finish(row: JobRecord, seen: ObservedJob, why: str) -> None:
+            self._finish(unit, row, view, config, now, why)
             out.finished.append(row.id)
             out.handles[row.id] = JobHandle(seen.slurm_id, seen.restarts, False)
 
@@ -259,14 +240,14 @@ class Profiler:
             seen = observed.get(int(row.slurm_job_id or -1)) if row is not None else None
             if row is None or seen is None:
                 continue
-            start = partial(self._start, session, row, seen, view, config, run.node, out, now)
+            start = partial(self._start, unit, row, seen, view, config, run.node, out, now)
             self.sensing.problems.guard(seen.slurm_id, "profiling", start)
         return out
 
     def _start(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         config: HopsConfig,
@@ -281,7 +262,7 @@ class Profiler:
         )
         if problem:
             log.warning("event=profile-skipped job=%s reason=%r", row.id, problem)
-            self._finish(session, row, view, config, now, f"skipped, no mode file: {problem}")
+            self._finish(unit, row, view, config, now, f"skipped, no mode file: {problem}")
             out.finished.append(row.id)
             return
         placement = Configuration(gpu_type, ((node, 1),))
@@ -298,28 +279,28 @@ class Profiler:
             )
         )
         out.reasons[row.id] = f"profiling on {gpu_type} ({node}) at {now:.3f}"
-        record_allocation(session, None, row.id, AllocationReason.START, placement, now)
+        unit.record_allocation(None, row.id, AllocationReason.START, placement, now)
         log.info("event=profile-start job=%s gpu_type=%s node=%s", row.id, gpu_type, node)
 
     def _finish(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         view: ClusterView,
         config: HopsConfig,
         now: float,
         reason: str,
     ) -> None:
-        done = profiled_types(session, [row.id])[row.id]
+        done = unit.profiled_types([row.id])[row.id]
         self.sensing.remove_mode(int(row.slurm_job_id or 0))
-        self._derive(session, row.id, view.cluster, frozenset(done), config, now)
-        transition(row, JobState.QUEUED, now, f"profiling over: {reason}")
+        self._derive(unit, row.id, view.cluster, frozenset(done), config, now)
+        unit.transition(row.id, JobState.QUEUED, now, f"profiling over: {reason}")
         self._attempts.pop(row.id, None)
         log.info("event=profile-done job=%s types=%s reason=%r", row.id, sorted(done), reason)
 
     @staticmethod
     def _derive(
-        session: Session,
+        unit: Unit,
         job_id: str,
         cluster: Cluster,
         done: frozenset[str],
@@ -330,14 +311,14 @@ class Profiler:
         base_type, targets = derived_types(cluster, done)
         if base_type is None:
             return
-        base_row = session.get(ProfileRow, (job_id, base_type))
-        if base_row is None:
+        found = unit.profile(job_id, base_type)
+        if found is None:
             return
-        base = profile_from_row(base_row)
-        store = SqlThroughputStore(session, now)
+        base = found[0]
+        store = unit.store(now)
         base_speed = config.gpu_type(base_type).speed
         for gpu_type in targets:
-            if session.get(ProfileRow, (job_id, gpu_type)) is not None:
+            if unit.profile(job_id, gpu_type) is not None:
                 continue
             speed = config.gpu_type(gpu_type).speed
             store.set_profile(job_id, gpu_type, scaled_profile(base, base_speed, speed), 0)

@@ -25,9 +25,6 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from hopsd.config import HopsConfig
 from hopsd.core.admission import admit
 from hopsd.core.learning import learn
@@ -35,36 +32,21 @@ from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
-from hopsd.ledger.allocations import record_allocation
-from hopsd.ledger.intents import (
-    IntentRequest,
-    mark_abandoned,
-    pending_intents,
-    record_intents,
-    relaunches,
-    released_by_hops,
-)
-from hopsd.ledger.jobs import (
+from hopsd.ledger.records import (
     TERMINAL_STATES,
     WAITING_STATES,
-    JobSpec,
-    active_jobs,
-    add_job,
-    current_config,
-    is_legal,
-    set_current_config,
-    transition,
-)
-from hopsd.ledger.models import (
     AllocationReason,
     IntentAction,
-    JobRow,
+    IntentRequest,
+    JobRecord,
+    JobSpec,
     JobState,
+    JobUpdate,
     LrRule,
     TagStatus,
+    is_legal,
 )
-from hopsd.ledger.throughput_store import SqlThroughputStore
-from hopsd.ledger.usage import add_usage
+from hopsd.ledger.unit import MeasurementStore, Unit
 from hopsd.userdata import slurm_field_problem
 
 log = logging.getLogger("hopsd.reconcile")
@@ -103,7 +85,7 @@ def job_id_of(slurm_id: int) -> str:
     return str(slurm_id)
 
 
-def reuse_reason(row: JobRow, job: ObservedJob) -> str:
+def reuse_reason(row: JobRecord, job: ObservedJob) -> str:
     """Why ``job`` cannot be the Slurm job ``row`` recorded, or "" when it may be.
 
     Different owners, or a restart count that went down (Slurm's only grows),
@@ -191,14 +173,14 @@ def check_tag(
     return spec, ""
 
 
-def _in_savepoint(session: Session, work: Callable[[], None]) -> None:
+def _in_savepoint(unit: Unit, work: Callable[[], None]) -> None:
     """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
 
     Adopting a job may first retire an older row under the same Slurm id; the
     two stand or fall together. Adoption is rare (once per job), so the
     savepoint's flush costs nothing per tick.
     """
-    with session.begin_nested():
+    with unit.savepoint():
         work()
 
 
@@ -229,36 +211,34 @@ class Reconciler:
         self._refused_logged: set[int] = set()
         self._report_seen: dict[str, float] = {}
 
-    def run(
-        self, session: Session, obs: Observation, view: ClusterView, now: float
-    ) -> ReconcileReport:
+    def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
         report = ReconcileReport()
         self.sensing.note(obs.jobs)
         observed = obs.job_map()
-        rows = {r.slurm_job_id: r for r in active_jobs(session) if r.slurm_job_id is not None}
+        rows = {r.slurm_job_id: r for r in unit.active_jobs() if r.slurm_job_id is not None}
         for slurm_id, row in list(rows.items()):
             seen = observed.get(slurm_id)
             why = reuse_reason(row, seen) if seen is not None else ""
             if why:
-                self._retire(session, row, why, now, report)
+                self._retire(unit, row, why, now, report)
                 del rows[slurm_id]
-        self._adopt(session, obs, rows, view, now, report)
+        self._adopt(unit, obs, rows, view, now, report)
         usage: dict[tuple[str, str], _Usage] = {}
-        store = SqlThroughputStore(session, now)
-        gone: list[JobRow] = []
+        store = unit.store(now)
+        gone: list[JobRecord] = []
         for slurm_id, row in rows.items():
             seen = observed.get(slurm_id)
             if seen is None:
                 gone.append(row)
                 continue
-            work = partial(self._one, session, store, row, seen, view, now, report)
-            self._isolated(session, row, usage, work)
-        self._finish_gone(session, gone, view, now, usage, report)
+            work = partial(self._one, unit, store, row, seen, view, now, report)
+            self._isolated(unit, row, usage, work)
+        self._finish_gone(unit, gone, view, now, usage, report)
         for (user, account), used in usage.items():
             if used.gpu_s > 0:
-                add_usage(session, user, account, now, used.gpu_s, used.gpu_s_norm)
+                unit.add_usage(user, account, now, used.gpu_s, used.gpu_s_norm)
         for row in rows.values():
-            self._record_problem(row)
+            self._record_problem(unit, row)
         live = {j.slurm_id for j in obs.jobs if not j.final}
         self.sensing.clean(now, self.config.spool_retention_s, live)
         self.problems.retain(set(observed))
@@ -266,9 +246,9 @@ class Reconciler:
 
     def _one(
         self,
-        session: Session,
-        store: SqlThroughputStore,
-        row: JobRow,
+        unit: Unit,
+        store: MeasurementStore,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         now: float,
@@ -276,17 +256,17 @@ class Reconciler:
         usage: dict[tuple[str, str], _Usage],
     ) -> None:
         """One job's reconciliation: charge its interval, follow Slurm, learn from its reports."""
-        self._advance(row, view, now, usage)
+        row = self._advance(unit, row, view, now, usage)
         if JobState(row.state) == JobState.PROFILING:
-            self._follow_profiling(session, row, seen, view, now, report)
+            self._follow_profiling(unit, row, seen, view, now, report)
         else:
-            self._follow(session, row, seen, view, now, report)
-        self._learn(store, row, seen, view, now)
+            self._follow(unit, row, seen, view, now, report)
+        self._learn(store, unit.refresh(row), seen, view, now)
 
     def _isolated(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         usage: dict[tuple[str, str], _Usage],
         work: Callable[[dict[tuple[str, str], _Usage]], None],
     ) -> None:
@@ -304,26 +284,26 @@ class Reconciler:
             return True
 
         if self.problems.guard(int(row.slurm_job_id or 0), "reconcile", run) is None:
-            session.expire(row)
+            unit.discard(row.id)
             return
         for owner, used in mine.items():
             total = usage.setdefault(owner, _Usage())
             total.gpu_s += used.gpu_s
             total.gpu_s_norm += used.gpu_s_norm
 
-    def _record_problem(self, row: JobRow) -> None:
+    def _record_problem(self, unit: Unit, row: JobRecord) -> None:
         """Write the job's latest refused input or contained failure where its owner sees it."""
         problem = self.problems.take(int(row.slurm_job_id or 0))
         if problem is not None and row.input_problem != problem:
-            row.input_problem = problem
+            unit.update_job(JobUpdate(row.id, input_problem=problem))
 
     # -- adoption ----------------------------------------------------------------------
 
     def _adopt(
         self,
-        session: Session,
+        unit: Unit,
         obs: Observation,
-        rows: Mapping[int, JobRow],
+        rows: Mapping[int, JobRecord],
         view: ClusterView,
         now: float,
         report: ReconcileReport,
@@ -334,23 +314,20 @@ class Reconciler:
         if not candidates:
             return
         ids = [j.slurm_id for j in candidates]
-        known = {
-            r.slurm_job_id: r
-            for r in session.scalars(select(JobRow).where(JobRow.slurm_job_id.in_(ids)))
-        }
+        known = unit.jobs_by_slurm_ids(ids)
         largest = view.largest_config()
         for job in candidates:
             old = known.get(job.slurm_id)
             work = partial(
-                self._adopt_one, session, job, old, (largest, view.per_type()), now, report
+                self._adopt_one, unit, job, old, (largest, view.per_type()), now, report
             )
-            self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, session, work))
+            self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
 
     def _adopt_one(
         self,
-        session: Session,
+        unit: Unit,
         job: ObservedJob,
-        old: JobRow | None,
+        old: JobRecord | None,
         largest: tuple[int, Mapping[str, int]],
         now: float,
         report: ReconcileReport,
@@ -360,7 +337,7 @@ class Reconciler:
             why = reuse_reason(old, job)
             if not why:
                 return  # adopted before (and finished): never adopted twice
-            self._retire(session, old, why, now, report)
+            self._retire(unit, old, why, now, report)
         if not (job.pending and job.held):
             if not job.final:
                 self._refuse(job, "tagged but not submitted held; left to Slurm", report)
@@ -369,10 +346,10 @@ class Reconciler:
         if spec is None:
             self._refuse(job, reason, report)
             return
-        spec = replace(spec, id=self._free_id(session, job.slurm_id))
-        added = add_job(session, spec, now)
+        spec = replace(spec, id=self._free_id(unit, job.slurm_id))
+        unit.add_job(spec, now)
         if self.profile_new_jobs and not (job.tag is not None and job.tag.no_preempt):
-            transition(added, JobState.PROFILING, now, "profiling on each GPU type")
+            unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
         report.adopted.append(spec.id)
         log.info(
             "event=adopt job=%s user=%s demands=%s samples=%g",
@@ -383,7 +360,7 @@ class Reconciler:
         )
 
     def _retire(
-        self, session: Session, row: JobRow, why: str, now: float, report: ReconcileReport
+        self, unit: Unit, row: JobRecord, why: str, now: float, report: ReconcileReport
     ) -> None:
         """Detach a row from a Slurm id a later cluster incarnation gave to another job."""
         slurm_id = int(row.slurm_job_id or 0)
@@ -395,26 +372,26 @@ class Reconciler:
             row.state,
             why,
         )
-        for intent in pending_intents(session, row.id):
-            mark_abandoned(session, intent, REUSED, now)
+        for intent in unit.pending_intents(row.id):
+            unit.mark_abandoned(intent.id, REUSED, now)
         if JobState(row.state) in TERMINAL_STATES:
-            row.state_reason = f"{row.state_reason}; {REUSED}" if row.state_reason else REUSED
+            said = f"{row.state_reason}; {REUSED}" if row.state_reason else REUSED
+            unit.update_job(JobUpdate(row.id, state_reason=said))
         else:
-            transition(row, JobState.FAILED, now, REUSED)
-            record_allocation(session, None, row.id, AllocationReason.END, None, now)
+            unit.transition(row.id, JobState.FAILED, now, REUSED)
+            unit.record_allocation(None, row.id, AllocationReason.END, None, now)
             report.ended.append((row.id, JobState.FAILED.value))
         self.sensing.forget(row.id, slurm_id)
         self._refused_logged.discard(slurm_id)
-        row.slurm_job_id = None
-        session.flush()  # frees the unique Slurm id before the new job takes it
+        unit.detach_slurm_id(row.id)  # frees the unique Slurm id before the new job takes it
         report.retired.append(row.id)
 
     @staticmethod
-    def _free_id(session: Session, slurm_id: int) -> str:
+    def _free_id(unit: Unit, slurm_id: int) -> str:
         """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id."""
         base = job_id_of(slurm_id)
         candidate, n = base, 1
-        while session.get(JobRow, candidate) is not None:
+        while unit.job_id_taken(candidate):
             n += 1
             candidate = f"{base}-{n}"
         return candidate
@@ -429,14 +406,20 @@ class Reconciler:
     # -- per-job progress ----------------------------------------------------------------
 
     def _advance(
-        self, row: JobRow, view: ClusterView, now: float, usage: dict[tuple[str, str], _Usage]
-    ) -> None:
+        self,
+        unit: Unit,
+        row: JobRecord,
+        view: ClusterView,
+        now: float,
+        usage: dict[tuple[str, str], _Usage],
+    ) -> JobRecord:
         """Charge the interval since the row was last updated to the state it was in."""
         dt = max(now - (row.updated_at or now), 0.0)
         state = JobState(row.state)
-        profiling_run = state == JobState.PROFILING and current_config(row) is not None
+        profiling_run = state == JobState.PROFILING and row.current is not None
+        charged = JobUpdate(row.id, updated_at=now)
         if state == JobState.RUNNING or profiling_run:
-            config = current_config(row)
+            config = row.current
             if config is not None:
                 gpus = config.total_gpus
                 speed = (
@@ -444,19 +427,23 @@ class Reconciler:
                     if (config.gpu_type in view.cluster.gpu_types)
                     else 1.0
                 )
-                row.service_gpu_s += dt * gpus
-                row.service_norm += dt * gpus * speed
+                charged = replace(
+                    charged,
+                    service_gpu_s=row.service_gpu_s + dt * gpus,
+                    service_norm=row.service_norm + dt * gpus * speed,
+                )
                 owner = usage.setdefault((row.user, row.account), _Usage())
                 owner.gpu_s += dt * gpus
                 owner.gpu_s_norm += dt * gpus * speed
         elif state in WAITING_STATES or state == JobState.PROFILING:
-            row.wait_time += dt
-        row.updated_at = now
+            charged = replace(charged, wait_time=row.wait_time + dt)
+        unit.update_job(charged)
+        return unit.refresh(row)
 
     def _follow(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         now: float,
@@ -467,7 +454,7 @@ class Reconciler:
         if seen.state == RUNNING:
             config = observed_config(seen, view.cluster)
             if state != JobState.RUNNING:
-                transition(row, JobState.RUNNING, now, f"running on {','.join(seen.nodes)}")
+                unit.transition(row.id, JobState.RUNNING, now, f"running on {','.join(seen.nodes)}")
                 report.started.append(row.id)
                 log.info(
                     "event=started job=%s nodes=%s restarts=%d",
@@ -476,21 +463,23 @@ class Reconciler:
                     seen.restarts,
                 )
             if config is not None:
-                set_current_config(row, config)
-            row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
+                unit.set_placement(row.id, config)
+            # Slurm counts requeues; it is the truth
+            unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
         elif seen.pending and state == JobState.RUNNING:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
-            transition(row, target, now, seen.reason or "requeued")
-            set_current_config(row, None)
-            row.restarts = seen.restarts  # Slurm counts requeues; it is the truth
+            unit.transition(row.id, target, now, seen.reason or "requeued")
+            unit.set_placement(row.id, None)
+            # Slurm counts requeues; it is the truth
+            unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
             report.requeued.append(row.id)
         elif seen.final:
-            if self._relaunch(session, row, seen, now, report):
+            if self._relaunch(unit, row, seen, now, report):
                 return
-            self._end(session, row, seen, now, report)
+            self._end(unit, row, seen, now, report)
 
     def _relaunch(
-        self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
+        self, unit: Unit, row: JobRecord, seen: ObservedJob, now: float, report: ReconcileReport
     ) -> bool:
         """Requeue a job whose launch failed right after hops released it, instead of ending it.
 
@@ -502,8 +491,8 @@ class Reconciler:
         """
         if not launch_failed(seen):
             return False
-        tries = relaunches(session, row.id)
-        if tries >= MAX_RELAUNCHES or not released_by_hops(session, row.id):
+        tries = unit.relaunches(row.id)
+        if tries >= MAX_RELAUNCHES or not unit.released_by_hops(row.id):
             return False
         said = seen.reason if seen.reason not in ("", "None") else seen.state
         reason = f"launch failed ({said}); requeued by hops, try {tries + 1}"
@@ -514,13 +503,11 @@ class Reconciler:
             "restarts": seen.restarts,
             "reason": reason,
         }
-        record_intents(
-            session, [IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now
-        )
+        unit.record_intents([IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now)
         if JobState(row.state) != JobState.RUNNING:
-            transition(row, JobState.RUNNING, seen.start_time or now, "ran between ticks")
-        transition(row, JobState.REQUEUED, now, reason)
-        set_current_config(row, None)
+            unit.transition(row.id, JobState.RUNNING, seen.start_time or now, "ran between ticks")
+        unit.transition(row.id, JobState.REQUEUED, now, reason)
+        unit.set_placement(row.id, None)
         report.requeued.append(row.id)
         log.warning("event=launch-failed job=%s slurm_state=%s action=relaunch try=%d",
                     row.id, seen.state, tries + 1)  # fmt: skip
@@ -528,8 +515,8 @@ class Reconciler:
 
     def _follow_profiling(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         now: float,
@@ -537,34 +524,37 @@ class Reconciler:
     ) -> None:
         """A job in its profiling runs: follow where it is; the profiling queue moves it on."""
         if seen.final:
-            self._end(session, row, seen, now, report)
+            self._end(unit, row, seen, now, report)
             return
         config = observed_config(seen, view.cluster) if seen.state == RUNNING else None
-        set_current_config(row, config)
-        row.restarts = seen.restarts
+        unit.set_placement(row.id, config)
+        unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
 
     def _end(
-        self, session: Session, row: JobRow, seen: ObservedJob, now: float, report: ReconcileReport
+        self, unit: Unit, row: JobRecord, seen: ObservedJob, now: float, report: ReconcileReport
     ) -> None:
+        row = unit.refresh(row)
         target = _END_STATES.get(seen.state, JobState.FAILED)
         ended_at = seen.end_time or now
         last = self._final_samples(row)
         if last is not None:
-            row.samples_done = max(row.samples_done, last)
+            unit.update_job(JobUpdate(row.id, samples_done=max(row.samples_done, last)))
         restarts = max(row.restarts or 0, seen.restarts)
         if not is_legal(JobState(row.state), target):
             # it started and ended between two ticks: record the run it had
-            transition(row, JobState.RUNNING, seen.start_time or ended_at, "ran between ticks")
-        transition(row, target, ended_at, f"slurm {seen.state}")
-        row.restarts = restarts
-        record_allocation(session, None, row.id, AllocationReason.END, None, ended_at)
-        self._record_problem(row)
+            unit.transition(
+                row.id, JobState.RUNNING, seen.start_time or ended_at, "ran between ticks"
+            )
+        unit.transition(row.id, target, ended_at, f"slurm {seen.state}")
+        unit.update_job(JobUpdate(row.id, restarts=restarts))
+        unit.record_allocation(None, row.id, AllocationReason.END, None, ended_at)
+        self._record_problem(unit, row)
         self.sensing.ended(int(row.slurm_job_id or 0), row.user, now)
         self.sensing.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 
-    def _final_samples(self, row: JobRow) -> float | None:
+    def _final_samples(self, row: JobRecord) -> float | None:
         progress = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
         if progress is None or progress.samples_done is None:
             return None
@@ -572,8 +562,8 @@ class Reconciler:
 
     def _learn(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         seen: ObservedJob,
         view: ClusterView,
         now: float,
@@ -586,7 +576,7 @@ class Reconciler:
         state = JobState(row.state)
         if state not in (JobState.RUNNING, JobState.PROFILING):
             return
-        config = current_config(row) if seen.state == RUNNING else None
+        config = row.current if seen.state == RUNNING else None
         if self.sensing.ingest(store, row, seen, config, view.cluster):
             return
         if state != JobState.RUNNING:
@@ -597,14 +587,14 @@ class Reconciler:
         if progress.at is not None:
             self._report_seen[row.id] = progress.at
         if progress.samples_done is not None:
-            row.samples_done = max(row.samples_done, min(progress.samples_done, row.total_samples))
+            store.note_samples_done(row.id, min(progress.samples_done, row.total_samples))
         if config is not None:
             self._learn_rate(store, row, progress, config, view.cluster)
 
     def _learn_rate(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         progress: ProgressReport,
         config: Configuration,
         cluster: Cluster,
@@ -635,8 +625,8 @@ class Reconciler:
 
     def _finish_gone(
         self,
-        session: Session,
-        gone: Sequence[JobRow],
+        unit: Unit,
+        gone: Sequence[JobRecord],
         view: ClusterView,
         now: float,
         usage: dict[tuple[str, str], _Usage],
@@ -647,13 +637,13 @@ class Reconciler:
         records = self.accounting([int(r.slurm_job_id or 0) for r in gone])
         for row in gone:
             record = records.get(int(row.slurm_job_id or 0))
-            work = partial(self._finish_one, session, row, record, view, now, report)
-            self._isolated(session, row, usage, work)
+            work = partial(self._finish_one, unit, row, record, view, now, report)
+            self._isolated(unit, row, usage, work)
 
     def _finish_one(
         self,
-        session: Session,
-        row: JobRow,
+        unit: Unit,
+        row: JobRecord,
         record: ObservedJob | None,
         view: ClusterView,
         now: float,
@@ -661,9 +651,9 @@ class Reconciler:
         usage: dict[tuple[str, str], _Usage],
     ) -> None:
         """End one job that left the queue, from accounting or, failing that, its progress."""
-        self._advance(row, view, now, usage)
+        row = self._advance(unit, row, view, now, usage)
         if record is not None and record.final:
-            self._end(session, row, record, now, report)
+            self._end(unit, row, record, now, report)
             return
         samples = self._final_samples(row)
         done = samples is not None and samples >= row.total_samples
@@ -671,7 +661,7 @@ class Reconciler:
         reason = "left the queue without an accounting record"
         log.warning("event=gone job=%s assumed=%s reason=%r", row.id, state, reason)
         self._end(
-            session,
+            unit,
             row,
             ObservedJob(int(row.slurm_job_id or 0), row.user, row.account, state, end_time=now),
             now,

@@ -11,16 +11,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from hopsd.ledger.retention import Pruned, cutoff_of, prune
+from hopsd.ledger.retention import Pruned, cutoff_of
+from hopsd.ledger.unit import Ledger
 
 log = logging.getLogger("hopsd.retention")
 
 
 @dataclass
 class Retention:
-    sessions: sessionmaker[Session]
+    ledger: Ledger
     every_s: float = 600.0
     batch: int = 500
     max_batches: int = 4
@@ -35,7 +34,7 @@ class Retention:
         if retention_days <= 0 or not self.due(now):
             return None
         cutoff = cutoff_of(now, retention_days)
-        pruned = prune(self.sessions, cutoff, batch=self.batch, max_batches=self.max_batches)
+        pruned = self.ledger.prune(cutoff, batch=self.batch, max_batches=self.max_batches)
         self._last, self._more = now, pruned.more
         if pruned.total:
             log.info(

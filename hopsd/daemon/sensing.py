@@ -51,8 +51,8 @@ from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.models import JobRow, ProfileRow
-from hopsd.ledger.throughput_store import SqlThroughputStore
+from hopsd.ledger.records import JobRecord
+from hopsd.ledger.unit import MeasurementStore
 from hopsd.userdata import (
     JsonLimits,
     UserDataError,
@@ -468,8 +468,8 @@ class Sensing:
 
     def ingest(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         seen: ObservedJob,
         config: Configuration | None,
         cluster: Cluster,
@@ -482,11 +482,9 @@ class Sensing:
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:
-                row.samples_done = max(
-                    row.samples_done, min(report.samples_done, row.total_samples)
-                )
+                store.note_samples_done(row.id, min(report.samples_done, row.total_samples))
             if isinstance(report, CheckpointReport | StartReport):
-                self._note_restart_cost(row, seen, report)
+                self._note_restart_cost(store, row, seen, report)
                 continue
             if config is None or report.run != seen.restarts or report.node not in config.node_ids:
                 continue
@@ -497,15 +495,19 @@ class Sensing:
         return True
 
     def _note_restart_cost(
-        self, row: JobRow, seen: ObservedJob, report: CheckpointReport | StartReport
+        self,
+        store: MeasurementStore,
+        row: JobRecord,
+        seen: ObservedJob,
+        report: CheckpointReport | StartReport,
     ) -> None:
         """Keep the job's checkpoint and start-up times (the latest of each), its restart cost."""
         if isinstance(report, CheckpointReport):
-            row.checkpoint_s = report.seconds
+            store.note_restart_cost(row.id, checkpoint_s=report.seconds)
             if report.run == seen.restarts:
                 self.checkpoints[seen.slurm_id] = report.at
         else:
-            row.startup_s = report.startup_s
+            store.note_restart_cost(row.id, startup_s=report.startup_s)
 
     def checkpointed_since(self, slurm_id: int, since: float) -> bool:
         """The job's current run reported a checkpoint at or after ``since`` (epoch seconds)."""
@@ -539,8 +541,8 @@ class Sensing:
 
     def _learn_profile(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         report: ProfileReport,
         config: Configuration,
         cluster: Cluster,
@@ -566,8 +568,8 @@ class Sensing:
 
     def _learn_run(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         report: RunReport,
         config: Configuration,
         cluster: Cluster,
@@ -576,7 +578,7 @@ class Sensing:
             per_gpu = report.samples / report.seconds / config.total_gpus
             self._measured(store, row, config, cluster, per_gpu, report.samples)
             self.progress_only.discard(row.id)
-            row.estimate_source = "entity"
+            store.note_estimate_source(row.id, "entity")
             self._refit(store, row.id, config.gpu_type, report)
             return
         if report.samples_done is None:
@@ -590,7 +592,7 @@ class Sensing:
             per_gpu = gained / (report.at - last.at) / config.total_gpus
             self._measured(store, row, config, cluster, per_gpu, gained)
             self.progress_only.add(row.id)
-            row.estimate_source = "progress"
+            store.note_estimate_source(row.id, "progress")
 
     def _window(self, job_id: str, gpu_type: str) -> tuple[deque[float], deque[float]]:
         key = (job_id, gpu_type)
@@ -598,13 +600,13 @@ class Sensing:
             self._windows[key] = (deque(maxlen=WINDOW), deque(maxlen=WINDOW))
         return self._windows[key]
 
-    def _refit(self, store: SqlThroughputStore, job_id: str, gpu_type: str, rep: RunReport) -> None:
+    def _refit(self, store: MeasurementStore, job_id: str, gpu_type: str, rep: RunReport) -> None:
         """Grow the data-time history and re-fit the theory layer's mixtures from it."""
         data, wait = self._window(job_id, gpu_type)
         data.extend(rep.t_d)
         wait.extend(rep.t_w)
-        prow = store.session.get(ProfileRow, (job_id, gpu_type))
-        if prow is None or prow.iterations <= 0 or not rep.t_d:
+        iterations = store.profile_iterations(job_id, gpu_type)
+        if iterations is None or iterations <= 0 or not rep.t_d:
             return
         current = store.profile(job_id, gpu_type)
         if current is None:
@@ -614,12 +616,12 @@ class Sensing:
             data=fit_mixture(list(data)),
             sync_wait=fit_mixture(list(wait)) if wait else current.sync_wait,
         )
-        store.set_profile(job_id, gpu_type, refitted, prow.iterations)
+        store.set_profile(job_id, gpu_type, refitted, iterations)
 
     def _measured(
         self,
-        store: SqlThroughputStore,
-        row: JobRow,
+        store: MeasurementStore,
+        row: JobRecord,
         config: Configuration,
         cluster: Cluster,
         per_gpu: float,

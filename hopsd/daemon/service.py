@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from types import FrameType
 
 from apscheduler.schedulers.blocking import BlockingScheduler
-from sqlalchemy.exc import SQLAlchemyError
 
 from hopsd.config import ConfigError, HopsConfig
 from hopsd.daemon.endpoint import Check
@@ -28,11 +27,14 @@ from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.retention import Retention
 from hopsd.daemon.tick import Tick, TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
+from hopsd.ledger.unit import DRIVER_ERRORS
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError
 
 log = logging.getLogger("hopsd.service")
 
 MAX_BACKOFF_S = 60.0
+# What a failed prune is logged for and tried again after (the ledger away, a driver error).
+_PRUNE_FAILURES: tuple[type[BaseException], ...] = (LedgerUnavailableError, *DRIVER_ERRORS)
 
 
 class Service:
@@ -60,7 +62,7 @@ class Service:
         self.started_at = tick.clock()
         self.last_tick_at: float | None = None
         self.ledger_error = ""
-        self.retention = Retention(tick.sessions)
+        self.retention = Retention(tick.ledger)
 
     @property
     def interval_s(self) -> float:
@@ -115,7 +117,7 @@ class Service:
             return
         try:
             pruned = self.retention.run(self.tick.config.retention_days, now)
-        except (LedgerUnavailableError, SQLAlchemyError) as exc:
+        except _PRUNE_FAILURES as exc:
             log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
             return
         if pruned is not None:

@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
@@ -28,7 +26,7 @@ from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
-from hopsd.daemon.assemble import Assembled, assemble, latest_targets
+from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import Action, Decision, Notice, actions_from_plan, chains, decide
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
@@ -51,13 +49,17 @@ from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.views import Observation, ObservedJob
-from hopsd.ledger.allocations import AllocationChange, changes_from_plan, record_allocations
-from hopsd.ledger.intents import pending_intents, record_intents
-from hopsd.ledger.jobs import active_jobs, load_jobs, to_core_job
-from hopsd.ledger.models import AllocationReason, IntentAction, JobRow
-from hopsd.ledger.rounds import RoundSummary, next_round_number, record_round
-from hopsd.ledger.throughput_store import load_throughput_store
-from hopsd.ledger.usage import decayed_usage
+from hopsd.ledger.records import (
+    AllocationChange,
+    AllocationReason,
+    IntentAction,
+    JobRecord,
+    JobUpdate,
+    RoundSummary,
+    changes_from_plan,
+    core_job,
+)
+from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -111,7 +113,7 @@ class Tick:
         self,
         config: HopsConfig,
         port: SlurmPort,
-        sessions: sessionmaker[Session],
+        ledger: LedgerLike,
         *,
         shadow: bool = False,
         clock: Callable[[], float] = time.time,
@@ -123,7 +125,7 @@ class Tick:
         self.config = config
         self.settings = config.settings()
         self.port = port
-        self.sessions = sessions
+        self.ledger = as_ledger(ledger)
         self.shadow = shadow
         self.clock = clock
         self.lease = lease
@@ -133,13 +135,13 @@ class Tick:
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor = Enactor(
             port,
-            sessions,
+            self.ledger,
             clock,
             self._running_now,
             settle=_settle_of(config),
             guard=lease.check if lease is not None else None,
             before_release=ReleaseNotes(
-                sessions, self.reconciler.sensing, lambda: self.config.profiling_iterations
+                self.ledger, self.reconciler.sensing, lambda: self.config.profiling_iterations
             ),
             checkpointed_since=self.reconciler.sensing.checkpointed_since,
         )
@@ -224,13 +226,13 @@ class Tick:
 
     def _reconcile(self, obs: Observation, now: float) -> ReconcileReport:
         view = build_cluster_view(obs.nodes, self.config, {})
-        with self.sessions.begin() as session:
-            return self.reconciler.run(session, obs, view, now)
+        with self.ledger.unit() as unit:
+            return self.reconciler.run(unit, obs, view, now)
 
     def _resume(self, obs: Observation, result: TickResult) -> Observation:
         """Finish or drop intents a crash left pending, then re-observe if anything was done."""
-        with self.sessions.begin() as session:
-            pending = [Step.of(r) for r in pending_intents(session)]
+        with self.ledger.unit() as unit:
+            pending = [Step.of(r) for r in unit.pending_intents()]
         if not pending:
             return obs
         plan = resume_steps(pending, obs.job_map(), self.clock(), self.settings.round_length_s)
@@ -253,43 +255,40 @@ class Tick:
 
     # -- deciding ------------------------------------------------------------------------
 
-    def _usage(self, session: Session, now: float) -> Usage | None:
-        """Decayed usage per user and account, summed in the ledger (two queries, any history).
+    def _usage(self, unit: Unit, now: float) -> Usage | None:
+        """Decayed usage per user and account, summed in the ledger (one query, any history).
 
         The step turns it into share factors (:func:`hopsd.core.fairshare.apply_fair_share`).
         """
         if self.config.fairshare_weight == 0:
             return None
-        half_life = self.config.fairshare_half_life_h * 3600.0
-        return Usage(
-            decayed_usage(session, now, half_life, by="user"),
-            decayed_usage(session, now, half_life, by="account"),
-        )
+        users, accounts = unit.decayed_usage(now, self.config.fairshare_half_life_h * 3600.0)
+        return Usage(users, accounts)
 
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
         self._steps = []
-        with self.sessions.begin() as session:
-            rows = [r for r in active_jobs(session) if r.slurm_job_id is not None]
+        with self.ledger.unit() as unit:
+            rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
             ids = [r.id for r in rows]
             built = assemble(
                 rows,
                 obs,
                 self.config,
-                latest_targets(session, ids),
-                load_throughput_store(session, ids),
+                unit.latest_targets(ids),
+                unit.throughput_snapshot(ids),
                 now,
                 self.reconciler.problems.guard,
             )
-            built = self._hold_back(session, built)
-            profilees = self.profiler.profilees(session, rows, obs, built.view, now)
+            built = self._hold_back(unit, built)
+            profilees = self.profiler.profilees(unit, rows, obs, built.view, now)
             snap = dataclasses.replace(
-                built.snapshot, profiling=profilees, usage=self._usage(session, now)
+                built.snapshot, profiling=profilees, usage=self._usage(unit, now)
             )
             built = dataclasses.replace(built, snapshot=snap)
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
-            self._note_latency(built, result, session)
+            self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
                 decision, clock = decide(
@@ -301,16 +300,20 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
-            built = self._profile(session, rows, obs, built, decision, result, now)
+            built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
             result.decision = decision
-            for job_id, row in load_jobs(session, list(decision.reasons)).items():
-                row.plan_reason = decision.reasons[job_id][:500]
+            unit.update_jobs(
+                [
+                    JobUpdate(job_id, plan_reason=why[:500])
+                    for job_id, why in decision.reasons.items()
+                ]
+            )
             for job_id in decision.spared:
                 log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
             started = time.perf_counter()
-            self._record(session, built, decision, result, now)
+            self._record(unit, built, decision, result, now)
             result.record_s = time.perf_counter() - started
 
     def _step_options(self) -> StepOptions:
@@ -322,7 +325,7 @@ class Tick:
             fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
         )
 
-    def _hold_back(self, session: Session, built: Assembled) -> Assembled:
+    def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
 
         Such a job is neither planned again nor its target given away: the GPUs its
@@ -330,7 +333,7 @@ class Tick:
         A job whose requeue still waits (the grace of its checkpoint notice) keeps
         its current GPUs busy as well: it is running on them.
         """
-        waiting = by_job([Step.of(r) for r in pending_intents(session)])
+        waiting = by_job([Step.of(r) for r in unit.pending_intents()])
         if not waiting:
             return built
         snap = built.snapshot
@@ -358,8 +361,8 @@ class Tick:
 
     def _profile(
         self,
-        session: Session,
-        rows: Sequence[JobRow],
+        unit: Unit,
+        rows: Sequence[JobRecord],
         obs: Observation,
         built: Assembled,
         decision: Decision,
@@ -374,15 +377,15 @@ class Tick:
         if not decision.profiling.acted or self.shadow:
             return built  # shadow mode enacts nothing, profiling included
         enacted = self.profiler.enact(
-            session, decision.profiling, rows, obs, built.view, self.config, now
+            unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
-            intents = record_intents(session, chains(enacted.actions, enacted.reasons), None, now)
+            intents = unit.record_intents(chains(enacted.actions, enacted.reasons), None, now)
             result.actions = [*result.actions, *enacted.actions]
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
 
-    def _note_latency(self, built: Assembled, result: TickResult, session: Session) -> None:
+    def _note_latency(self, built: Assembled, result: TickResult, unit: Unit) -> None:
         """Record every active job's latency ratio and Themis rho, and the final LR of jobs
         that just ended.
 
@@ -412,20 +415,20 @@ class Tick:
             if rho is not None and math.isfinite(rho):
                 rhos[job.id] = rho
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        for job_id, row in load_jobs(session, [*ratios, *ended]).items():
-            if job_id in rhos:
-                row.ftf_rho = rhos[job_id]
-            if job_id in ratios:
-                row.latency_ratio = ratios[job_id]
-                continue
-            try:
-                row.latency_ratio = latency_ratio(to_core_job(row), ctx)
-            except HopsError:
-                continue
+        updates = []
+        for job_id, row in unit.jobs([*ratios, *ended]).items():
+            ratio = ratios.get(job_id)
+            if ratio is None:
+                try:
+                    ratio = latency_ratio(core_job(row), ctx)
+                except HopsError:
+                    ratio = None
+            updates.append(JobUpdate(job_id, latency_ratio=ratio, ftf_rho=rhos.get(job_id)))
+        unit.update_jobs(updates)
 
     def _record(
         self,
-        session: Session,
+        unit: Unit,
         built: Assembled,
         decision: Decision,
         result: TickResult,
@@ -437,7 +440,7 @@ class Tick:
             return
         snap = built.snapshot
         summary = RoundSummary(
-            number=next_round_number(session, self.shadow),
+            number=unit.next_round_number(self.shadow),
             started_at=now,
             queued=len(snap.queued),
             running=len(snap.running),
@@ -448,7 +451,7 @@ class Tick:
             shadow=self.shadow,
             note=_note(decision.kind, actions, plan),
         )
-        round_row = record_round(session, summary)
+        round_row = unit.record_round(summary)
         if self.shadow:
             alive = {j.id for j in snap.jobs}
             result.would_enact = self.shadow_memory.fresh(actions, alive)
@@ -465,19 +468,22 @@ class Tick:
         if self.shadow:
             return
         changes = [c for c in changes_from_plan(plan) if _worth_recording(c, decision.kind)]
-        record_allocations(session, round_row.id, changes, now)
+        unit.record_allocations(round_row.id, changes, now)
         planned = decision.planned or snap
         estimator = Estimator(planned.cluster, planned.store, self.settings)
         jobs = {j.id: j for j in planned.jobs}
-        for row in load_jobs(session, [a.job_id for a in actions if a.config]).values():
+        sources = []
+        for row in unit.jobs([a.job_id for a in actions if a.config]).values():
             config = next(a.config for a in actions if a.job_id == row.id)
             if config is not None and row.id in jobs:
                 estimate = partial(estimator.throughput, jobs[row.id], config)
                 got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
-                row.estimate_source = got.source if got is not None else row.estimate_source
+                if got is not None:
+                    sources.append(JobUpdate(row.id, estimate_source=got.source))
+        unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         requests = chains(actions, reasons, _notice_of(self.config))
-        intents = record_intents(session, requests, round_row.id, now)
+        intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 

@@ -1,106 +1,116 @@
 """hopsd.ledger: the daemon's durable memory (SQLAlchemy 2.0, SQLite or PostgreSQL).
 
-Data functions take the caller's :class:`~sqlalchemy.orm.Session` and never
-open, commit or close sessions themselves; the daemon runs one tick per
-``with Session.begin():`` and the CLI reads in short transactions.
+hopsd and the CLI use it through the unit of work of :mod:`hopsd.ledger.unit`,
+which takes and returns the plain records of :mod:`hopsd.ledger.records`. The
+functions of the other modules take a :class:`~sqlalchemy.orm.Session` and never
+open, commit or close sessions themselves.
+
+Names are imported on first use, so ``hopsd.ledger.records`` loads without
+SQLAlchemy (the CLI's start-up cost).
 """
 
-from hopsd.ledger.allocations import (
-    AllocationChange,
-    allocation_config,
-    allocation_history,
-    allocations_in_round,
-    changes_from_plan,
-    record_allocation,
-    record_allocations,
-)
-from hopsd.ledger.engine import make_engine, make_sessionmaker, normalise_url, redact
-from hopsd.ledger.errors import (
-    DuplicateJobError,
-    IllegalTransitionError,
-    IntentStateError,
-    LeaseHeldError,
-    LeaseLostError,
-    LedgerError,
-    LedgerFullError,
-    LedgerLockedError,
-    LedgerUnavailableError,
-    SchemaNewerError,
-    SchemaOutdatedError,
-    UnknownJobError,
-)
-from hopsd.ledger.intents import (
-    Intent,
-    IntentRequest,
-    intent_key,
-    mark_abandoned,
-    mark_done,
-    mark_done_many,
-    mark_failed,
-    pending_intents,
-    record_intent,
-    record_intents,
-)
-from hopsd.ledger.jobs import (
-    ACTIVE_STATES,
-    LEGAL_TRANSITIONS,
-    TERMINAL_STATES,
-    WAITING_STATES,
-    JobProgress,
-    JobSpec,
-    active_jobs,
-    add_job,
-    apply_progress,
-    current_config,
-    finished_latency_ratios,
-    get_job,
-    is_legal,
-    job_by_slurm_id,
-    jobs_in_states,
-    load_jobs,
-    require_job,
-    set_current_config,
-    to_core_job,
-    transition,
-)
-from hopsd.ledger.lease import (
-    LeaseInfo,
-    acquire_lease,
-    ensure_lease,
-    lease_info,
-    release_lease,
-    renew_lease,
-)
-from hopsd.ledger.migrate import (
-    check_schema,
-    current_revision,
-    downgrade,
-    head_revision,
-    upgrade,
-)
-from hopsd.ledger.models import (
-    AllocationReason,
-    AllocationRow,
-    Base,
-    IntentAction,
-    IntentRow,
-    IntentState,
-    JobRow,
-    JobState,
-    LrRule,
-    RoundRow,
-    TagStatus,
-    ThroughputLayer,
-)
-from hopsd.ledger.rounds import (
-    RoundSummary,
-    last_round,
-    next_round_number,
-    recent_rounds,
-    record_round,
-)
-from hopsd.ledger.throughput_store import SqlThroughputStore, load_throughput_store
-from hopsd.ledger.usage import UsageTotals, add_usage, decayed_usage, usage_between
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "ACTIVE_STATES": "jobs",
+    "AllocationChange": "allocations",
+    "AllocationReason": "models",
+    "AllocationRow": "models",
+    "Base": "models",
+    "DuplicateJobError": "errors",
+    "IllegalTransitionError": "errors",
+    "Intent": "intents",
+    "IntentAction": "models",
+    "IntentRequest": "intents",
+    "IntentRow": "models",
+    "IntentState": "models",
+    "IntentStateError": "errors",
+    "JobProgress": "jobs",
+    "JobRow": "models",
+    "JobSpec": "jobs",
+    "JobState": "models",
+    "LEGAL_TRANSITIONS": "jobs",
+    "LeaseHeldError": "errors",
+    "LeaseInfo": "lease",
+    "LeaseLostError": "errors",
+    "LedgerError": "errors",
+    "LedgerFullError": "errors",
+    "LedgerLockedError": "errors",
+    "LedgerUnavailableError": "errors",
+    "LrRule": "models",
+    "RoundRow": "models",
+    "RoundSummary": "rounds",
+    "SchemaNewerError": "errors",
+    "SchemaOutdatedError": "errors",
+    "SqlThroughputStore": "throughput_store",
+    "TERMINAL_STATES": "jobs",
+    "TagStatus": "models",
+    "ThroughputLayer": "models",
+    "UnknownJobError": "errors",
+    "UsageTotals": "usage",
+    "WAITING_STATES": "jobs",
+    "acquire_lease": "lease",
+    "active_jobs": "jobs",
+    "add_job": "jobs",
+    "add_usage": "usage",
+    "allocation_config": "allocations",
+    "allocation_history": "allocations",
+    "allocations_in_round": "allocations",
+    "apply_progress": "jobs",
+    "changes_from_plan": "allocations",
+    "check_schema": "migrate",
+    "current_config": "jobs",
+    "current_revision": "migrate",
+    "decayed_usage": "usage",
+    "downgrade": "migrate",
+    "ensure_lease": "lease",
+    "finished_latency_ratios": "jobs",
+    "get_job": "jobs",
+    "head_revision": "migrate",
+    "intent_key": "intents",
+    "is_legal": "jobs",
+    "job_by_slurm_id": "jobs",
+    "jobs_in_states": "jobs",
+    "last_round": "rounds",
+    "lease_info": "lease",
+    "load_jobs": "jobs",
+    "load_throughput_store": "throughput_store",
+    "make_engine": "engine",
+    "make_sessionmaker": "engine",
+    "mark_abandoned": "intents",
+    "mark_done": "intents",
+    "mark_done_many": "intents",
+    "mark_failed": "intents",
+    "next_round_number": "rounds",
+    "normalise_url": "engine",
+    "pending_intents": "intents",
+    "recent_rounds": "rounds",
+    "record_allocation": "allocations",
+    "record_allocations": "allocations",
+    "record_intent": "intents",
+    "record_intents": "intents",
+    "record_round": "rounds",
+    "redact": "engine",
+    "release_lease": "lease",
+    "renew_lease": "lease",
+    "require_job": "jobs",
+    "set_current_config": "jobs",
+    "to_core_job": "jobs",
+    "transition": "jobs",
+    "upgrade": "migrate",
+    "usage_between": "usage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module when it is first asked for (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 __all__ = [
     "ACTIVE_STATES",

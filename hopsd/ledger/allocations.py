@@ -8,33 +8,16 @@ fairness reports can attribute GPU time to GPU types.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from hopsd.core.model import Configuration, Plan
+from hopsd.core.model import Configuration
 from hopsd.ledger.jobs import config_from_json
 from hopsd.ledger.models import AllocationReason, AllocationRow
+from hopsd.ledger.records import AllocationChange, changes_from_plan
 
-
-@dataclass(frozen=True)
-class AllocationChange:
-    """One job's placement decision; ``config`` is None for preempt and end."""
-
-    job_id: str
-    reason: AllocationReason
-    config: Configuration | None = None
-
-
-def changes_from_plan(plan: Plan) -> list[AllocationChange]:
-    """The allocation rows a plan implies (start, keep, move, preempt), in plan order."""
-    R = AllocationReason
-    out = [AllocationChange(a.job_id, R.START, a.config) for a in plan.start]
-    out += [AllocationChange(a.job_id, R.KEEP, a.config) for a in plan.keep]
-    out += [AllocationChange(a.job_id, R.MOVE, a.config) for a in plan.move]
-    out += [AllocationChange(job_id, R.PREEMPT, None) for job_id in plan.preempt]
-    return out
+__all__ = ["AllocationChange", "changes_from_plan"]
 
 
 def record_allocations(

@@ -11,6 +11,8 @@ rather than a driver-specific exception.
 
 from __future__ import annotations
 
+import math
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +64,7 @@ def make_engine(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     sqlite_begin: SqliteBegin = "deferred",
     echo: bool = False,
+    read_only: bool = False,
 ) -> Engine:
     """Create the engine for a ledger URL.
 
@@ -70,17 +73,26 @@ def make_engine(
     PostgreSQL lock_timeout). ``sqlite_begin="immediate"`` takes SQLite's write
     lock at the start of each transaction: the daemon uses it so a read-then-write
     unit of work waits for the lock instead of failing half-way.
+
+    ``read_only`` is the CLI's connection: an SQLite file is opened with
+    ``mode=ro`` and no pragma that writes (so a user who may only read the file
+    can use it, with hopsd running or not); a PostgreSQL session starts
+    read-only, on top of whatever the role itself may do.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
+        if read_only:
+            parsed = _read_only_sqlite(parsed)
         engine = create_engine(parsed, echo=echo)
-        _configure_sqlite(engine, timeout_ms, sqlite_begin)
+        _configure_sqlite(engine, timeout_ms, sqlite_begin, read_only)
     elif parsed.get_backend_name() == "postgresql":
         # Keep any libpq options given in the URL (e.g. a search_path) and add ours;
         # connect_args take precedence over the URL's query, which stays as given.
         given = parsed.query.get("options", "")
         given = " ".join(given) if isinstance(given, tuple) else given
         options = f"{given} -c lock_timeout={int(timeout_ms)}".strip()
+        if read_only:
+            options += " -c default_transaction_read_only=on"
         engine = create_engine(
             parsed,
             echo=echo,
@@ -105,22 +117,44 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
-def _configure_sqlite(engine: Engine, timeout_ms: int, begin: SqliteBegin) -> None:
+def _read_only_sqlite(url: URL) -> URL:
+    """The same file as an SQLite URI opened ``mode=ro`` (nothing can be written).
+
+    A reader of a WAL-mode file needs its ``-shm`` index: while hopsd runs the
+    file exists and is read as it is; when hopsd is stopped it is gone, and a
+    user who may not write the directory could not create it. Then nobody
+    writes the file, and it is opened ``immutable`` (no locks, no index).
+    """
+    path = Path(str(url.database)).resolve()
+    query = {"mode": "ro", "uri": "true"}
+    no_writer = not Path(f"{path}-wal").exists()
+    if no_writer and path.exists() and not os.access(path.parent, os.W_OK):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{path}").update_query_dict(query)
+
+
+def _configure_sqlite(
+    engine: Engine, timeout_ms: int, begin: SqliteBegin, read_only: bool = False
+) -> None:
     """WAL, busy timeout and foreign keys per connection; explicit BEGIN per transaction.
 
     pysqlite's own implicit transaction handling is switched off (isolation_level
     None) so SQLAlchemy's ``begin`` emits the BEGIN itself: this is what makes
-    SAVEPOINTs and ``BEGIN IMMEDIATE`` work as documented.
+    SAVEPOINTs and ``BEGIN IMMEDIATE`` work as documented. A read-only
+    connection sets no journal mode (a write): the file keeps the WAL mode the
+    daemon gave it.
     """
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
+        _ensure_power(dbapi_conn)
         cursor = dbapi_conn.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
+            if not read_only:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
         finally:
             cursor.close()
@@ -130,6 +164,18 @@ def _configure_sqlite(engine: Engine, timeout_ms: int, begin: SqliteBegin) -> No
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql(statement)
+
+
+def _ensure_power(dbapi_conn: Any) -> None:
+    """Give SQLite ``power()`` when it was built without its math functions.
+
+    Decayed usage is summed in SQL (:mod:`hopsd.ledger.usage`); PostgreSQL and
+    most SQLite builds have the function already.
+    """
+    try:
+        dbapi_conn.execute("SELECT power(2.0, 1.0)").close()
+    except sqlite3.OperationalError:
+        dbapi_conn.create_function("power", 2, math.pow, deterministic=True)
 
 
 def classify_dbapi_error(exc: BaseException) -> type[LedgerError] | None:

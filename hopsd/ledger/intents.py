@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select, update
@@ -26,6 +25,9 @@ from sqlalchemy.orm import Session
 
 from hopsd.ledger.errors import IntentStateError
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState
+from hopsd.ledger.records import IntentRequest
+
+__all__ = ["IntentRequest"]
 
 Intent = IntentRow
 
@@ -77,16 +79,6 @@ def record_intent(
     session.add(row)
     session.flush()
     return row
-
-
-@dataclass(frozen=True)
-class IntentRequest:
-    """One action to record with :func:`record_intents`."""
-
-    job_id: str | None
-    action: IntentAction
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    key: str | None = None
 
 
 def record_intents(

@@ -7,7 +7,6 @@ wraps one tick in one ``with Session.begin():`` unit of work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -16,70 +15,32 @@ from sqlalchemy.orm.util import identity_key
 
 from hopsd.core.model import Configuration, Job
 from hopsd.ledger.errors import DuplicateJobError, IllegalTransitionError, UnknownJobError
-from hopsd.ledger.models import JobRow, JobState, LrRule, TagStatus
+from hopsd.ledger.models import JobRow
+from hopsd.ledger.records import (
+    ACTIVE_STATES,
+    LEGAL_TRANSITIONS,
+    TERMINAL_STATES,
+    WAITING_STATES,
+    JobProgress,
+    JobRecord,
+    JobSpec,
+    JobState,
+    config_from_parts,
+    core_job,
+    is_legal,
+)
 
 S = JobState
 
-# Who may follow whom. Profiling runs a few iterations per GPU type, after which
-# the job waits in the queue; preempted (yielded by hops) and requeued (sent back
-# by Slurm, or moved) jobs wait again and may be placed directly.
-LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
-    S.SUBMITTED: frozenset({S.PROFILING, S.QUEUED, S.FAILED, S.CANCELLED}),
-    S.PROFILING: frozenset({S.QUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
-    S.QUEUED: frozenset({S.PROFILING, S.RUNNING, S.FAILED, S.CANCELLED}),
-    S.RUNNING: frozenset({S.PREEMPTED, S.REQUEUED, S.DONE, S.FAILED, S.CANCELLED}),
-    # a requeued job may turn out to have finished just before the requeue hit it
-    S.PREEMPTED: frozenset({S.QUEUED, S.REQUEUED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
-    S.REQUEUED: frozenset({S.QUEUED, S.PREEMPTED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
-    S.DONE: frozenset(),
-    S.FAILED: frozenset(),
-    S.CANCELLED: frozenset(),
-}
-
-TERMINAL_STATES = frozenset({S.DONE, S.FAILED, S.CANCELLED})
-ACTIVE_STATES = frozenset(JobState) - TERMINAL_STATES
-WAITING_STATES = frozenset({S.QUEUED, S.PREEMPTED, S.REQUEUED})
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What hops learns about a job when it adopts it from Slurm (the tag + Slurm fields)."""
-
-    id: str
-    user: str
-    demands: tuple[int, ...]
-    total_samples: float
-    submit_time: float
-    batch_size: int = 32
-    account: str = ""
-    slurm_job_id: int | None = None
-    script_path: str = ""
-    model_name: str = ""
-    params: float = 0.0
-    lr: float | None = None
-    lr_rule: LrRule = LrRule.NONE
-    lr_by_demand: Mapping[int, float] | None = None
-    tag_status: TagStatus = TagStatus.UNCHECKED
-    tag_reason: str = ""
-    state: JobState = JobState.SUBMITTED
-
-
-@dataclass(frozen=True)
-class JobProgress:
-    """Absolute values of one job's counters after a tick; None leaves a field as is."""
-
-    job_id: str
-    wait_time: float | None = None
-    service_gpu_s: float | None = None
-    service_norm: float | None = None
-    samples_done: float | None = None
-    estimate_source: str | None = None
-    latency_ratio: float | None = None
-
-
-def is_legal(current: JobState, requested: JobState) -> bool:
-    """Whether the state machine allows ``current -> requested`` (same state is a no-op)."""
-    return requested == current or requested in LEGAL_TRANSITIONS[current]
+__all__ = [
+    "ACTIVE_STATES",
+    "LEGAL_TRANSITIONS",
+    "TERMINAL_STATES",
+    "WAITING_STATES",
+    "JobProgress",
+    "JobSpec",
+    "is_legal",
+]
 
 
 def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
@@ -243,34 +204,72 @@ def current_config(job: JobRow) -> Configuration | None:
 
 def config_from_json(gpu_type: str | None, parts: list[list[Any]] | None) -> Configuration | None:
     """Rebuild a :class:`Configuration` from its stored ``[[node, gpus], ...]`` form."""
-    if gpu_type is None or not parts:
-        return None
-    return Configuration(gpu_type, tuple((str(node), int(gpus)) for node, gpus in parts))
+    return config_from_parts(gpu_type, parts)
+
+
+_RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
+# Columns a row written by an older hopsd (or by hand) may hold as NULL.
+_RECORD_DEFAULTS: Mapping[str, object] = {
+    "account": "",
+    "script_path": "",
+    "model_name": "",
+    "params": 0.0,
+    "state_reason": "",
+    "wait_time": 0.0,
+    "service_gpu_s": 0.0,
+    "service_norm": 0.0,
+    "restarts": 0,
+    "samples_done": 0.0,
+    "tag_reason": "",
+    "input_problem": "",
+    "plan_reason": "",
+}
+
+
+def record_of(job: JobRow) -> JobRecord:
+    """A frozen copy of a row, as the unit of work hands it out.
+
+    A tick copies every active job several times, so this reads the loaded
+    values straight from the row (an attribute not loaded yet is fetched as
+    usual) and fills the record's fields at once instead of through the
+    frozen dataclass's per-field ``__init__``: some 20 times cheaper.
+    """
+    loaded = job.__dict__
+    values = {n: loaded[n] if n in loaded else getattr(job, n) for n in _RECORD_FIELDS}
+    for name, default in _RECORD_DEFAULTS.items():
+        if values[name] is None:
+            values[name] = default
+    values["demands"] = tuple(int(d) for d in values["demands"])
+    if values["lr_by_demand"] is not None:
+        values["lr_by_demand"] = dict(values["lr_by_demand"])
+    if type(values["state"]) is not JobState:
+        values["state"] = JobState(values["state"])
+    parts = values["current_parts"]
+    if parts is not None:
+        values["current_parts"] = tuple((str(n), int(g)) for n, g in parts)
+    record = object.__new__(JobRecord)
+    record.__dict__.update(values)  # complete, and never changed afterwards
+    return record
 
 
 def to_core_job(job: JobRow) -> Job:
     """The planner's view of a ledger job (the core never sees ORM rows)."""
-    return Job(
-        id=job.id,
-        demands=tuple(int(d) for d in job.demands),
-        total_samples=job.total_samples,
-        batch_size=job.batch_size,
-        params=job.params,
-        submit_time=job.submit_time,
-        user=job.user,
-        account=job.account,
-        samples_done=job.samples_done,
-        attained_service=job.service_norm,
-        wait_time=job.wait_time,
-        current=current_config(job) if job.state == S.RUNNING else None,
-    )
+    return core_job(record_of(job))
 
 
 def finished_latency_ratios(session: Session, since: float) -> list[float]:
-    """Latency ratios of jobs that ended at or after ``since`` (input of RAQLR)."""
+    """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR).
+
+    A job cancelled before it ever started has no run time to compare its wait
+    with; counting it would let a queue of abandoned jobs inflate RAQLR.
+    """
     stmt = (
         select(JobRow.latency_ratio)
-        .where(JobRow.end_time >= since, JobRow.latency_ratio.is_not(None))
+        .where(
+            JobRow.end_time >= since,
+            JobRow.latency_ratio.is_not(None),
+            JobRow.first_start_time.is_not(None),
+        )
         .order_by(JobRow.end_time)
     )
     return [float(v) for v in session.scalars(stmt) if v is not None]
@@ -313,3 +312,17 @@ def run_reported_complete(session: Session, job_id: str) -> bool:
     """The job itself reported all its samples done (probe or progress file)."""
     row = session.get(JobRow, job_id)
     return row is not None and row.total_samples > 0 and row.samples_done >= row.total_samples
+
+
+def finished_jobs(session: Session, since: float, until: float) -> list[JobRow]:
+    """Jobs done, failed or cancelled with an end time in ``[since, until]``, in end order."""
+    stmt = (
+        select(JobRow)
+        .where(
+            JobRow.state.in_([JobState.DONE, JobState.FAILED, JobState.CANCELLED]),
+            JobRow.end_time >= since,
+            JobRow.end_time <= until,
+        )
+        .order_by(JobRow.end_time, JobRow.id)
+    )
+    return list(session.scalars(stmt))

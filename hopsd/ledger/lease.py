@@ -9,8 +9,6 @@ after ``ttl_s`` and another may take over.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import case, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -18,20 +16,9 @@ from sqlalchemy.orm import Session
 from hopsd.core.errors import InvalidInputError
 from hopsd.ledger.errors import LeaseHeldError, LeaseLostError
 from hopsd.ledger.models import LeaseRow
+from hopsd.ledger.records import DEFAULT_LEASE, LeaseInfo
 
-DEFAULT_LEASE = "hopsd"
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    name: str
-    holder: str | None
-    acquired_at: float | None
-    heartbeat_at: float | None
-    expires_at: float
-
-    def held_at(self, now: float) -> bool:
-        return self.holder is not None and self.expires_at > now
+__all__ = ["DEFAULT_LEASE", "LeaseInfo"]
 
 
 def acquire_lease(

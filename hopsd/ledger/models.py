@@ -29,6 +29,26 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from hopsd.ledger.records import (
+    AllocationReason,
+    IntentAction,
+    IntentState,
+    JobState,
+    LrRule,
+    TagStatus,
+    ThroughputLayer,
+)
+
+__all__ = [
+    "AllocationReason",
+    "IntentAction",
+    "IntentState",
+    "JobState",
+    "LrRule",
+    "TagStatus",
+    "ThroughputLayer",
+]
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -43,69 +63,6 @@ class Base(DeclarativeBase):
     so migrations can address them on both backends."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-class JobState(enum.StrEnum):
-    SUBMITTED = "submitted"
-    PROFILING = "profiling"
-    QUEUED = "queued"
-    RUNNING = "running"
-    PREEMPTED = "preempted"
-    REQUEUED = "requeued"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class TagStatus(enum.StrEnum):
-    UNCHECKED = "unchecked"
-    VALID = "valid"
-    INVALID = "invalid"
-
-
-class LrRule(enum.StrEnum):
-    NONE = "none"
-    LINEAR = "linear"
-    SQRT = "sqrt"
-
-
-class AllocationReason(enum.StrEnum):
-    START = "start"
-    KEEP = "keep"
-    MOVE = "move"
-    PREEMPT = "preempt"
-    END = "end"
-
-
-class IntentAction(enum.StrEnum):
-    UPDATE = "update"
-    RELEASE = "release"
-    REQUEUE_HOLD = "requeue_hold"
-    MAKE_ELIGIBLE = "make_eligible"
-    CANCEL = "cancel"
-    HOLD = "hold"
-    # signal the job before a requeue; pending until it checkpointed or its grace is over
-    NOTICE = "notice"
-
-
-class IntentState(enum.StrEnum):
-    PENDING = "pending"
-    DONE = "done"
-    FAILED = "failed"
-    ABANDONED = "abandoned"
-
-
-class ThroughputLayer(enum.StrEnum):
-    """Which of the four measured tables a row belongs to (entity/type x agg/dist).
-
-    ``place`` is a node id for the entity layer and a GPU type for the type layer;
-    ``size`` is a GPU count for aggregated rows and a node count for distributed ones.
-    """
-
-    ENTITY_AGGREGATED = "entity_agg"
-    ENTITY_DISTRIBUTED = "entity_dist"
-    TYPE_AGGREGATED = "type_agg"
-    TYPE_DISTRIBUTED = "type_dist"
 
 
 class StrEnumType(TypeDecorator[enum.StrEnum]):

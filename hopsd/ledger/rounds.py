@@ -2,35 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hopsd.ledger.models import RoundRow
+from hopsd.ledger.records import RoundSummary
 
-
-@dataclass(frozen=True)
-class RoundSummary:
-    """What a round saw and decided: plan inputs, objective, decision time, idle GPUs.
-
-    ``idle_gpus_waiting`` counts GPUs left idle while jobs waited (the paper's
-    "idle GPUs per round" figure); ``shadow`` marks rounds planned without
-    enacting (dry runs beside another scheduler).
-    """
-
-    number: int
-    started_at: float
-    queued: int = 0
-    running: int = 0
-    window_size: int = 0
-    objective: float = 0.0
-    decision_s: float = 0.0
-    idle_gpus_waiting: int = 0
-    plans: int = 1
-    policy: str = "hops"
-    shadow: bool = False
-    note: str = ""
+__all__ = ["RoundSummary"]
 
 
 def record_round(session: Session, summary: RoundSummary) -> RoundRow:

@@ -10,27 +10,19 @@ recent consumption count fully and old consumption fade.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Float, case, func, literal, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.fairshare import decay
 from hopsd.ledger.models import UsageRow
+from hopsd.ledger.records import UsageTotals
 
 GroupBy = Literal["user", "account"]
 
 DEFAULT_BUCKET_S = 3600.0
-
-
-@dataclass(frozen=True)
-class UsageTotals:
-    """GPU-seconds of one user or account, raw and normalised by GPU-type speed."""
-
-    gpu_s: float
-    gpu_s_norm: float
+MAX_HALVINGS = 1000.0
 
 
 def bucket_start(at: float, bucket_s: float = DEFAULT_BUCKET_S) -> float:
@@ -94,19 +86,48 @@ def decayed_usage(
 ) -> dict[str, float]:
     """Usage per user or account with each bucket decayed by its age at ``now``.
 
-    Sums per (key, bucket end) in SQL, then applies the weights in Python so the
-    arithmetic is identical on every backend.
+    One aggregate query: the rows returned grow with the owners, never with the
+    length of the history.
+    """
+    key = _key_column(by)
+    stmt = select(key, func.sum(_decayed(now, half_life_s, normalised))).group_by(key)
+    return {str(name): float(value or 0.0) for name, value in session.execute(stmt)}
+
+
+def decayed_usage_by_owner(
+    session: Session, now: float, half_life_s: float, normalised: bool = True
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Decayed usage per user and per account from one query grouped by (user, account)."""
+    stmt = select(
+        UsageRow.user, UsageRow.account, func.sum(_decayed(now, half_life_s, normalised))
+    ).group_by(UsageRow.user, UsageRow.account)
+    users: dict[str, float] = {}
+    accounts: dict[str, float] = {}
+    for user, account, value in session.execute(stmt):
+        users[str(user)] = users.get(str(user), 0.0) + float(value or 0.0)
+        accounts[str(account)] = accounts.get(str(account), 0.0) + float(value or 0.0)
+    return users, accounts
+
+
+def _decayed(now: float, half_life_s: float, normalised: bool) -> ColumnElement[float]:
+    """``amount * 0.5 ** (max(now - end, 0) / half_life)`` in SQL: the core's :func:`decay`.
+
+    A bucket that has not ended yet weighs 1, as its age is clamped at zero.
     """
     if half_life_s <= 0:
         raise InvalidInputError(f"half-life must be > 0, got {half_life_s}")
-    key = _key_column(by)
     amount = UsageRow.gpu_s_norm if normalised else UsageRow.gpu_s
-    stmt = select(key, UsageRow.interval_end, func.sum(amount)).group_by(key, UsageRow.interval_end)
-    totals: dict[str, float] = {}
-    for name, end, value in session.execute(stmt):
-        weight = decay(now - float(end), half_life_s)
-        totals[str(name)] = totals.get(str(name), 0.0) + float(value) * weight
-    return totals
+    at = literal(float(now), Float)
+    age = at - UsageRow.interval_end
+    halvings = age / literal(float(half_life_s), Float)
+    weight = case(
+        (age <= 0.0, literal(1.0, Float)),
+        # PostgreSQL raises on underflow where Python returns 0.0: a bucket a
+        # thousand half-lives old weighs below 1e-301, so it weighs nothing.
+        (halvings >= MAX_HALVINGS, literal(0.0, Float)),
+        else_=func.power(literal(0.5, Float), halvings),
+    )
+    return amount * weight
 
 
 def _key_column(by: GroupBy) -> InstrumentedAttribute[str]:

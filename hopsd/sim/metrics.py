@@ -4,7 +4,8 @@ Latency ratio and finish-time fairness are computed from the *true* model
 throughputs, so the figures judge every policy by the same yardstick whatever
 its estimator believed:
 
-* ``age`` (eq. 9): ``sum_j P(type=j) * total_samples / (thr_1gpu_j * R_avg)``;
+* ``age`` (eq. 9, the expected run time):
+  ``sum_j P(type=j) * total_samples / (thr_1gpu_j * R_avg)``;
   ``LR = wait / age`` where wait is all time after submission not holding GPUs
   (profiling included).
 * ``FTF rho = JCT / T_independent`` (Themis, heterogeneous form): the job alone on
@@ -58,9 +59,11 @@ def true_age(truth: GroundTruth, job: JobState) -> float:
     scaled up to one: a random GPU the job could be given is one it fits.
     """
     spec = truth.model(job.spec.model)
-    fractions = {t: f for t, f in truth.cluster.type_fractions().items() if spec.runs_on(t)}
+    every = truth.cluster.type_fractions()
+    fractions = {t: f for t, f in every.items() if spec.runs_on(t)}
     held = sum(fractions.values())
-    fractions = {t: f / held for t, f in fractions.items()} if held > 0 else fractions
+    if len(fractions) < len(every) and held > 0:
+        fractions = {t: f / held for t, f in fractions.items()}
     avg_demand = sum(job.spec.demands) / len(job.spec.demands)
     total = 0.0
     for gpu_type, share in fractions.items():

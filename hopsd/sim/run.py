@@ -27,6 +27,7 @@ from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
 from hopsd.sim.plots import write_plots
 from hopsd.sim.profiles import load_profiles, with_aliases
+from hopsd.sim.sia_format import sia_inputs
 from hopsd.sim.trace import read_trace, write_trace
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import PRESETS, JobSpec, generate
@@ -52,8 +53,9 @@ def build_truth(sim_cluster: SimCluster, profiles: str | Path | None = None) -> 
     return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors)
 
 
-#: Trace formats read: hops's CSV, Gavel's ``.trace`` with its throughputs JSON as profiles.
-TRACE_FORMATS = ("hops", "gavel")
+#: Trace formats read: hops's CSV, Gavel's ``.trace`` with its throughputs JSON as profiles,
+#: Sia's workload CSV with its traces directory (placement profiles) as profiles.
+TRACE_FORMATS = ("hops", "gavel", "sia")
 
 
 def load_inputs(
@@ -67,7 +69,9 @@ def load_inputs(
     """The ground truth and the job list of a run, from a preset and/or files.
 
     With ``trace_format="gavel"`` the trace is a Gavel ``.trace`` file and
-    ``profiles`` its throughputs JSON (:mod:`hopsd.sim.gavel_format`).
+    ``profiles`` its throughputs JSON (:mod:`hopsd.sim.gavel_format`); with
+    ``trace_format="sia"`` a Sia workload CSV and Sia's traces directory
+    (:mod:`hopsd.sim.sia_format`).
     """
     if trace_format not in TRACE_FORMATS:
         raise InvalidInputError(
@@ -75,6 +79,8 @@ def load_inputs(
         )
     if trace_format == "gavel":
         return _load_gavel(cluster, trace, profiles, seed)
+    if trace_format == "sia":
+        return _load_sia(cluster, trace, profiles, seed)
     if preset is not None and preset not in PRESETS:
         raise InvalidInputError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
     if cluster is None and preset is None:
@@ -106,6 +112,22 @@ def _load_gavel(
     models = gavel_models(
         read_gavel_throughputs(throughputs), {j.model for j in jobs}, sim_cluster.cluster
     )
+    return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
+
+
+def _load_sia(
+    cluster: str | Path | None,
+    trace: str | Path | None,
+    profiles: str | Path | None,
+    seed: int,
+) -> tuple[GroundTruth, list[JobSpec]]:
+    if cluster is None or trace is None or profiles is None:
+        raise InvalidInputError(
+            "a Sia workload needs --cluster, --trace (workload CSV) and --profiles "
+            "(Sia's traces directory)"
+        )
+    sim_cluster = load_cluster(Path(cluster), seed=seed)
+    models, jobs = sia_inputs(trace, profiles, sim_cluster.cluster)
     return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
 
 

@@ -99,9 +99,12 @@ PRESETS: dict[str, WorkloadSpec] = {
 def reference_rate(truth: GroundTruth, model: str) -> float:
     """Cluster-weighted mean single-GPU samples/s of a model (defines its GPU-hours)."""
     spec = truth.model(model)
-    fractions = {t: f for t, f in truth.cluster.type_fractions().items() if spec.runs_on(t)}
-    held = sum(fractions.values())
-    return sum(f / held * truth.single_gpu(model, t) for t, f in fractions.items() if f > 0)
+    every = truth.cluster.type_fractions()
+    fractions = {t: f for t, f in every.items() if spec.runs_on(t)}
+    if len(fractions) < len(every):  # only the types it fits, their shares scaled to one
+        held = sum(fractions.values())
+        fractions = {t: f / held for t, f in fractions.items()}
+    return sum(f * truth.single_gpu(model, t) for t, f in fractions.items() if f > 0)
 
 
 def _demands(rng: random.Random, cls: SizeClass, spec: WorkloadSpec) -> tuple[int, ...]:

@@ -125,11 +125,6 @@ class CliSlurm:
         except SlurmError as exc:
             log.warning("event=operator-hold-failed slurm_job=%s error=%r", job_id, str(exc))
 
-    def signal_batch(self, job_id: int, signal: str) -> None:
-        """``scancel --signal=USR1 --batch``: the batch script only (its own steps keep
-        running); a script that ``exec``s its trainer delivers it to the trainer."""
-        self._call(["scancel", f"--signal={signal}", "--batch", str(job_id)])
-
     def make_eligible(self, job_id: int) -> None:
         """Eligible two seconds from now, not at once: slurmd refuses a launch whose
         credential dates from the second it revoked the job's last run in ("Job
@@ -138,6 +133,13 @@ class CliSlurm:
 
     def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
         self._call([*_as_user(as_user), "scancel", job_id_arg(job_id)])
+
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        """``scancel --batch --signal=SIG``: the batch script only (hops's checkpoint
+        notice), or ``--full`` for every step of the job."""
+        name = signal_word(signal)
+        scope = "--batch" if batch_only else "--full"
+        self._call(["scancel", scope, f"--signal={name}", str(int(job_id))])
 
     # ------------------------------------------------------------------- reads
     def list_jobs(self) -> list[SlurmJob]:
@@ -219,6 +221,16 @@ def check_sbatch_args(args: Sequence[str]) -> None:
             raise SubmitArgumentError(
                 f"sbatch option {option!r} is set by hops itself; remove it from the arguments"
             )
+
+
+def signal_word(signal: str) -> str:
+    """A signal as scancel takes it (``USR1``, ``10``); anything else is refused."""
+    text = signal.strip().upper().removeprefix("SIG")
+    if text.isdigit() and 1 <= int(text) <= 64:
+        return text
+    if not text.isalnum() or not 1 <= len(text) <= 9 or text.isdigit():
+        raise SubmitArgumentError(f"bad signal {signal!r}")
+    return text
 
 
 def _as_user(user: str | None) -> list[str]:

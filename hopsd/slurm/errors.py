@@ -36,6 +36,14 @@ class SlurmTimeoutError(SlurmUnavailableError):
     """A Slurm command did not answer within its deadline (a dead controller usually)."""
 
 
+class SlurmAuthError(SlurmUnavailableError):
+    """slurmrestd refused the credentials (no token, a bad or expired one).
+
+    An unavailability, not a refusal of one action: nothing works until the
+    token file is renewed, and the daemon's back-off then retries the tick.
+    """
+
+
 class SlurmParseError(SlurmError):
     """Slurm answered something the parsers cannot read (unknown version, truncated reply)."""
 

@@ -17,7 +17,11 @@ from hopsd.slurm.port import SlurmNode
 
 def parse_nodes(text: str) -> list[SlurmNode]:
     """All nodes of a node JSON reply, merged by name, sorted by name."""
-    doc = jsonshape.load_document(text, "sinfo --json")
+    return nodes_from_document(jsonshape.load_document(text, "sinfo --json"))
+
+
+def nodes_from_document(doc: Mapping[str, Any]) -> list[SlurmNode]:
+    """The nodes of a decoded reply: ``sinfo --json`` and slurmrestd's ``GET .../nodes`` alike."""
     found: dict[str, SlurmNode] = {}
     for node in _node_records(doc) + _group_records(doc):
         known = found.get(node.name)

@@ -26,7 +26,11 @@ _HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"
 
 def parse_jobs(text: str) -> list[SlurmJob]:
     """All jobs of a ``squeue --json`` reply; records without a job id are skipped."""
-    doc = jsonshape.load_document(text, "squeue --json")
+    return jobs_from_document(jsonshape.load_document(text, "squeue --json"))
+
+
+def jobs_from_document(doc: Mapping[str, Any]) -> list[SlurmJob]:
+    """The jobs of a decoded reply: ``squeue --json`` and slurmrestd's ``GET .../jobs`` alike."""
     records = doc.get("jobs")
     if not isinstance(records, list):
         return []

@@ -1,6 +1,6 @@
 """The Slurm port: what hops needs from Slurm, independent of how it is reached.
 
-Two backends implement :class:`SlurmPort` (the CLI and pyslurm). Reads are
+Three backends implement :class:`SlurmPort` (the CLI, slurmrestd and pyslurm). Reads are
 batched — one call for all jobs, one for all nodes — so a daemon tick costs the
 same with ten jobs or ten thousand.
 """
@@ -311,12 +311,15 @@ class SlurmPort(Protocol):
         """Clear a requeued job's begin-time wait (to a moment from now)."""
         ...
 
-    def signal_batch(self, job_id: int, signal: str) -> None:
-        """Send ``signal`` (a name: ``USR1``) to the job's batch step: hops's notice."""
-        ...
-
     def cancel(self, job_id: int | str, as_user: str | None = None) -> None:
         """Cancel a job, or one task of a job array given as ``ARRAY_TASK`` (``26_1``)."""
+        ...
+
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        """Send ``signal`` to the job's batch script (``batch_only``) or to all its steps.
+
+        hops's checkpoint notice is ``USR1`` to the batch script.
+        """
         ...
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:

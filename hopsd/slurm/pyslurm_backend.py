@@ -55,9 +55,6 @@ class PyslurmSlurm:
     def make_eligible(self, job_id: int) -> None:
         self._cli.make_eligible(job_id)
 
-    def signal_batch(self, job_id: int, signal: str) -> None:
-        self._cli.signal_batch(job_id, signal)
-
     def release(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).release())
 
@@ -74,6 +71,9 @@ class PyslurmSlurm:
             self._cli.cancel(job_id, as_user=as_user)
             return
         _rpc(lambda: pyslurm.Job(int(job_id)).cancel())
+
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        self._cli.signal(job_id, signal, batch_only=batch_only)
 
     def list_jobs(self) -> list[SlurmJob]:
         jobs = _rpc(lambda: pyslurm.Jobs.load(preload_passwd_info=True))

@@ -153,7 +153,13 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert jobs[101]["nodes"] == {"v100n1": 2} and jobs[101]["gpu_type"] == "v100"
     assert jobs[101]["eta_s"] is not None and jobs[101]["eta_s"] > 0
     assert jobs[102]["state"] == "queued" and jobs[102]["latency_ratio"] == 4.5
-    assert jobs[101]["reason"] == "running on v100 v100n1:1" and jobs[102]["reason"] is None
+    # no lease holder in this ledger: a waiting job says hopsd is not running
+    assert jobs[101]["reason"] == "running on v100 v100n1:1"
+    assert jobs[102]["reason"] == "hopsd not running" and payload["daemon"]["mode"] == "stopped"
+    assert jobs[101]["elapsed_s"] >= 2999 and jobs[102]["elapsed_s"] == 0.0
+    assert 1799 <= jobs[102]["since_submit_s"] < 1900 and "age_s" not in jobs[102]
+    # one running job with an ETA: the first waiting job starts when it ends
+    assert jobs[102]["queue_position"] == 1 and jobs[102]["start_in_s"] == jobs[101]["eta_s"]
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
 

@@ -219,5 +219,33 @@ def test_simulate_reads_a_gavel_trace(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["n_jobs"] == 2 and payload["trace_format"] == "gavel"
-    wrong = runner.invoke(app, [*args, "--trace-format", "sia", "--policies", "gavel"])
+    wrong = runner.invoke(app, [*args, "--trace-format", "pollux", "--policies", "gavel"])
     assert wrong.exit_code == 2 and "unknown trace format" in wrong.stderr
+    # a Gavel trace read as a Sia workload is refused with what Sia's CSV needs
+    wrong = runner.invoke(app, [*args, "--trace-format", "sia", "--policies", "gavel"])
+    assert wrong.exit_code == 2 and "a Sia workload needs the columns" in wrong.stderr
+
+
+def test_simulate_reads_a_sia_workload() -> None:
+    sia = Path(__file__).resolve().parents[1] / "fixtures" / "sia"
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--cluster",
+            str(sia / "cluster.toml"),
+            "--trace",
+            str(sia / "workload.csv"),
+            "--trace-format",
+            "sia",
+            "--profiles",
+            str(sia / "traces"),
+            "--policies",
+            "sia,fifo",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n_jobs"] == 4 and payload["trace_format"] == "sia"
+    assert set(payload["policies"]) == {"sia", "fifo"}

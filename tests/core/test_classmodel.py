@@ -151,3 +151,41 @@ def test_running_job_whose_pieces_find_no_node_stays_where_it_is() -> None:
     assert 2 not in place(chosen, cls, {"n0": 8, "n1": 8}, options)
     options[2] = _option(2, replace(r, current=None, samples_done=0.0), None)
     assert 2 not in place(chosen, cls, {"n0": 8, "n1": 8}, options)
+
+
+def test_small_pieces_of_distributed_jobs_do_not_take_room_larger_pieces_need() -> None:
+    # Three 8-GPU nodes, 24 GPUs asked: a (8 + 2 over two nodes), e and f (4), c and d (3).
+    # Placing whole jobs largest first puts a's 2 on an empty node, e beside it, and d
+    # finds no node; placing pieces largest first across jobs packs all of them:
+    # a's 8 | e + f | c + d + a's 2.
+    cls = [NodeClass("t", 8, ("n0", "n1", "n2"))]
+    jobs = {"a": (8, 2), "e": (4,), "f": (4,), "c": (3,), "d": (3,)}
+    options = [_option(i, Job(j, (sum(p),), 1e6), None) for i, (j, p) in enumerate(jobs.items())]
+    chosen = [
+        ClassColumn(i, 1.0, "t", tuple((0, g) for g in p), None, False)
+        for i, p in enumerate(jobs.values())
+    ]
+    placed = place(chosen, cls, {"n0": 8, "n1": 8, "n2": 8}, options)
+    assert sorted(placed) == [0, 1, 2, 3, 4]
+    assert placed[0][0].as_dict() == {"n0": 8, "n2": 2}
+    assert placed[1][0].as_dict() == {"n1": 4} and placed[2][0].as_dict() == {"n1": 4}
+    assert placed[3][0].as_dict() == {"n2": 3} and placed[4][0].as_dict() == {"n2": 3}
+    # leaving d (worth 1.0) out is within a tolerance of 1.5: whole jobs, as before
+    placed = place(chosen, cls, {"n0": 8, "n1": 8, "n2": 8}, options, tolerance=1.5)
+    assert sorted(placed) == [0, 1, 2, 3]
+    assert placed[0][0].as_dict() == {"n0": 8, "n1": 2}
+
+
+def test_a_job_whose_piece_finds_no_node_gives_back_its_other_pieces() -> None:
+    # b needs 6 + 6 on two distinct nodes; a's 8 leaves only n1 with room for a 6.
+    cls = [NodeClass("t", 8, ("n0", "n1"))]
+    options = [_option(0, Job("a", (8,), 1e6), None), _option(1, Job("b", (12,), 1e6), None)]
+    chosen = [
+        ClassColumn(0, 1.0, "t", ((0, 8),), None, False),
+        ClassColumn(1, 1.0, "t", ((0, 6), (0, 6)), None, False),
+        ClassColumn(2, 1.0, "t", ((0, 2),), None, False),
+    ]
+    options.append(_option(2, Job("c", (2,), 1e6), None))
+    placed = place(chosen, cls, {"n0": 8, "n1": 8}, options)
+    assert sorted(placed) == [0, 2]
+    assert placed[2][0].as_dict() == {"n1": 2}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hopsd.core.configgen import generate_configurations
 from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
@@ -96,3 +98,80 @@ def test_bad_input_is_refused_with_typed_errors() -> None:
         generate_configurations(job(1), "t", {"zz": 1}, c, False)
     with pytest.raises(InvalidInputError, match="only 4 exist"):
         generate_configurations(job(1), "t", {"a1": 5}, c, False)
+
+
+def _reference_groups(
+    layout: object, job_: Job, split: bool, distinct: frozenset[str], keep: int | None, offset: int
+) -> list[tuple[int, tuple[Configuration, ...]]]:
+    """Every candidate re-grouped by its nodes' classes, a node the job is known on being
+    a class of its own; groups in order of first appearance, ``keep`` members from
+    ``offset`` on. The way groups were built before the shared groups were reused."""
+    from hopsd.core.configgen import TypeLayout
+
+    assert isinstance(layout, TypeLayout)
+    out = []
+    for g in job_.demands:
+        if g > layout.total_idle:
+            break
+        for distributed in [False, True] if split else [False]:
+            if distributed:
+                candidates = layout._walk(g)
+            else:
+                candidates = [((i, g),) for i in range(len(layout.nodes)) if layout.idle[i] >= g]
+            groups: dict[tuple[object, ...], list[tuple[tuple[int, int], ...]]] = {}
+            for parts in candidates:
+                key = tuple(
+                    (
+                        layout.nodes[i].id
+                        if layout.nodes[i].id in distinct
+                        else (layout.idle[i], layout.settled[i]),
+                        n,
+                    )
+                    for i, n in parts
+                )
+                groups.setdefault(key, []).append(parts)
+            for members in groups.values():
+                if keep is None or keep >= len(members):
+                    chosen = members
+                else:
+                    chosen = [members[(offset + r) % len(members)] for r in range(keep)]
+                configs = tuple(
+                    Configuration(
+                        layout.gpu_type, tuple(sorted((layout.nodes[i].id, n) for i, n in p))
+                    )
+                    for p in chosen
+                )
+                out.append((g, configs))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), min_size=1, max_size=12),
+    st.sets(st.integers(1, 16), min_size=1, max_size=4),
+    st.sets(st.integers(0, 11), max_size=3),
+    st.sampled_from((None, 1, 2, 3)),
+    st.integers(0, 20),
+    st.booleans(),
+)
+def test_groups_of_a_job_known_on_some_nodes_match_regrouping_every_candidate(
+    idle_settled: list[tuple[int, int]],
+    demands: set[int],
+    known: set[int],
+    keep: int | None,
+    offset: int,
+    split: bool,
+) -> None:
+    from hopsd.core.configgen import TypeLayout
+
+    c = Cluster.build([GpuType("t")], [Node(f"n{i:02d}", "t", 8) for i in range(len(idle_settled))])
+    free = {f"n{i:02d}": idle for i, (idle, _) in enumerate(idle_settled)}
+    settled = {f"n{i:02d}": min(s, idle) for i, (idle, s) in enumerate(idle_settled)}
+    layout = TypeLayout(c, "t", free, settled)
+    j = Job("j", tuple(sorted(demands)), 1e6)
+    distinct = frozenset(f"n{i:02d}" for i in known)
+    for _ in range(2):  # the second call answers from the shared cache
+        got = layout.groups(j, not split, distinct=distinct, per_group=keep, offset=offset)
+        shapes = layout.splittable(j, not split)
+        want = _reference_groups(layout, j, shapes, distinct, keep, offset)
+        assert [(g.gpus, g.configs) for g in got] == want

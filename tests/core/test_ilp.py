@@ -131,3 +131,54 @@ def test_malformed_problem_is_refused() -> None:
         AssignmentProblem(1, [0], [1.0, 2.0], [[(0, 1)]], [1])
     with pytest.raises(InvalidInputError):
         AssignmentProblem(1, [0], [1.0], [[(0, 1)]], [-1])
+
+
+def test_rounded_relaxation_keeps_whole_columns_and_fills_split_jobs() -> None:
+    # One resource of 3. a: 2 GPUs worth 2.2. b: 2 GPUs worth 2 or 1 GPU worth 0.8.
+    # LP: a whole, b half on its 2-GPU column (bound 3.2). Rounded: a, then b's 1-GPU column.
+    from hopsd.core.ilp import rounded_relaxation
+
+    problem = AssignmentProblem(
+        n_jobs=2,
+        col_job=[0, 1, 1],
+        value=[2.2, 2.0, 0.8],
+        usage=[[(0, 2)], [(0, 2)], [(0, 1)]],
+        capacity=[3],
+    )
+    rounded = rounded_relaxation(problem, 10.0)
+    assert rounded is not None
+    assert rounded.chosen == (0, 2)
+    assert rounded.objective == pytest.approx(3.0)
+    assert rounded.bound == pytest.approx(3.2)
+
+
+def test_large_models_proven_by_the_rounded_relaxation_stay_within_the_gap() -> None:
+    # 2500 jobs x 4 columns over 12 resources: above the size where the relaxation is
+    # rounded first. Its plan must be feasible, within 1 % of the exact optimum, and its
+    # bound must bound that optimum.
+    import random
+
+    from hopsd.core.ilp import ROUNDING_MIN_COLS
+
+    rng = random.Random(5)
+    n_jobs, per_job, n_rows = 2500, 4, 12
+    usage = [[(rng.randrange(n_rows), rng.choice((1, 2, 4, 8)))] for _ in range(n_jobs * per_job)]
+    problem = AssignmentProblem(
+        n_jobs=n_jobs,
+        col_job=[c // per_job for c in range(n_jobs * per_job)],
+        value=[rng.uniform(0.1, 2.0) * u[0][1] ** 0.5 for u in usage],
+        usage=usage,
+        capacity=[rng.randint(200, 600) for _ in range(n_rows)],
+    )
+    assert problem.n_cols >= ROUNDING_MIN_COLS
+    fast = solve_assignment(problem, mip_gap=0.01, time_limit=60.0)
+    assert check_feasible(problem, fast.chosen)
+    # The reference is HiGHS's own MILP (below the rounding path): its dual bound is
+    # at least the optimum, its incumbent at most.
+    from hopsd.core.ilp import _highs
+
+    h = _highs(problem, 1e-4, 60.0)
+    h.run()
+    info = h.getInfo()
+    assert fast.objective >= 0.99 * info.mip_dual_bound
+    assert fast.bound >= info.objective_function_value - 1e-6

@@ -189,8 +189,8 @@ class FakePort:
     def make_eligible(self, job_id: int) -> None:
         self._act("make_eligible", job_id)
 
-    def signal_batch(self, job_id: int, signal: str) -> None:
-        job = self._act("signal_batch", job_id)
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        job = self._act("signal", job_id)
         if job.state != "RUNNING":
             raise SlurmCommandError(["scancel", f"--signal={signal}"], 1, "Job is not running")
 

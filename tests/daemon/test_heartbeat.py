@@ -13,6 +13,7 @@ from hopsd.daemon.service import Service
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.errors import LeaseLostError
 from hopsd.ledger.lease import acquire_lease, ensure_lease, lease_info
+from hopsd.ledger.unit import Ledger
 from hopsd.slurm.tag import HopsTag
 
 TTL = 20.0
@@ -69,12 +70,12 @@ def test_ledger_errors_keep_the_lease_only_until_its_confirmed_expiry(sessions, 
         def begin(self):  # type: ignore[no-untyped-def]
             raise OperationalError("SELECT 1", {}, Exception("connection refused"))
 
-    lease.sessions = Broken()  # type: ignore[assignment]
+    lease.ledger = Ledger(Broken())  # type: ignore[arg-type]
     clock.advance(lease.interval_s)
     assert not lease.beat() and lease.may_act()  # still well inside the TTL
     clock.advance(TTL)
     assert not lease.beat() and not lease.may_act()
-    lease.sessions = sessions
+    lease.ledger = Ledger(sessions)
     assert lease.beat() and lease.may_act()
 
 

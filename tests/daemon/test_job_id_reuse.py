@@ -9,13 +9,13 @@ from daemon_fakeport import FakePort, small_cluster
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from hopsd.daemon import reconcile
 from hopsd.daemon.reconcile import REUSED, reuse_reason
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.intents import IntentRequest, pending_intents, record_intents
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import IntentAction, JobRow, JobState
+from hopsd.ledger.unit import Unit
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((1,), 1e6)
@@ -121,7 +121,7 @@ def test_retiring_and_adopting_share_one_transaction(config, sessions, clock, mo
     def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise OperationalError("INSERT INTO jobs", {}, Exception("database gone"))
 
-    monkeypatch.setattr(reconcile, "add_job", broken)
+    monkeypatch.setattr(Unit, "add_job", broken)
     with pytest.raises(OperationalError):
         Tick(config, fresh, sessions, clock=clock).run_once()
     assert rows_by_id(sessions) == {str(job): (job, JobState.DONE, "slurm COMPLETED")}
@@ -135,14 +135,14 @@ def test_a_failed_adoption_keeps_the_old_row_and_only_skips_that_job(
     fresh = FakePort(small_cluster())
     fresh.add_job(TAG, user="bob", job_id=job, submit_time=clock() + 60)
     other = fresh.add_job(TAG, user="carol")
-    real_add_job = reconcile.add_job
+    real_add_job = Unit.add_job
 
-    def broken_for_bob(session, spec, now):  # type: ignore[no-untyped-def]
+    def broken_for_bob(unit, spec, now):  # type: ignore[no-untyped-def]
         if spec.user == "bob":
             raise RuntimeError("a bug triggered by this job's data")
-        return real_add_job(session, spec, now)
+        return real_add_job(unit, spec, now)
 
-    monkeypatch.setattr(reconcile, "add_job", broken_for_bob)
+    monkeypatch.setattr(Unit, "add_job", broken_for_bob)
     Tick(config, fresh, sessions, clock=clock).run_once()  # does not raise
     rows = rows_by_id(sessions)
     assert rows[str(job)] == (job, JobState.DONE, "slurm COMPLETED")

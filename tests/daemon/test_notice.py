@@ -77,7 +77,7 @@ def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
     node = next(iter(port.jobs[job].placement))
     result = tick.run_once()
     assert [a.kind for a in result.actions] == ["move"]
-    assert port.actions(job)[-1] == "signal_batch" and port.jobs[job].state == "RUNNING"
+    assert port.actions(job)[-1] == "signal" and port.jobs[job].state == "RUNNING"
     sent = notice_of(sessions, job)
     assert sent["grace_s"] == GRACE and sent["signal"] == "USR1" and sent["sent_at"] == clock()
     others = [port.add_job(HopsTag((4,), 1e7)) for _ in range(3)]
@@ -89,7 +89,7 @@ def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
     report_checkpoint(config, job, node, clock() + 0.5)
     clock.advance(1)
     tick.run_once()
-    assert port.actions(job).count("signal_batch") == 1
+    assert port.actions(job).count("signal") == 1
     assert "requeue_hold" in port.actions(job)
     assert set(port.jobs[job].placement) <= {"fast1", "fast2"}
     with sessions.begin() as s:  # the restart cost the probe measured is kept
@@ -123,18 +123,18 @@ def test_a_daemon_killed_during_the_grace_resumes_it_without_a_second_signal(
     clock.advance(GRACE / 2)
     restarted = daemon(config, port, sessions, clock)
     restarted.run_once()
-    assert port.actions(job).count("signal_batch") == 1 and "requeue_hold" not in port.actions(job)
+    assert port.actions(job).count("signal") == 1 and "requeue_hold" not in port.actions(job)
     clock.advance(GRACE / 2 + 1)
     restarted.run_once()
     assert clock() - sent_at > GRACE and "requeue_hold" in port.actions(job)
-    assert port.actions(job).count("signal_batch") == 1
+    assert port.actions(job).count("signal") == 1
 
 
 def test_without_a_grace_moves_requeue_at_once(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
     config, tick, job = about_to_move(config, port, sessions, clock)
     tick = daemon(dataclasses.replace(config, checkpoint_grace_s=0.0), port, sessions, clock)
     tick.run_once()
-    assert "signal_batch" not in port.actions(job) and "requeue_hold" in port.actions(job)
+    assert "signal" not in port.actions(job) and "requeue_hold" in port.actions(job)
 
 
 def test_a_reload_never_switches_to_a_spool_others_can_write(  # type: ignore[no-untyped-def]

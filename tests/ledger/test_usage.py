@@ -11,6 +11,7 @@ from hopsd.ledger.usage import (
     add_usage,
     bucket_start,
     decayed_usage,
+    decayed_usage_by_owner,
     usage_between,
 )
 
@@ -68,3 +69,27 @@ def test_decay_weight_and_validation(Sessions: sessionmaker[Session]) -> None:
             add_usage(s, "a", "b", at=0.0, gpu_s=-1.0, gpu_s_norm=0.0)
         with pytest.raises(InvalidInputError):
             usage_between(s, 0.0, 1.0, by="team")  # type: ignore[arg-type]
+
+
+def test_ancient_usage_weighs_nothing_and_never_fails(Sessions: sessionmaker[Session]) -> None:
+    # 0.5 ** 2000 underflows: Python gives 0.0, PostgreSQL's power() raises. A bucket
+    # a thousand half-lives old counts for nothing on both backends.
+    with Sessions.begin() as s:
+        add_usage(s, "alice", "vision", at=10.0, gpu_s=1000.0, gpu_s_norm=1000.0)
+        add_usage(s, "bob", "nlp", at=2000 * H + 10.0, gpu_s=100.0, gpu_s_norm=100.0)
+    with Sessions() as s:
+        users = decayed_usage(s, now=2001 * H, half_life_s=H)
+        assert users["alice"] == 0.0 and users["bob"] == pytest.approx(100.0)
+        by_user, by_account = decayed_usage_by_owner(s, now=2001 * H, half_life_s=H)
+        assert by_user == users
+        assert by_account == {"vision": 0.0, "nlp": pytest.approx(100.0)}
+
+
+def test_sql_decay_is_the_core_decay(Sessions: sessionmaker[Session]) -> None:
+    with Sessions.begin() as s:
+        add_usage(s, "u0", "a", at=10.0, gpu_s=1.0, gpu_s_norm=1000.0)
+    end = H  # the bucket ends at 1 h
+    with Sessions() as s:
+        for age in (0.5, 1.0, 3.7, 40.0, 999.0):
+            users, _ = decayed_usage_by_owner(s, now=end + age * H, half_life_s=H)
+            assert users["u0"] == pytest.approx(1000.0 * decay(age * H, H), rel=1e-9)

@@ -24,6 +24,7 @@ from hopsd.config import parse_config
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.models import AllocationReason, ProfileRow, ThroughputLayer, ThroughputRow
+from hopsd.ledger.unit import Unit
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -138,7 +139,7 @@ def test_profiles_estimates_and_server_speed_are_learned_and_used(env: LiveEnv) 
     learned = entity(env, job)
     assert 1.6 < learned["v100n1"] / learned["v100n2"] < 2.5, learned
     with env.sessions.begin() as s:
-        factors = speed_factors(s, NODE_TYPES)
+        factors = speed_factors(Unit(s), NODE_TYPES)
     assert factors["v100n1"][0] == pytest.approx(1.0, abs=0.1), factors
     assert factors["v100n2"][0] == pytest.approx(0.5, abs=0.1), factors
     assert time.monotonic() - started < 90

@@ -21,6 +21,8 @@ from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmAccountingDisabledError, SlurmUnavailableError
 from hopsd.slurm.factory import pyslurm_unavailable_reason
 from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode, SlurmPort
+from hopsd.slurm.rest_backend import RestSlurm
+from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.runner import SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -41,12 +43,22 @@ RESTART=${{SLURM_RESTART_COUNT:-0}}"
 sleep {seconds}
 """
 LINE_RE = re.compile(r"NODELIST=(\S*) CVD=(\S*) NODE=(\S*) RESTART=(\d+)")
+# hops's checkpoint notice: USR1 to the batch script, which saves and exits 0.
+NOTICE_SCRIPT = """#!/bin/sh
+trap 'echo CHECKPOINT-NOTICE; exit 0' USR1
+echo STARTED
+sleep 120 &
+wait
+"""
 
 
-@pytest.fixture(params=["cli", "pyslurm"])
+@pytest.fixture(params=["cli", "rest", "pyslurm"])
 def port(request: pytest.FixtureRequest) -> SlurmPort:
     if request.param == "cli":
         return CliSlurm(timeout_s=20)
+    if request.param == "rest":
+        url, token_file = request.getfixturevalue("slurmrestd")
+        return RestSlurm(RestClient(url, token_file, timeout_s=20), cli=CliSlurm(timeout_s=20))
     reason = pyslurm_unavailable_reason()
     if reason is not None:
         print(f"pyslurm backend skipped: {reason}")
@@ -61,9 +73,9 @@ def submit(port: SlurmPort, tmp_path: Path) -> Iterator[Callable[..., int]]:
     """Submits scripts through the port and cancels every one of them afterwards."""
     submitted: list[int] = []
 
-    def _submit(seconds: int = 120) -> int:
+    def _submit(seconds: int = 120, text: str | None = None) -> int:
         script = tmp_path / f"job-{len(submitted)}-{seconds}.sh"
-        script.write_text(SCRIPT.format(seconds=seconds))
+        script.write_text(SCRIPT.format(seconds=seconds) if text is None else text)
         script.chmod(0o755)
         args = ["-o", str(tmp_path / "%j.out"), "--open-mode=append", "-J", "hops-contract"]
         job_id = port.submit(str(script), sbatch_args=args, tag=TAG)
@@ -199,6 +211,20 @@ def test_cancel_and_accounting(port: SlurmPort, submit: Submit) -> None:
     assert by_id[long].state == "CANCELLED"
 
 
+def test_checkpoint_notice_reaches_the_batch_script(
+    port: SlurmPort, submit: Submit, tmp_path: Path
+) -> None:
+    node = free_node(port, 1)
+    job_id = submit(text=NOTICE_SCRIPT)
+    place_and_run(port, job_id, Placement.of(own_partition(node), {node.name: 1}))
+    out = tmp_path / f"{job_id}.out"
+    wait_for("script started", lambda: out.exists() and "STARTED" in out.read_text())
+    port.signal(job_id, "USR1")
+    wait_for("notice handled", lambda: "CHECKPOINT-NOTICE" in out.read_text())
+    ended = wait_for("job ended", lambda: _finished(port, job_id))
+    assert ended.state == "COMPLETED"
+
+
 def test_dead_controller_raises_typed_error_quickly(tmp_path: Path) -> None:
     """A slurm.conf copy pointing at an unused port stands for a dead slurmctld."""
     conf = Path(os.environ["SLURM_CONF"]).read_text()
@@ -225,6 +251,11 @@ def _held(port: SlurmPort, job_id: int) -> SlurmJob | None:
     current = job(port, job_id)
     settled = "COMPLETING" not in current.flags
     return current if current.pending and current.held and settled else None
+
+
+def _finished(port: SlurmPort, job_id: int) -> SlurmJob | None:
+    current = job(port, job_id)
+    return current if current.finished else None
 
 
 def _both_ended(port: SlurmPort, job_ids: list[int]) -> list[AccountingRecord] | None:

@@ -218,7 +218,9 @@ def test_subprocess_runner_passes_environment_and_reports_missing_commands() -> 
 def test_factory_defaults_to_cli_and_rejects_unknown() -> None:
     assert make_port().name == "cli"
     with pytest.raises(ValueError, match="unknown Slurm backend"):
-        make_port("rest")
+        make_port("grpc")
+    with pytest.raises(ValueError, match="rest_url"):
+        make_port("rest")  # known, but it needs slurmrestd's URL and token
 
 
 def test_factory_falls_back_to_cli_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -229,3 +231,17 @@ def test_factory_falls_back_to_cli_with_a_log_line(caplog: pytest.LogCaptureFixt
         port = make_port("pyslurm")
     assert port.name == "cli"
     assert "falling back to the CLI backend" in caplog.text
+
+
+def test_checkpoint_notice_goes_to_the_batch_script_only() -> None:
+    replay = Replay(ok(), ok())
+    backend = CliSlurm(run=replay)
+    backend.signal(42, "usr1")
+    backend.signal(42, "SIGTERM", batch_only=False)
+    assert replay.calls == [
+        ("scancel", "--batch", "--signal=USR1", "42"),
+        ("scancel", "--full", "--signal=TERM", "42"),
+    ]
+    for bad in ("USR1 --full", "-9", ""):
+        with pytest.raises(SubmitArgumentError):
+            backend.signal(42, bad)

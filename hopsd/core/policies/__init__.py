@@ -40,6 +40,25 @@ PolicyFactory = Callable[[], Policy]
 _REGISTRY: dict[str, PolicyFactory] = {}
 _LOADED = False
 
+#: The names the built-in modules register (a test checks it against the registry):
+#: enough to validate a configuration without importing the policies, whose
+#: solvers take seconds to load.
+BUILTIN_POLICIES = frozenset(
+    {
+        "fifo",
+        "gavel",
+        "gavel-arrival",
+        "hops",
+        "hops-ftf",
+        "hops-las",
+        "hops-lr",
+        "hops-sjf",
+        "hops-srtf",
+        "sia",
+        "sia-arrival",
+    }
+)
+
 
 def register_policy(name: str, factory: PolicyFactory) -> None:
     """Make ``get_policy(name)`` build a policy with ``factory``."""
@@ -70,10 +89,23 @@ def get_policy(name: str) -> Policy:
     return factory()
 
 
+def is_policy(name: str) -> bool:
+    """Whether ``name`` is a policy, without importing the built-in ones to find out."""
+    return name in BUILTIN_POLICIES or name in _REGISTRY
+
+
 def policy_names() -> tuple[str, ...]:
     """Registered policy names, sorted."""
     _load_builtin()
     return tuple(sorted(_REGISTRY))
 
 
-__all__ = ["Policy", "PolicyFactory", "get_policy", "policy_names", "register_policy"]
+__all__ = [
+    "BUILTIN_POLICIES",
+    "Policy",
+    "PolicyFactory",
+    "get_policy",
+    "is_policy",
+    "policy_names",
+    "register_policy",
+]

@@ -34,9 +34,10 @@ def first_fit(
     Types the job's profiles rule out for ``count`` GPUs are skipped, as a Slurm
     job constrained to the GPU types it fits would be.
     """
+    limited = job is not None and bool(job.max_gpus)
     allowed = {t for t in cluster.gpu_types if job is None or count in job.demands_on(t)}
     for node in cluster.nodes:
-        if node.gpu_type in allowed and free.get(node.id, 0) >= count:
+        if (not limited or node.gpu_type in allowed) and free.get(node.id, 0) >= count:
             return Configuration.of(node.gpu_type, {node.id: count})
     for gpu_type in dict.fromkeys(n.gpu_type for n in cluster.nodes if n.gpu_type in allowed):
         nodes = [n for n in cluster.nodes if n.gpu_type == gpu_type and free.get(n.id, 0) > 0]

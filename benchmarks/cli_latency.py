@@ -1,0 +1,112 @@
+"""How fast ``hops`` answers, against ``squeue`` measured in the same run.
+
+Builds a SQLite ledger of 1000 jobs (800 finished, 120 running, 80 queued,
+each running job with a placement), points a hops.conf at it and times, as
+separate processes the way a user runs them: ``hops status --all`` (which also
+asks Slurm for its nodes), ``hops version``, one Tab completion of ``hops st``,
+and ``squeue`` (the baseline). Each figure is the median wall time of
+``--runs`` runs after one warm-up. Needs the Slurm test cluster's environment
+(``docker/cluster.sh up``) for ``squeue`` and the node listing.
+
+    .venv/bin/python benchmarks/cli_latency.py [--runs 7] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hopsd.core.model import Configuration
+from hopsd.ledger.migrate import upgrade
+from hopsd.ledger.records import JobSpec, JobState
+from hopsd.ledger.unit import Ledger
+
+BIN = Path(sys.executable).parent
+
+
+def build_ledger(path: Path, jobs: int = 1000) -> None:
+    """A ledger shaped like a busy day: mostly finished jobs, some running, some queued."""
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    ledger = Ledger.open(url)
+    now = time.time()
+    with ledger.unit() as unit:
+        for i in range(jobs):
+            at = now - 86400 + i * 60
+            spec = JobSpec(
+                f"j{i}",
+                f"user{i % 7}",
+                (1, 2, 4),
+                1e6,
+                at,
+                slurm_job_id=10000 + i,
+                account="ml",
+                script_path=f"/home/u/train{i % 5}.sh",
+            )
+            job = unit.add_job(spec, at)
+            unit.transition(job.id, JobState.QUEUED, at)
+            if i < 800 or i >= 880:
+                unit.transition(job.id, JobState.RUNNING, at + 30)
+                unit.set_placement(job.id, Configuration.of("v100", {f"v100n{i % 2 + 1}": 2}))
+            if i < 800:
+                unit.transition(job.id, JobState.DONE, at + 600)
+    ledger.dispose()
+
+
+def timed(argv: list[str], env: dict[str, str], runs: int) -> float:
+    """Median wall seconds of ``argv`` over ``runs`` runs after one warm-up."""
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        sys.exit("cli_latency: squeue not found; bring the test cluster up (docker/cluster.sh up)")
+    hops = str(BIN / "hops")
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = Path(tmp) / "ledger.sqlite"
+        build_ledger(ledger)
+        conf = Path(tmp) / "hops.conf"
+        conf.write_text(f'[ledger]\nurl = "sqlite:///{ledger}"\n')
+        env = {**os.environ, "HOPS_CONF": str(conf)}
+        complete = {
+            **env,
+            "_HOPS_COMPLETE": "complete_bash",
+            "COMP_WORDS": "hops st",
+            "COMP_CWORD": "1",
+        }
+        figures = {
+            "status_s": timed([hops, "status", "--all"], env, args.runs),
+            "version_s": timed([hops, "version"], env, args.runs),
+            "completion_s": timed([hops], complete, args.runs),
+            "squeue_s": timed([squeue], env, args.runs),
+        }
+    figures = {k: round(v, 4) for k, v in figures.items()}
+    figures["ratio_status_to_squeue"] = round(figures["status_s"] / figures["squeue_s"], 2)
+    if args.json:
+        print(json.dumps(figures, indent=2, sort_keys=True))
+        return
+    for key, value in figures.items():
+        print(f"{key:24s} {value}")
+
+
+if __name__ == "__main__":
+    main()

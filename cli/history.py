@@ -1,0 +1,155 @@
+"""``hops history``: finished hops jobs, like ``sacct`` (JCT, wait, restarts, GPU-hours, LR).
+
+GPU-hours per type are summed from the placements hopsd recorded (start, move,
+preempt, end), so they say what the job held, not what Slurm billed.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
+from hops_cli.filters import JobFilter, JobIds, Me, States, Users, job_filter
+from hops_cli.table import Layout, pick_columns, render
+
+if TYPE_CHECKING:
+    from hopsd.ledger.records import JobRecord
+    from hopsd.ledger.unit import Unit
+
+COLUMNS = (
+    "JOBID",
+    "NAME",
+    "USER",
+    "STATE",
+    "SUBMIT",
+    "END",
+    "JCT",
+    "WAIT",
+    "ELAPSED",
+    "RESTARTS",
+    "GPUH",
+    "LR",
+)
+FINISHED = ("done", "failed", "cancelled")
+
+
+def parse_time(text: str, now: float) -> float:
+    """``2026-12-01``, ``2026-12-01T04:00`` (UTC unless an offset is given), ``now-2h``, ``-3d``."""
+    spec = text.strip()
+    relative = spec[3:] if spec.startswith("now") else spec
+    if relative.startswith("-") and relative[-1:] in {"s", "m", "h", "d"}:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[relative[-1]]
+        try:
+            return now - float(relative[1:-1]) * unit
+        except ValueError:
+            pass
+    if spec == "now":
+        return now
+    try:
+        when = datetime.fromisoformat(spec)
+    except ValueError:
+        fail(f"not a time: {text!r} (use 2026-12-01T04:00, now-2h or -3d)", EXIT_USAGE)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _keep(job: JobRecord, wanted: JobFilter) -> bool:
+    return (
+        (wanted.job_ids is None or job.slurm_job_id in wanted.job_ids)
+        and (wanted.users is None or job.user in wanted.users)
+        and (wanted.states is None or str(job.state) in wanted.states)
+    )
+
+
+def history_payload(unit: Unit, wanted: JobFilter, since: float, until: float) -> dict[str, Any]:
+    """The ``--json`` document of ``hops history`` (golden file history.json)."""
+    from hopsd.views.joblist import history_record
+
+    now = time.time()
+    jobs = [j for j in unit.finished_jobs(since, until) if _keep(j, wanted)]
+    placements = unit.placements([j.id for j in jobs])
+    return {
+        "since": since,
+        "until": until,
+        "jobs": [history_record(j, placements[j.id], now) for j in jobs],
+    }
+
+
+def _stamp(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _cells(job: dict[str, Any]) -> dict[str, str]:
+    gpuh = ",".join(f"{t}:{h:.2f}" for t, h in job["gpu_hours"].items()) or "-"
+    lr = "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}"
+    return {
+        "JOBID": str(job["job_id"]),
+        "NAME": job["name"],
+        "USER": job["user"],
+        "STATE": job["state"],
+        "SUBMIT": _stamp(job["submit_time"]),
+        "END": _stamp(job["end_time"]),
+        "JCT": hours(job["jct_s"]),
+        "WAIT": hours(job["wait_s"]),
+        "ELAPSED": hours(job["elapsed_s"]),
+        "RESTARTS": str(job["restarts"]),
+        "GPUH": gpuh,
+        "LR": lr,
+    }
+
+
+def history(
+    ctx: typer.Context,
+    job_ids: JobIds = None,
+    users: Users = None,
+    me: Me = False,
+    states: States = None,
+    all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
+    since: Annotated[
+        str, typer.Option("--since", "-S", help="Jobs that ended from then (default now-1d).")
+    ] = "now-1d",
+    until: Annotated[
+        str, typer.Option("--until", "-E", help="Jobs that ended until then (default now).")
+    ] = "now",
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
+    ] = None,
+    noheader: Annotated[bool, typer.Option("--noheader", "-n", help="No header line.")] = False,
+    parsable: Annotated[
+        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Finished hops jobs (yours unless --all, -u or job ids), like sacct.
+
+    JCT is submission to end; WAIT the time spent queued; GPUH the GPU-hours
+    held per GPU type; LR the final latency ratio (queue wait / expected run
+    time).
+    """
+    from hops_cli.ledger_access import reading
+
+    config = config_of(ctx)
+    wanted = job_filter(
+        job_ids, users, me, states, None, default_me=not all_users, known_states=FINISHED
+    )
+    columns = pick_columns(COLUMNS, fmt, COLUMNS)
+    now = time.time()
+    start, end = parse_time(since, now), parse_time(until, now)
+    with reading(config) as unit:
+        payload = history_payload(unit, wanted, start, end)
+    if as_json:
+        print_json(payload)
+        return
+    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
+    if not rows and not parsable and not noheader:
+        typer.echo("No finished hops jobs in that window.")
+        return
+    render("hops history", columns, rows, Layout(tuple(columns), not noheader, parsable))

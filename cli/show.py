@@ -1,0 +1,122 @@
+"""``hops show JOBID``: one job's whole story (like ``scontrol show job``).
+
+Tag, demands, throughput estimates per type with where each came from, LR and
+FTF rho, queue position and start estimate, placements and restarts over time,
+and refusals (the tag's reason, a refused input, the last state reason).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from hops_cli.common import config_of, fail, hours, print_json
+from hops_cli.filters import parse_job_id
+
+if TYPE_CHECKING:
+    from hopsd.ledger.records import ThroughputRecord
+    from hopsd.ledger.unit import Unit
+
+LAYER_SOURCE = {
+    "entity_agg": "measured on this server",
+    "entity_dist": "measured across servers",
+    "type_agg": "measured on this type",
+    "type_dist": "measured on this type across servers",
+}
+
+
+def estimates_of(records: list[ThroughputRecord]) -> dict[str, dict[str, Any]]:
+    """Per place (GPU type or server): per-GPU samples/s by size and the layer it came from."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(records, key=lambda r: (r.place, r.layer, r.size)):
+        entry = out.setdefault(
+            r.place, {"source": LAYER_SOURCE.get(str(r.layer), str(r.layer)), "per_gpu": {}}
+        )
+        entry["per_gpu"][str(r.size)] = round(r.per_gpu, 3)
+    return out
+
+
+def show_payload(unit: Unit, slurm_job_id: int) -> dict[str, Any] | None:
+    """The ``--json`` document of ``hops show`` (golden file show.json), None if unknown."""
+    from hopsd.ledger.records import ACTIVE_STATES
+    from hopsd.views.joblist import daemon_state, queue_order, show_record, start_estimates
+
+    found = unit.jobs_by_slurm_ids([slurm_job_id]).get(slurm_job_id)
+    if found is None:
+        return None
+    now = time.time()
+    daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
+    active = unit.jobs_in_states(ACTIVE_STATES)
+    position = {j.id: k + 1 for k, j in enumerate(queue_order(active))}
+    start = start_estimates(active, now).get(found.id)
+    placements = unit.placements([found.id])[found.id]
+    estimates = estimates_of(unit.job_throughputs(found.id))
+    return show_record(found, now, daemon, placements, estimates, start, position.get(found.id))
+
+
+def _stamp(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_show(job: dict[str, Any]) -> None:
+    """``key=value`` lines grouped as ``scontrol show job`` does, then the placement story."""
+    lines = [
+        f"JobId={job['job_id']} Name={job['name']} User={job['user']} Account={job['account']}",
+        f"   State={job['state']} Reason={job['reason'] or '-'}",
+        f"   Tag={job['tag']['status']}"
+        + (f" TagReason={job['tag']['reason']}" if job["tag"]["reason"] else "")
+        + (f" Problem={job['problem']}" if job["problem"] else ""),
+        f"   Demands={','.join(map(str, job['demands']))} Model={job['model']} "
+        f"BatchSize={job['batch_size']} "
+        f"Samples={job['samples_done']:.0f}/{job['total_samples']:.0f}",
+        f"   Submit={_stamp(job['submit_time'])} Start={_stamp(job['start_time'])} "
+        f"End={_stamp(job['end_time'])}",
+        f"   Wait={hours(job['wait_s'])} Elapsed={hours(job['elapsed_s'])} "
+        f"Restarts={job['restarts']}",
+        f"   LR={_num(job['latency_ratio'])} FTFrho={_num(job['ftf_rho'])} "
+        f"QueuePosition={job['queue_position'] or '-'} "
+        f"StartIn={hours(job['start_in_s'])} ETA={hours(job['eta_s'])}",
+        f"   EstimateSource={job['estimate_source'] or '-'}",
+    ]
+    for place, est in job["estimates"].items():
+        sizes = " ".join(f"{n}gpu:{v:g}/s" for n, v in est["per_gpu"].items())
+        lines.append(f"   Estimate[{place}]={sizes} ({est['source']})")
+    for step in job["placements"]:
+        where = ",".join(f"{n}:{g}" for n, g in step["nodes"].items()) or "-"
+        lines.append(
+            f"   {_stamp(step['at'])} {step['change']:<7} {step['gpu_type'] or '-'} {where}"
+        )
+    if job["state_reason"]:
+        lines.append(f"   StateReason={job['state_reason']}")
+    if job["daemon"]["mode"] != "running":
+        lines.append(f"   hopsd: {job['daemon']['mode']}")
+    typer.echo("\n".join(lines))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def show(
+    ctx: typer.Context,
+    job_id: Annotated[str, typer.Argument(help="The Slurm job id (26 or 26_1).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Everything hops knows about one job: tag, demands, estimates, LR, placements, refusals."""
+    from hops_cli.ledger_access import reading
+
+    config = config_of(ctx)
+    wanted = parse_job_id(job_id)
+    with reading(config) as unit:
+        payload = show_payload(unit, wanted)
+    if payload is None:
+        fail(f"no such hops job: {job_id}")
+    elif as_json:
+        print_json(payload)
+    else:
+        render_show(payload)

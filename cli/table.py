@@ -1,0 +1,76 @@
+"""Tables the way Slurm's tools print them: aligned plain text, or ``|``-separated.
+
+Box drawing (rich) only on a terminal; piped output is plain columns so that
+``grep``, ``awk`` and ``cut`` work on it, ``--parsable`` is ``|``-separated
+without padding (like ``sacct --parsable2``), and ``--noheader`` drops the
+header line. ``-o/--format`` picks and orders columns by name.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hops_cli.common import EXIT_USAGE, fail
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the user asked for a table (``--format``, ``--noheader``, ``--parsable``)."""
+
+    columns: tuple[str, ...] | None = None
+    header: bool = True
+    parsable: bool = False
+
+
+def pick_columns(known: Sequence[str], fmt: str | None, default: Sequence[str]) -> list[str]:
+    """The columns ``-o a,b,c`` names (any case), else the default; unknown names: usage error."""
+    if not fmt:
+        return list(default)
+    wanted = [c.strip().upper() for c in fmt.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in known]
+    if unknown or not wanted:
+        fail(
+            f"unknown column {', '.join(unknown) or '(none)'} in --format; "
+            f"known: {','.join(known)}",
+            EXIT_USAGE,
+        )
+    return wanted
+
+
+def render(
+    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]], layout: Layout
+) -> None:
+    """Print rows under the columns: rich on a terminal, plain text otherwise."""
+    if layout.parsable:
+        lines = ["|".join(columns)] if layout.header else []
+        lines += ["|".join(r) for r in rows]
+        _write(lines)
+        return
+    if sys.stdout.isatty() and layout.header:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for c in columns:
+            table.add_column(c)
+        for r in rows:
+            table.add_row(*r)
+        Console(highlight=False).print(table)
+        return
+    _write(plain(columns, rows, layout.header))
+
+
+def plain(columns: Sequence[str], rows: Sequence[Sequence[str]], header: bool = True) -> list[str]:
+    """Left-aligned columns two spaces apart, no trailing blanks (squeue's look)."""
+    body = [list(columns)] + [list(r) for r in rows] if header else [list(r) for r in rows]
+    if not body:
+        return []
+    widths = [max(len(r[i]) for r in body) for i in range(len(columns))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in body]
+
+
+def _write(lines: Sequence[str]) -> None:
+    if lines:
+        sys.stdout.write("\n".join(lines) + "\n")

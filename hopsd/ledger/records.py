@@ -1,0 +1,365 @@
+"""Plain records the ledger hands out and takes: no SQLAlchemy here.
+
+The daemon and the CLI see the ledger only through these frozen values and the
+unit of work (:mod:`hopsd.ledger.unit`), so they never hold an ORM row, never
+issue a query of their own, and the CLI can import them without loading
+SQLAlchemy. The enumerations are stored as their string values (see
+:mod:`hopsd.ledger.models`, which imports them from here).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hopsd.core.model import Configuration, Job, Plan
+
+
+class JobState(enum.StrEnum):
+    SUBMITTED = "submitted"
+    PROFILING = "profiling"
+    QUEUED = "queued"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    REQUEUED = "requeued"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TagStatus(enum.StrEnum):
+    UNCHECKED = "unchecked"
+    VALID = "valid"
+    INVALID = "invalid"
+
+
+class LrRule(enum.StrEnum):
+    NONE = "none"
+    LINEAR = "linear"
+    SQRT = "sqrt"
+
+
+class AllocationReason(enum.StrEnum):
+    START = "start"
+    KEEP = "keep"
+    MOVE = "move"
+    PREEMPT = "preempt"
+    END = "end"
+
+
+class IntentAction(enum.StrEnum):
+    UPDATE = "update"
+    RELEASE = "release"
+    REQUEUE_HOLD = "requeue_hold"
+    MAKE_ELIGIBLE = "make_eligible"
+    CANCEL = "cancel"
+    HOLD = "hold"
+    # signal the job before a requeue; pending until it checkpointed or its grace is over
+    NOTICE = "notice"
+
+
+class IntentState(enum.StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+class ThroughputLayer(enum.StrEnum):
+    """Which of the four measured tables a row belongs to (entity/type x agg/dist).
+
+    ``place`` is a node id for the entity layer and a GPU type for the type layer;
+    ``size`` is a GPU count for aggregated rows and a node count for distributed ones.
+    """
+
+    ENTITY_AGGREGATED = "entity_agg"
+    ENTITY_DISTRIBUTED = "entity_dist"
+    TYPE_AGGREGATED = "type_agg"
+    TYPE_DISTRIBUTED = "type_dist"
+
+
+S = JobState
+TERMINAL_STATES = frozenset({S.DONE, S.FAILED, S.CANCELLED})
+ACTIVE_STATES = frozenset(JobState) - TERMINAL_STATES
+WAITING_STATES = frozenset({S.QUEUED, S.PREEMPTED, S.REQUEUED})
+
+# Who may follow whom. Profiling runs a few iterations per GPU type, after which
+# the job waits in the queue; preempted (yielded by hops) and requeued (sent back
+# by Slurm, or moved) jobs wait again and may be placed directly.
+LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
+    S.SUBMITTED: frozenset({S.PROFILING, S.QUEUED, S.FAILED, S.CANCELLED}),
+    S.PROFILING: frozenset({S.QUEUED, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.QUEUED: frozenset({S.PROFILING, S.RUNNING, S.FAILED, S.CANCELLED}),
+    S.RUNNING: frozenset({S.PREEMPTED, S.REQUEUED, S.DONE, S.FAILED, S.CANCELLED}),
+    # a requeued job may turn out to have finished just before the requeue hit it
+    S.PREEMPTED: frozenset({S.QUEUED, S.REQUEUED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
+    S.REQUEUED: frozenset({S.QUEUED, S.PREEMPTED, S.RUNNING, S.DONE, S.FAILED, S.CANCELLED}),
+    S.DONE: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def is_legal(current: JobState, requested: JobState) -> bool:
+    """Whether the state machine allows ``current -> requested`` (same state is a no-op)."""
+    return requested == current or requested in LEGAL_TRANSITIONS[current]
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One ledger job as it stands in the unit of work that read it."""
+
+    id: str
+    slurm_job_id: int | None
+    user: str
+    account: str
+    script_path: str
+    demands: tuple[int, ...]
+    total_samples: float
+    batch_size: int
+    model_name: str
+    params: float
+    lr: float | None
+    lr_rule: LrRule
+    lr_by_demand: Mapping[str, float] | None
+    state: JobState
+    state_reason: str
+    state_changed_at: float
+    submit_time: float
+    first_start_time: float | None
+    end_time: float | None
+    wait_time: float
+    service_gpu_s: float
+    service_norm: float
+    restarts: int
+    samples_done: float
+    estimate_source: str | None
+    tag_status: TagStatus
+    tag_reason: str
+    current_gpu_type: str | None
+    current_parts: tuple[tuple[str, int], ...] | None
+    latency_ratio: float | None
+    ftf_rho: float | None
+    input_problem: str
+    plan_reason: str
+    updated_at: float
+    # what the probe measured of a restart: saving a checkpoint, start to first iteration
+    checkpoint_s: float | None = None
+    startup_s: float | None = None
+
+    @property
+    def current(self) -> Configuration | None:
+        """Where the job holds GPUs now (None when it holds none)."""
+        return config_from_parts(self.current_gpu_type, self.current_parts)
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """New values of some of a job's fields; ``None`` leaves a field as it is."""
+
+    job_id: str
+    samples_done: float | None = None
+    restarts: int | None = None
+    estimate_source: str | None = None
+    state_reason: str | None = None
+    input_problem: str | None = None
+    plan_reason: str | None = None
+    latency_ratio: float | None = None
+    ftf_rho: float | None = None
+    wait_time: float | None = None
+    service_gpu_s: float | None = None
+    service_norm: float | None = None
+    updated_at: float | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What hops learns about a job when it adopts it from Slurm (the tag + Slurm fields)."""
+
+    id: str
+    user: str
+    demands: tuple[int, ...]
+    total_samples: float
+    submit_time: float
+    batch_size: int = 32
+    account: str = ""
+    slurm_job_id: int | None = None
+    script_path: str = ""
+    model_name: str = ""
+    params: float = 0.0
+    lr: float | None = None
+    lr_rule: LrRule = LrRule.NONE
+    lr_by_demand: Mapping[int, float] | None = None
+    tag_status: TagStatus = TagStatus.UNCHECKED
+    tag_reason: str = ""
+    state: JobState = JobState.SUBMITTED
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """Absolute values of one job's counters after a tick; None leaves a field as is."""
+
+    job_id: str
+    wait_time: float | None = None
+    service_gpu_s: float | None = None
+    service_norm: float | None = None
+    samples_done: float | None = None
+    estimate_source: str | None = None
+    latency_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class IntentRequest:
+    """One action to record (see :func:`hopsd.ledger.intents.record_intents`)."""
+
+    job_id: str | None
+    action: IntentAction
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class IntentRecord:
+    """A recorded intent as committed (or about to be)."""
+
+    id: int
+    job_id: str | None
+    action: IntentAction
+    payload: Mapping[str, Any]
+    state: IntentState
+    created_at: float
+    round_id: int | None = None
+
+
+@dataclass(frozen=True)
+class AllocationChange:
+    """One job's placement decision; ``config`` is None for preempt and end."""
+
+    job_id: str
+    reason: AllocationReason
+    config: Configuration | None = None
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    """What a round saw and decided: plan inputs, objective, decision time, idle GPUs.
+
+    ``idle_gpus_waiting`` counts GPUs left idle while jobs waited (the paper's
+    "idle GPUs per round" figure); ``shadow`` marks rounds planned without
+    enacting (dry runs beside another scheduler).
+    """
+
+    number: int
+    started_at: float
+    queued: int = 0
+    running: int = 0
+    window_size: int = 0
+    objective: float = 0.0
+    decision_s: float = 0.0
+    idle_gpus_waiting: int = 0
+    plans: int = 1
+    policy: str = "hops"
+    shadow: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """A recorded round: its row id keys the round's allocations and intents."""
+
+    id: int
+    number: int
+    shadow: bool
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """GPU-seconds of one user or account, raw and normalised by GPU-type speed."""
+
+    gpu_s: float
+    gpu_s_norm: float
+
+
+@dataclass(frozen=True)
+class ThroughputRecord:
+    """One measured per-GPU throughput (see :class:`ThroughputLayer` for place and size)."""
+
+    job_id: str
+    layer: ThroughputLayer
+    place: str
+    size: int
+    per_gpu: float
+
+
+#: The lease hopsd takes (one row per name in ``daemon_lease``).
+DEFAULT_LEASE = "hopsd"
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    name: str
+    holder: str | None
+    acquired_at: float | None
+    heartbeat_at: float | None
+    expires_at: float
+
+    def held_at(self, now: float) -> bool:
+        return self.holder is not None and self.expires_at > now
+
+
+def config_from_parts(gpu_type: str | None, parts: Any) -> Configuration | None:
+    """Rebuild a :class:`Configuration` from its stored ``[[node, gpus], ...]`` form."""
+    if gpu_type is None or not parts:
+        return None
+    return Configuration(gpu_type, tuple((str(node), int(gpus)) for node, gpus in parts))
+
+
+def core_job(job: JobRecord) -> Job:
+    """The planner's view of a ledger job (the core never sees ledger records)."""
+    return Job(
+        id=job.id,
+        demands=tuple(int(d) for d in job.demands),
+        total_samples=job.total_samples,
+        batch_size=job.batch_size,
+        params=job.params,
+        submit_time=job.submit_time,
+        user=job.user,
+        account=job.account,
+        samples_done=job.samples_done,
+        attained_service=job.service_norm,
+        wait_time=job.wait_time,
+        current=job.current if job.state == S.RUNNING else None,
+    )
+
+
+def changes_from_plan(plan: Plan) -> list[AllocationChange]:
+    """The allocation rows a plan implies (start, keep, move, preempt), in plan order."""
+    R = AllocationReason
+    out = [AllocationChange(a.job_id, R.START, a.config) for a in plan.start]
+    out += [AllocationChange(a.job_id, R.KEEP, a.config) for a in plan.keep]
+    out += [AllocationChange(a.job_id, R.MOVE, a.config) for a in plan.move]
+    out += [AllocationChange(job_id, R.PREEMPT, None) for job_id in plan.preempt]
+    return out
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    """One change of a job's placement: from ``at`` on it held ``gpus`` GPUs of ``gpu_type``."""
+
+    at: float
+    reason: AllocationReason
+    gpu_type: str | None
+    parts: tuple[tuple[str, int], ...]
+    gpus: int
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """What the latest recorded round says about the daemon: when, and whether it only watched."""
+
+    number: int
+    started_at: float
+    shadow: bool
+    policy: str

@@ -1,0 +1,545 @@
+"""The ledger's boundary: a unit of work that takes and returns plain records.
+
+The daemon and the CLI never see a session, a query or an ORM row: they open a
+:class:`Ledger`, run one :meth:`Ledger.unit` (committed when the block ends
+without an exception, rolled back otherwise) or one :meth:`Ledger.reading`
+(always rolled back), and call the :class:`Unit`'s methods, which return frozen
+records from :mod:`hopsd.ledger.records`. Every query hops makes lives behind
+this class, so what a tick costs in SQL can be read (and tested) in one place.
+
+Within one unit a job's record is rebuilt from the row the unit holds, so
+re-reading a job after changing it costs no query. The unit keeps the rows it
+loaded alive: the session's identity map holds them only weakly, and a row
+dropped there would be fetched again, one query per job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.core.model import Configuration
+from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
+from hopsd.ledger import allocations, intents, jobs, lease, rounds, usage
+from hopsd.ledger.engine import SqliteBegin, make_engine, make_sessionmaker, redact
+from hopsd.ledger.errors import LedgerError, UnknownJobError
+from hopsd.ledger.history import LedgerHistory, read_history
+from hopsd.ledger.models import (
+    AllocationRow,
+    IntentRow,
+    JobRow,
+    ProfileRow,
+    RoundRow,
+    ThroughputRow,
+)
+from hopsd.ledger.records import (
+    AllocationChange,
+    AllocationReason,
+    IntentAction,
+    IntentRecord,
+    IntentRequest,
+    JobRecord,
+    JobSpec,
+    JobState,
+    JobUpdate,
+    LeaseInfo,
+    PlacementRecord,
+    RoundInfo,
+    RoundRecord,
+    RoundSummary,
+    ThroughputLayer,
+    ThroughputRecord,
+)
+from hopsd.ledger.retention import Pruned, prune
+from hopsd.ledger.throughput_store import (
+    SqlThroughputStore,
+    load_throughput_store,
+    profile_from_row,
+)
+
+#: Database errors the engine did not translate into a ledger error (a bug, or a
+#: failure hops does not know how to name).
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+#: What a caller may meet when the database fails: the ledger's own errors too.
+LEDGER_FAILURES: tuple[type[BaseException], ...] = (LedgerError, *DRIVER_ERRORS)
+
+_UPDATABLE = tuple(f for f in JobUpdate.__dataclass_fields__ if f != "job_id")
+
+
+def intent_record(row: IntentRow) -> IntentRecord:
+    return IntentRecord(
+        id=row.id,
+        job_id=row.job_id,
+        action=IntentAction(row.action),
+        payload=dict(row.payload),
+        state=row.state,
+        created_at=row.created_at,
+        round_id=row.round_id,
+    )
+
+
+class MeasurementStore(SqlThroughputStore):
+    """What a job's own reports teach the ledger: measured layers, profiles, progress.
+
+    The daemon's sensing writes through this one object: throughputs and
+    profiles (the store's own methods), and the job's samples done and estimate
+    source that come with the same reports.
+    """
+
+    def profile_iterations(self, job_id: str, gpu_type: str) -> int | None:
+        """Iterations behind a job's profile on a type (0: derived), None without one."""
+        row = self.session.get(ProfileRow, (job_id, gpu_type))
+        return None if row is None else row.iterations
+
+    def entity_values(
+        self, job_id: str, layer: ThroughputLayer, size: int, nodes: Iterable[str]
+    ) -> list[float]:
+        """A job's measured per-GPU throughputs on the given nodes at one size."""
+        stmt = select(ThroughputRow.per_gpu).where(
+            ThroughputRow.job_id == job_id,
+            ThroughputRow.layer == layer,
+            ThroughputRow.size == size,
+            ThroughputRow.place.in_(list(nodes)),
+        )
+        return [float(v) for v in self.session.scalars(stmt)]
+
+    def note_samples_done(self, job_id: str, samples_done: float) -> None:
+        """Samples done only grow: a report older than the last one changes nothing."""
+        row = self._job(job_id)
+        row.samples_done = max(row.samples_done, samples_done)
+
+    def note_estimate_source(self, job_id: str, source: str) -> None:
+        self._job(job_id).estimate_source = source
+
+    def note_restart_cost(
+        self, job_id: str, *, checkpoint_s: float | None = None, startup_s: float | None = None
+    ) -> None:
+        """The latest checkpoint and start-up times a job's probe reported (its restart cost)."""
+        row = self._job(job_id)
+        if checkpoint_s is not None:
+            row.checkpoint_s = checkpoint_s
+        if startup_s is not None:
+            row.startup_s = startup_s
+
+    def _job(self, job_id: str) -> JobRow:
+        row = self.session.get(JobRow, job_id)
+        if row is None:
+            raise UnknownJobError(f"no job {job_id!r} in the ledger")
+        return row
+
+
+class Unit:
+    """One transaction's view of the ledger (see the module docstring)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._held: dict[str, JobRow] = {}
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def active_jobs(self) -> list[JobRecord]:
+        """Every job not yet done, failed or cancelled, oldest submission first."""
+        return [self._hold(r) for r in jobs.active_jobs(self._session)]
+
+    def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
+        return [self._hold(r) for r in jobs.jobs_in_states(self._session, states)]
+
+    def job(self, job_id: str) -> JobRecord | None:
+        """The job as it stands in this unit (no query when it was read before)."""
+        row = self._held.get(job_id) or self._session.get(JobRow, job_id)
+        return None if row is None else self._hold(row)
+
+    def jobs(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        """Many jobs by id: those read before from memory, the rest in a few queries."""
+        return {j: jobs.record_of(row) for j, row in self._load(job_ids).items()}
+
+    def current(self, records: Iterable[JobRecord]) -> list[JobRecord]:
+        """Fresh copies of records read earlier in this unit (changes since included)."""
+        return [jobs.record_of(self._row(r.id)) for r in records]
+
+    def refresh(self, record: JobRecord) -> JobRecord:
+        """A fresh copy of one record read earlier in this unit."""
+        return jobs.record_of(self._row(record.id))
+
+    def jobs_by_slurm_ids(self, slurm_ids: Sequence[int]) -> dict[int, JobRecord]:
+        stmt = select(JobRow).where(JobRow.slurm_job_id.in_(list(slurm_ids)))
+        return {
+            int(r.slurm_job_id): self._hold(r)
+            for r in self._session.scalars(stmt)
+            if r.slurm_job_id is not None
+        }
+
+    def add_job(self, spec: JobSpec, now: float) -> JobRecord:
+        return self._hold(jobs.add_job(self._session, spec, now))
+
+    def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> bool:
+        """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`);
+        False when it already was there. Read it again with :meth:`refresh`."""
+        return jobs.transition(self._row(job_id), state, now, reason)
+
+    def update_job(self, update: JobUpdate) -> None:
+        """Set the fields the update gives; the others (``updated_at`` too) stay as they are.
+
+        Read the job again with :meth:`refresh` when its new values are needed.
+        """
+        self._apply(update)
+
+    def update_jobs(self, updates: Sequence[JobUpdate]) -> None:
+        """Many updates: one query loads the jobs not read before in this unit.
+
+        An update of a job the ledger does not hold is skipped.
+        """
+        known = self._load([u.job_id for u in updates])
+        for update in updates:
+            if update.job_id in known:
+                self._apply(update)
+
+    def set_placement(self, job_id: str, config: Configuration | None) -> None:
+        """Record where a job holds GPUs now (None when it holds none)."""
+        jobs.set_current_config(self._row(job_id), config)
+
+    def detach_slurm_id(self, job_id: str) -> None:
+        """Free a job's Slurm id for another job (written at once: the id is unique)."""
+        self._row(job_id).slurm_job_id = None
+        self._session.flush()
+
+    def job_id_taken(self, job_id: str) -> bool:
+        return job_id in self._held or self._session.get(JobRow, job_id) is not None
+
+    def discard(self, job_id: str) -> None:
+        """Drop the job's changes not yet written (the next read loads it afresh)."""
+        row = self._held.get(job_id)
+        if row is not None:
+            self._session.expire(row)
+
+    def finished_latency_ratios(self, since: float) -> list[float]:
+        return jobs.finished_latency_ratios(self._session, since)
+
+    def finished_jobs(self, since: float, until: float) -> list[JobRecord]:
+        """Jobs that ended in ``[since, until]`` (``hops history``), in end order."""
+        return [jobs.record_of(r) for r in jobs.finished_jobs(self._session, since, until)]
+
+    def record_finished_run(
+        self, job_id: str, slurm_state: str, ended_at: float, reason: str
+    ) -> bool:
+        return jobs.record_finished_run(self._session, job_id, slurm_state, ended_at, reason)
+
+    def run_reported_complete(self, job_id: str) -> bool:
+        return jobs.run_reported_complete(self._session, job_id)
+
+    # -- intents -----------------------------------------------------------------------
+
+    def pending_intents(self, job_id: str | None = None) -> list[IntentRecord]:
+        return [intent_record(r) for r in intents.pending_intents(self._session, job_id)]
+
+    def record_intents(
+        self, requests: Sequence[IntentRequest], round_id: int | None, now: float
+    ) -> list[IntentRecord]:
+        rows = intents.record_intents(self._session, requests, round_id, now)
+        return [intent_record(r) for r in rows]
+
+    def record_intent(
+        self,
+        job_id: str | None,
+        action: IntentAction,
+        payload: Mapping[str, Any],
+        round_id: int | None,
+        now: float,
+    ) -> IntentRecord:
+        row = intents.record_intent(self._session, job_id, action, payload, round_id, now=now)
+        return intent_record(row)
+
+    def note_notice_sent(self, intent_id: int, at: float) -> None:
+        intents.note_notice_sent(self._session, intent_id, at)
+
+    def mark_done(self, intent_id: int, now: float) -> None:
+        intents.mark_done(self._session, intent_id, now)
+
+    def mark_failed(self, intent_id: int, error: str, now: float) -> None:
+        intents.mark_failed(self._session, intent_id, error, now)
+
+    def mark_abandoned(self, intent_id: int, reason: str, now: float) -> None:
+        intents.mark_abandoned(self._session, intent_id, reason, now)
+
+    def relaunches(self, job_id: str) -> int:
+        return intents.relaunches(self._session, job_id)
+
+    def released_by_hops(self, job_id: str) -> bool:
+        return intents.released_by_hops(self._session, job_id)
+
+    def last_requeue_was_relaunch(self, job_id: str) -> bool:
+        return intents.last_requeue_was_relaunch(self._session, job_id)
+
+    # -- rounds and allocations --------------------------------------------------------
+
+    def next_round_number(self, shadow: bool = False) -> int:
+        return rounds.next_round_number(self._session, shadow)
+
+    def record_round(self, summary: RoundSummary) -> RoundRecord:
+        row: RoundRow = rounds.record_round(self._session, summary)
+        return RoundRecord(row.id, row.number, row.shadow)
+
+    def record_allocation(
+        self,
+        round_id: int | None,
+        job_id: str,
+        reason: AllocationReason,
+        config: Configuration | None,
+        now: float,
+    ) -> None:
+        allocations.record_allocation(self._session, round_id, job_id, reason, config, now)
+
+    def record_allocations(
+        self, round_id: int | None, changes: Sequence[AllocationChange], now: float
+    ) -> int:
+        return allocations.record_allocations(self._session, round_id, changes, now)
+
+    def placement_before_last_move(self, job_id: str) -> Configuration | None:
+        return allocations.placement_before_last_move(self._session, job_id)
+
+    def start_counts(self, job_ids: Sequence[str]) -> dict[str, int]:
+        """How many runs the ledger recorded a start for, per job (0 for none)."""
+        return allocations.start_counts(self._session, job_ids)
+
+    def latest_targets(self, job_ids: Sequence[str]) -> dict[str, Configuration]:
+        """The placement each job was last started or moved to (one query)."""
+        if not job_ids:
+            return {}
+        stmt = (
+            select(AllocationRow)
+            .where(
+                AllocationRow.job_id.in_(list(job_ids)),
+                AllocationRow.reason.in_([AllocationReason.START, AllocationReason.MOVE]),
+            )
+            .order_by(AllocationRow.at, AllocationRow.id)
+        )
+        out: dict[str, Configuration] = {}
+        for row in self._session.scalars(stmt):
+            config = allocations.allocation_config(row)
+            if config is not None:
+                out[row.job_id] = config
+        return out
+
+    def placements(self, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
+        """Every recorded placement change of each job, oldest first (one query)."""
+        out: dict[str, list[PlacementRecord]] = {j: [] for j in job_ids}
+        if not job_ids:
+            return out
+        stmt = (
+            select(AllocationRow)
+            .where(
+                AllocationRow.job_id.in_(list(job_ids)),
+                AllocationRow.reason != AllocationReason.KEEP,
+            )
+            .order_by(AllocationRow.at, AllocationRow.id)
+        )
+        for row in self._session.scalars(stmt):
+            parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
+            out[row.job_id].append(
+                PlacementRecord(
+                    row.at,
+                    AllocationReason(row.reason),
+                    row.gpu_type,
+                    parts,
+                    int(row.total_gpus or sum(g for _, g in parts)),
+                )
+            )
+        return out
+
+    def latest_round(self) -> RoundInfo | None:
+        """The most recent round hopsd recorded (shadow or not), or None before the first."""
+        row = self._session.scalars(
+            select(RoundRow).order_by(RoundRow.started_at.desc(), RoundRow.id.desc()).limit(1)
+        ).first()
+        if row is None:
+            return None
+        return RoundInfo(row.number, row.started_at, bool(row.shadow), row.policy)
+
+    # -- usage -------------------------------------------------------------------------
+
+    def add_usage(self, user: str, account: str, at: float, gpu_s: float, norm: float) -> None:
+        usage.add_usage(self._session, user, account, at, gpu_s, norm)
+
+    def decayed_usage(
+        self, now: float, half_life_s: float
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Decayed, speed-normalised usage per user and per account (one aggregate query)."""
+        return usage.decayed_usage_by_owner(self._session, now, half_life_s)
+
+    # -- measurements ------------------------------------------------------------------
+
+    def store(self, now: float = 0.0) -> MeasurementStore:
+        """The measured layers of this unit, read and written row by row (``now`` stamps)."""
+        return MeasurementStore(self._session, now)
+
+    def throughput_snapshot(self, job_ids: Sequence[str]) -> InMemoryThroughputStore:
+        """Everything measured about the jobs, in memory (two queries per 900 jobs)."""
+        return load_throughput_store(self._session, job_ids)
+
+    def profiled_types(self, job_ids: Sequence[str]) -> dict[str, set[str]]:
+        """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
+        out: dict[str, set[str]] = {j: set() for j in job_ids}
+        if not job_ids:
+            return out
+        stmt = select(ProfileRow.job_id, ProfileRow.gpu_type).where(
+            ProfileRow.job_id.in_(list(job_ids)), ProfileRow.iterations > 0
+        )
+        for job_id, gpu_type in self._session.execute(stmt):
+            out.setdefault(job_id, set()).add(gpu_type)
+        return out
+
+    def profile(self, job_id: str, gpu_type: str) -> tuple[PhaseProfile, int] | None:
+        """A job's theory-layer profile on a type and the iterations behind it (0: derived)."""
+        row = self._session.get(ProfileRow, (job_id, gpu_type))
+        return None if row is None else (profile_from_row(row), row.iterations)
+
+    def job_throughputs(self, job_id: str) -> list[ThroughputRecord]:
+        """Every measurement of one job, all layers (``hops show``)."""
+        stmt = select(ThroughputRow).where(ThroughputRow.job_id == job_id)
+        return [
+            ThroughputRecord(r.job_id, ThroughputLayer(r.layer), r.place, r.size, r.per_gpu)
+            for r in self._session.scalars(stmt)
+        ]
+
+    def throughputs(self, layer: ThroughputLayer) -> list[ThroughputRecord]:
+        """Every measurement of one layer (for per-server speed factors)."""
+        stmt = select(ThroughputRow).where(ThroughputRow.layer == layer.value)
+        return [
+            ThroughputRecord(r.job_id, ThroughputLayer(r.layer), r.place, r.size, r.per_gpu)
+            for r in self._session.scalars(stmt)
+        ]
+
+    # -- the lease ---------------------------------------------------------------------
+
+    def acquire_lease(self, holder: str, ttl_s: float, now: float, name: str) -> bool:
+        return lease.acquire_lease(self._session, holder, ttl_s, now, name)
+
+    def ensure_lease(self, holder: str, ttl_s: float, now: float) -> LeaseInfo:
+        return lease.ensure_lease(self._session, holder, ttl_s, now)
+
+    def renew_lease(self, holder: str, ttl_s: float, now: float, name: str) -> LeaseInfo:
+        return lease.renew_lease(self._session, holder, ttl_s, now, name)
+
+    def release_lease(self, holder: str) -> bool:
+        return lease.release_lease(self._session, holder)
+
+    def lease_info(self, name: str = lease.DEFAULT_LEASE) -> LeaseInfo | None:
+        return lease.lease_info(self._session, name)
+
+    # -- history -----------------------------------------------------------------------
+
+    def history(self, since: float, until: float) -> LedgerHistory:
+        return read_history(self._session, since, until)
+
+    # -- transaction control -----------------------------------------------------------
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Writes inside stand or fall together (a SAVEPOINT)."""
+        with self._session.begin_nested():
+            yield
+
+    def _row(self, job_id: str) -> JobRow:
+        row = self._held.get(job_id) or self._session.get(JobRow, job_id)
+        if row is None:
+            raise UnknownJobError(f"no job {job_id!r} in the ledger")
+        self._held[job_id] = row
+        return row
+
+    def _load(self, job_ids: Sequence[str]) -> dict[str, JobRow]:
+        missing = [j for j in job_ids if j not in self._held]
+        if missing:
+            self._held.update(jobs.load_jobs(self._session, missing))
+        return {j: self._held[j] for j in job_ids if j in self._held}
+
+    def _apply(self, update: JobUpdate) -> JobRow:
+        row = self._row(update.job_id)
+        for name in _UPDATABLE:
+            value = getattr(update, name)
+            if value is not None:
+                setattr(row, name, value)
+        return row
+
+    def _hold(self, row: JobRow) -> JobRecord:
+        self._held[row.id] = row
+        return jobs.record_of(row)
+
+
+class Ledger:
+    """Opens units of work on one database (the daemon's, or the CLI's read-only one)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+
+    @classmethod
+    def open(
+        cls,
+        url: str | URL,
+        *,
+        timeout_ms: int | None = None,
+        sqlite_begin: SqliteBegin = "deferred",
+        read_only: bool = False,
+    ) -> Ledger:
+        kwargs: dict[str, Any] = {"sqlite_begin": sqlite_begin, "read_only": read_only}
+        if timeout_ms is not None:
+            kwargs["timeout_ms"] = timeout_ms
+        return cls(make_sessionmaker(make_engine(url, **kwargs)))
+
+    @property
+    def engine(self) -> Engine:
+        bind = self.sessions.kw["bind"]
+        assert isinstance(bind, Engine)
+        return bind
+
+    @property
+    def where(self) -> str:
+        """The database's URL without its password (for messages)."""
+        return redact(self.engine.url)
+
+    def check_schema(self) -> None:
+        """Raise unless the database is at this code's schema revision."""
+        from hopsd.ledger.schema_head import at_head
+
+        if at_head(self.engine):
+            return
+        from hopsd.ledger.migrate import check_schema
+
+        check_schema(self.engine)
+
+    @contextmanager
+    def unit(self) -> Iterator[Unit]:
+        """A unit of work: committed when the block ends normally, else rolled back."""
+        with self.sessions.begin() as session:
+            yield Unit(session)
+
+    @contextmanager
+    def reading(self) -> Iterator[Unit]:
+        """A unit that only reads: rolled back at the end whatever happened."""
+        session = self.sessions()
+        try:
+            yield Unit(session)
+        finally:
+            session.rollback()
+            session.close()
+
+    def prune(self, cutoff: float, *, batch: int, max_batches: int | None = None) -> Pruned:
+        """Remove rounds, intents and allocations older than ``cutoff`` in short transactions
+        (see :func:`hopsd.ledger.retention.prune`)."""
+        return prune(self.sessions, cutoff, batch=batch, max_batches=max_batches)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+LedgerLike = Ledger | sessionmaker[Session]
+
+
+def as_ledger(ledger: LedgerLike) -> Ledger:
+    """A :class:`Ledger` from itself or from a bare session factory (tests, benchmarks)."""
+    return ledger if isinstance(ledger, Ledger) else Ledger(ledger)

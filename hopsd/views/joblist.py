@@ -1,0 +1,247 @@
+"""One job as ``hops status``/``show``/``history`` print it, and the daemon's state.
+
+Names used in every payload (see README, "Reading the numbers"):
+
+* ``latency_ratio`` (LR): queue wait / expected run time, where the expected
+  run time is the method's *age* of the job (its run time at its best
+  configuration); lower is better.
+* ``since_submit_s``: wall-clock seconds since the job was submitted (this is
+  not the method's age).
+* ``elapsed_s``: seconds since the job first started (to its end when finished).
+* ``start_in_s``: for a waiting job, the rough start estimate of
+  :func:`start_estimates`; ``eta_s`` for a running job, seconds left.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hopsd.ledger.records import (
+    TERMINAL_STATES,
+    JobRecord,
+    JobState,
+    LeaseInfo,
+    PlacementRecord,
+    RoundInfo,
+)
+
+WAITING = (JobState.SUBMITTED, JobState.QUEUED, JobState.PREEMPTED, JobState.REQUEUED)
+NOT_RUNNING = "hopsd not running"
+
+
+@dataclass(frozen=True)
+class DaemonState:
+    """Whether hopsd acts now: ``running``, ``shadow`` (plans without enacting) or ``stopped``."""
+
+    mode: str
+    holder: str | None
+    heartbeat_at: float | None
+    last_round_at: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "holder": self.holder,
+            "heartbeat_at": self.heartbeat_at,
+            "last_round_at": self.last_round_at,
+        }
+
+
+def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) -> DaemonState:
+    """From the lease row (who holds it, until when) and the latest round (shadow or not).
+
+    No holder or an expired lease means no hopsd heartbeats: it is not running,
+    whatever the last round said.
+    """
+    holder = None if lease is None else lease.holder
+    beat = None if lease is None else lease.heartbeat_at
+    at = None if last is None else last.started_at
+    if lease is None or not lease.held_at(now):
+        return DaemonState("stopped", holder, beat, at)
+    return DaemonState(
+        "shadow" if last is not None and last.shadow else "running", holder, beat, at
+    )
+
+
+def job_name(job: JobRecord) -> str:
+    """The job's script's file name (Slurm's default name), else its model, else hops's id."""
+    return os.path.basename(job.script_path) or job.model_name or job.id
+
+
+def elapsed_of(job: JobRecord, now: float) -> float:
+    """Seconds since the job first started, to its end once it ended (0 if it never ran)."""
+    if job.first_start_time is None:
+        return 0.0
+    end = job.end_time if job.end_time is not None else now
+    return max(end - job.first_start_time, 0.0)
+
+
+def eta_of(job: JobRecord, now: float) -> float | None:
+    """Seconds left of a running job at its observed rate since it first started."""
+    if job.state != JobState.RUNNING or job.samples_done <= 0 or job.first_start_time is None:
+        return None
+    ran = max(now - job.first_start_time - job.wait_time, 1.0)
+    rate = job.samples_done / ran
+    return max(job.total_samples - job.samples_done, 0.0) / rate if rate > 0 else None
+
+
+def queue_order(jobs: Sequence[JobRecord]) -> list[JobRecord]:
+    """Waiting jobs in the order hopsd serves them: highest latency ratio first, then oldest."""
+    waiting = [j for j in jobs if j.state in WAITING]
+    return sorted(waiting, key=lambda j: (-(j.latency_ratio or 0.0), j.submit_time, j.id))
+
+
+def start_estimates(jobs: Sequence[JobRecord], now: float) -> dict[str, float]:
+    """Rough seconds until each waiting job starts (``squeue --start``'s role).
+
+    The rule, deliberately simple and stated in the README: the k-th waiting job
+    in :func:`queue_order` starts when the k-th running job (by ETA) ends, each
+    ending job freeing room for one waiting job. A waiting job beyond the
+    running jobs with a known ETA has no estimate.
+    """
+    ends = sorted(e for j in jobs if (e := eta_of(j, now)) is not None)
+    return {j.id: ends[k] for k, j in enumerate(queue_order(jobs)) if k < len(ends)}
+
+
+def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
+    """Why the job is where it is: hopsd's recorded reason, or that hopsd is not running."""
+    recorded = job.plan_reason or job.input_problem or None
+    if recorded is None and job.state == JobState.PROFILING:
+        where = job.current_gpu_type if job.current_parts else None
+        recorded = f"profiling on {where}" if where else "profiling: waiting for a GPU"
+    if job.state in TERMINAL_STATES:
+        return recorded
+    if daemon.mode == "stopped" and job.state != JobState.RUNNING:
+        return f"{NOT_RUNNING} (last: {recorded})" if recorded else NOT_RUNNING
+    if daemon.mode == "shadow" and recorded:
+        return f"shadow: would {recorded}"
+    return recorded
+
+
+def job_record(
+    job: JobRecord,
+    now: float,
+    daemon: DaemonState,
+    start_in_s: float | None = None,
+    position: int | None = None,
+) -> dict[str, Any]:
+    """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json)."""
+    nodes = {str(n): int(g) for n, g in (job.current_parts or [])}
+    eta = eta_of(job, now)
+    return {
+        "job_id": job.slurm_job_id,
+        "name": job_name(job),
+        "user": job.user,
+        "account": job.account,
+        "state": str(job.state),
+        "gpu_type": job.current_gpu_type if nodes else None,
+        "nodes": nodes,
+        "gpus": sum(nodes.values()),
+        "demands": [int(d) for d in job.demands],
+        "wait_s": round(job.wait_time, 1),
+        "latency_ratio": _r(job.latency_ratio, 3),
+        "ftf_rho": _r(job.ftf_rho, 3),
+        "eta_s": _r(eta, 1),
+        "start_in_s": _r(start_in_s, 1),
+        "queue_position": position,
+        "estimate_source": job.estimate_source,
+        "samples_done": job.samples_done,
+        "total_samples": job.total_samples,
+        "restarts": job.restarts,
+        "elapsed_s": round(elapsed_of(job, now), 1),
+        "since_submit_s": round(now - job.submit_time, 1),
+        "problem": job.input_problem or None,
+        "reason": reason_of(job, daemon),
+    }
+
+
+def gpu_hours_by_type(
+    job: JobRecord, placements: Sequence[PlacementRecord], now: float
+) -> dict[str, float]:
+    """GPU-hours the job held per GPU type, from its placement changes up to its end."""
+    out: dict[str, float] = {}
+    end = job.end_time if job.end_time is not None else now
+    ends = [p.at for p in placements[1:]] + [end]
+    for here, until in zip(placements, ends, strict=False):
+        if here.gpu_type is None or here.gpus <= 0 or until <= here.at:
+            continue
+        out[here.gpu_type] = out.get(here.gpu_type, 0.0) + here.gpus * (until - here.at) / 3600
+    return {t: round(h, 3) for t, h in sorted(out.items())}
+
+
+def history_record(
+    job: JobRecord, placements: Sequence[PlacementRecord], now: float
+) -> dict[str, Any]:
+    """One finished job in ``hops history --json`` (golden file history.json)."""
+    end = job.end_time if job.end_time is not None else now
+    return {
+        "job_id": job.slurm_job_id,
+        "name": job_name(job),
+        "user": job.user,
+        "account": job.account,
+        "state": str(job.state),
+        "submit_time": job.submit_time,
+        "start_time": job.first_start_time,
+        "end_time": job.end_time,
+        "jct_s": round(end - job.submit_time, 1),
+        "wait_s": round(job.wait_time, 1),
+        "elapsed_s": round(elapsed_of(job, now), 1),
+        "restarts": job.restarts,
+        "gpu_hours": gpu_hours_by_type(job, placements, now),
+        "latency_ratio": _r(job.latency_ratio, 3),
+        "reason": job.state_reason or None,
+    }
+
+
+def placement_story(placements: Sequence[PlacementRecord]) -> list[dict[str, Any]]:
+    """A job's placements and moves over time, for ``hops show``."""
+    return [
+        {
+            "at": p.at,
+            "change": str(p.reason),
+            "gpu_type": p.gpu_type,
+            "nodes": {n: g for n, g in p.parts},
+            "gpus": p.gpus,
+        }
+        for p in placements
+    ]
+
+
+def show_record(
+    job: JobRecord,
+    now: float,
+    daemon: DaemonState,
+    placements: Sequence[PlacementRecord],
+    estimates: Mapping[str, Mapping[str, Any]],
+    start_in_s: float | None,
+    position: int | None,
+) -> dict[str, Any]:
+    """Everything hops knows about one job (``hops show --json``, golden file show.json)."""
+    base = job_record(job, now, daemon, start_in_s, position)
+    base.update(
+        {
+            "id": job.id,
+            "script": job.script_path,
+            "model": job.model_name,
+            "batch_size": job.batch_size,
+            "learning_rate": job.lr,
+            "lr_rule": str(job.lr_rule),
+            "tag": {"status": str(job.tag_status), "reason": job.tag_reason or None},
+            "state_reason": job.state_reason or None,
+            "submit_time": job.submit_time,
+            "start_time": job.first_start_time,
+            "end_time": job.end_time,
+            "estimates": {t: dict(v) for t, v in sorted(estimates.items())},
+            "placements": placement_story(placements),
+            "gpu_hours": gpu_hours_by_type(job, placements, now),
+            "daemon": daemon.as_json(),
+        }
+    )
+    return base
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

@@ -1,0 +1,84 @@
+"""The pure job payloads: names, GPU-hours, hopsd's state, start estimates."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hopsd.ledger.records import (
+    AllocationReason,
+    JobRecord,
+    JobState,
+    LeaseInfo,
+    LrRule,
+    PlacementRecord,
+    RoundInfo,
+    TagStatus,
+)
+from hopsd.views.joblist import (
+    daemon_state,
+    gpu_hours_by_type,
+    job_name,
+    reason_of,
+    start_estimates,
+)
+
+JOB = JobRecord(
+    id="7", slurm_job_id=7, user="u", account="a", script_path="", demands=(1,),
+    total_samples=1000.0, batch_size=32, model_name="resnet50", params=0.0, lr=None,
+    lr_rule=LrRule.NONE, lr_by_demand=None, state=JobState.QUEUED, state_reason="",
+    state_changed_at=0.0, submit_time=0.0, first_start_time=None, end_time=None,
+    wait_time=0.0, service_gpu_s=0.0, service_norm=0.0, restarts=0, samples_done=0.0,
+    estimate_source=None, tag_status=TagStatus.VALID, tag_reason="", current_gpu_type=None,
+    current_parts=None, latency_ratio=None, ftf_rho=None, input_problem="", plan_reason="",
+    updated_at=0.0,
+)  # fmt: skip
+
+
+def test_name_falls_back_to_the_model_then_the_id() -> None:
+    assert job_name(replace(JOB, script_path="/x/train.sh")) == "train.sh"
+    assert job_name(JOB) == "resnet50"
+    assert job_name(replace(JOB, model_name="")) == "7"
+
+
+def test_gpu_hours_end_at_the_next_change_or_the_end() -> None:
+    done = replace(JOB, state=JobState.DONE, end_time=7200.0)
+    steps = [
+        PlacementRecord(0.0, AllocationReason.START, "v100", (("n1", 2),), 2),
+        PlacementRecord(3600.0, AllocationReason.PREEMPT, None, (), 0),
+        PlacementRecord(5400.0, AllocationReason.START, "a100", (("n2", 4),), 4),
+    ]
+    assert gpu_hours_by_type(done, steps, now=9e9) == {"a100": 2.0, "v100": 2.0}
+    assert gpu_hours_by_type(done, [], now=9e9) == {}
+
+
+def test_daemon_state_from_lease_and_last_round() -> None:
+    live = LeaseInfo("hopsd", "h:1", 0.0, 90.0, 120.0)
+    shadow = RoundInfo(3, 80.0, True, "hops")
+    assert daemon_state(None, None, 100.0).mode == "stopped"
+    assert daemon_state(live, shadow, 100.0).mode == "shadow"
+    assert daemon_state(live, replace(shadow, shadow=False), 100.0).mode == "running"
+    assert daemon_state(live, shadow, 130.0).mode == "stopped"  # lease expired: no heartbeat
+
+
+def test_start_estimates_follow_lr_order_and_running_etas() -> None:
+    running = replace(JOB, id="r", state=JobState.RUNNING, first_start_time=0.0, samples_done=500.0)
+    low = replace(JOB, id="low", latency_ratio=0.5)
+    high = replace(JOB, id="high", latency_ratio=2.0)
+    starts = start_estimates([running, low, high], now=100.0)
+    assert starts == {"high": 100.0}  # 500 of 1000 samples in 100 s: 100 s left
+
+
+def test_reasons_for_profiling_finished_and_stopped() -> None:
+    stopped = daemon_state(None, None, 0.0)
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    profiling = replace(JOB, state=JobState.PROFILING, current_gpu_type="v100",
+                        current_parts=(("v100n1", 1),))  # fmt: skip
+    assert reason_of(profiling, live) == "profiling on v100"
+    assert reason_of(replace(profiling, current_parts=None), live) == (
+        "profiling: waiting for a GPU"
+    )
+    done = replace(JOB, state=JobState.DONE, plan_reason="running on a100")
+    assert reason_of(done, stopped) == "running on a100"  # no "not running" on a finished job
+    assert reason_of(replace(JOB, plan_reason="waiting"), stopped) == (
+        "hopsd not running (last: waiting)"
+    )
