@@ -45,11 +45,14 @@ def admit(
     """
     if not demands:
         return Admission((), "no GPU counts given")
+    where = "the managed partitions"
     if per_type is not None:
         allowed, refusal = allowed_types(types, exclude_types, per_type)
         if refusal:
             return Admission((), refusal)
         largest_config = max((per_type[t] for t in allowed), default=0)
+        if types or exclude_types:
+            where = f"the GPU types it may run on ({', '.join(allowed)})"
     if max(demands) > max_demand:
         return Admission(
             (), f"demand {max(demands)} GPUs exceeds scheduler.max_demand_gpus={max_demand}"
@@ -59,7 +62,7 @@ def admit(
         return Admission(
             (),
             f"smallest demand {min(demands)} GPUs exceeds the largest configuration "
-            f"of the managed partitions ({largest_config} GPUs)",
+            f"of {where} ({largest_config} GPUs)",
         )
     if total_samples < batch_size:
         return Admission((), f"total samples {total_samples:g} below one batch ({batch_size})")

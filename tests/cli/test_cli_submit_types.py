@@ -51,7 +51,7 @@ def test_constraints_and_no_preempt_reach_the_tag(tmp_path: Path, port: Any) -> 
         (
             ["--gpus", "8", "--exclude-types", "v100", "--no-preempt"],
             "hops: hopsd would refuse this job: smallest demand 8 GPUs exceeds the largest "
-            "configuration of the managed partitions (4 GPUs)",
+            "configuration of the GPU types it may run on (a100, k80) (4 GPUs)",
         ),
         (["--types", "a100,,a100"], "hops: --types: a GPU type is named twice"),
     ],
