@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -11,54 +11,8 @@ from rich.table import Table
 from hops_cli.common import config_of, console, fail, print_json
 from hops_cli.filters import Users, job_filter
 from hops_cli.ledger_access import reading
-from hops_cli.views import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
-from hopsd.config import HopsConfig
-from hopsd.core.fairshare import split_shares
-
-if TYPE_CHECKING:
-    from hopsd.ledger.unit import Unit
-
-
-def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[str, Any]:
-    """The ``--json`` document of ``hops fairness`` (stable schema, see README)."""
-    now = time.time()
-    rows = unit.jobs_in_states(ACTIVE)
-    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
-    half_life = config.fairshare_half_life_h * 3600
-    user_shares, account_shares = split_shares(config.shares)
-    by_user, by_account = unit.decayed_usage(now, half_life)
-    users, jain = user_fairness(by_user, user_shares, (r.user for r in rows))
-    accounts, account_jain = user_fairness(
-        by_account,
-        account_shares,
-        (r.account for r in rows),
-        key="account",
-    )
-    lrs = unit.finished_latency_ratios(now - window_h * 3600)
-    jobs = []
-    for row in rows:
-        jobs.append(
-            {
-                "job_id": row.slurm_job_id,
-                "user": row.user,
-                "state": str(row.state),
-                "latency_ratio": None if row.latency_ratio is None else round(row.latency_ratio, 3),
-                # Themis rho as hopsd computed it (the ftf priority's own definition)
-                "ftf_rho": None if row.ftf_rho is None else round(row.ftf_rho, 3),
-                "starving": starving(row),
-            }
-        )
-    return {
-        "jobs": jobs,
-        "users": users,
-        "accounts": accounts,
-        "jain_users": round(jain, 4),
-        "jain_accounts": round(account_jain, 4),
-        "raqlr": round(raqlr_of(lrs), 3),
-        "raqlr_window_h": window_h,
-        "finished_in_window": len(lrs),
-        "starving_threshold_lr": STARVING_LR,
-    }
+from hopsd.views.fairness import fairness_payload
+from hopsd.views.records import STARVING_LR
 
 
 def _render(payload: dict[str, Any]) -> None:
@@ -103,7 +57,6 @@ def _plot(payload: dict[str, Any], path: str) -> None:
     does not flatten bars that are all far below it; job labels thin out when
     there are too many to read.
     """
-    import time
 
     import matplotlib
 

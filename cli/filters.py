@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
 from hops_cli.common import EXIT_USAGE, fail
+from hopsd.views.filters import JobFilter
 
 JobIds = Annotated[
     list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
@@ -34,16 +34,6 @@ Partitions = Annotated[
         "--partition", "-p", help="Only jobs placed in these partitions (or on these GPU types)."
     ),
 ]
-
-
-@dataclass(frozen=True)
-class JobFilter:
-    """What a read command keeps; None means no restriction on that field."""
-
-    job_ids: frozenset[int] | None = None
-    users: frozenset[str] | None = None
-    states: frozenset[str] | None = None
-    partitions: frozenset[str] | None = None
 
 
 def _split(values: Iterable[str] | None) -> list[str]:

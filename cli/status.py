@@ -15,14 +15,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import config_of, hours, print_json
-from hops_cli.filters import JobFilter, JobIds, Me, Partitions, States, Users, job_filter
+from hops_cli.filters import JobIds, Me, Partitions, States, Users, job_filter
 from hops_cli.table import Layout, pick_columns, render
 
 if TYPE_CHECKING:
-    from hopsd.config import HopsConfig
-    from hopsd.ledger.records import JobRecord
-    from hopsd.ledger.unit import Unit
-    from hopsd.slurm.port import SlurmNode
+    pass
 
 COLUMNS = (
     "JOBID",
@@ -55,62 +52,6 @@ JOB_STATES = (
 )
 
 
-def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
-    from hopsd.slurm.errors import SlurmError
-    from hopsd.slurm.factory import port_from_config
-
-    try:
-        port = port_from_config(config)
-        return port.list_nodes(), None
-    except (SlurmError, ValueError) as exc:
-        return [], str(exc)
-
-
-def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str, ...]]) -> bool:
-    if wanted.job_ids is not None and job.slurm_job_id not in wanted.job_ids:
-        return False
-    if wanted.users is not None and job.user not in wanted.users:
-        return False
-    if wanted.states is not None and str(job.state) not in wanted.states:
-        return False
-    if wanted.partitions is not None:
-        places = {job.current_gpu_type or ""}
-        for node, _ in job.current_parts or ():
-            places.update(node_parts.get(node, ()))
-        return bool(places & wanted.partitions)
-    return True
-
-
-def status_payload(
-    unit: Unit, config: HopsConfig, wanted: JobFilter, window_h: float
-) -> dict[str, Any]:
-    """The ``--json`` document of ``hops status`` (stable schema, see README)."""
-    from hops_cli.views import raqlr_of, type_summaries
-    from hopsd.ledger.records import ACTIVE_STATES, JobState
-    from hopsd.views.joblist import daemon_state, job_record, queue_order, start_estimates
-
-    now = time.time()
-    daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
-    states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
-    every = unit.jobs_in_states(states)
-    nodes, slurm_error = _nodes(config)
-    node_parts = {n.name: tuple(n.partitions) for n in nodes}
-    starts = start_estimates(every, now)
-    position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}
-    rows = [r for r in every if _matches(r, wanted, node_parts)]
-    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
-    queued = sum(1 for r in every if r.state != JobState.RUNNING)
-    lrs = unit.finished_latency_ratios(now - window_h * 3600)
-    return {
-        "jobs": [job_record(r, now, daemon, starts.get(r.id), position.get(r.id)) for r in rows],
-        "daemon": daemon.as_json(),
-        "cluster": [
-            s.as_json() for s in type_summaries(nodes, config.partitions, config.node_types, queued)
-        ],
-        "raqlr": round(raqlr_of(lrs), 3),
-        "raqlr_window_h": window_h,
-        "slurm_error": slurm_error,
-    }
 
 
 def _cells(job: dict[str, Any]) -> dict[str, str]:
@@ -155,6 +96,8 @@ def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layou
     for job in payload["jobs"]:
         if job["problem"]:
             typer.echo(f"job {job['job_id']}: {job['problem']}")
+    for job in payload.get("refused", []):
+        typer.echo(f"job {job['job_id']} ({job['user']}): refused by hopsd: {job['reason']}")
     summary = [
         [
             r["gpu_type"],
@@ -173,6 +116,10 @@ def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layou
     )
     if payload["slurm_error"]:
         typer.echo(f"Slurm unreachable, node summary omitted: {payload['slurm_error']}")
+    leader = payload["leader"]
+    if leader["holder"]:
+        led = hours(time.time() - leader["since"]) if leader["since"] else "-"
+        typer.echo(f"leader: {leader['holder']} (for {led}, fencing token {leader['token']})")
 
 
 def status(
@@ -211,6 +158,8 @@ def status(
     )
     columns = pick_columns(COLUMNS, fmt, DEFAULT)
     with reading(config) as unit:
+        from hopsd.views.status import status_payload
+
         payload = status_payload(unit, config, wanted, window_h)
     if as_json:
         print_json(payload)

@@ -86,6 +86,9 @@ class HopsConfig:
     # directory, used only under the checks of hopsd.daemon.spool.
     spool_dir: str = ""
     lease_ttl_s: float = 120.0
+    # A second hopsd on the same ledger waits for the lease and takes over when
+    # the leader's runs out; false: it exits (4) naming the holder.
+    standby: bool = True
     # A requeued job is released only this long after its previous run left its
     # nodes, and a release waits at most requeue_wait_s per tick for that.
     requeue_quiet_s: float = 1.5
@@ -156,6 +159,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
     "daemon": {
         "spool_dir": ("spool_dir", str),
         "lease_ttl_s": ("lease_ttl_s", float),
+        "standby": ("standby", bool),
         "requeue_quiet_s": ("requeue_quiet_s", float),
         "requeue_wait_s": ("requeue_wait_s", float),
         "spool_retention_s": ("spool_retention_s", float),

@@ -22,6 +22,11 @@ if ! command -v promtool >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
         --no-install-recommends prometheus >/dev/null
 fi
+# Debian's chromium: tests/daemon loads hopsd's status page in a headless browser.
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends chromium >/dev/null
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 # setuptools prints a generic notice box for every editable install (folders
 # named like a package may shadow it); the wheel install has no such notice.

@@ -1,4 +1,5 @@
-"""hopsd's HTTP endpoint: ``/metrics`` for Prometheus and ``/healthz`` for probes.
+"""hopsd's HTTP endpoint: ``/metrics`` for Prometheus, ``/healthz`` for probes, and the
+read-only status page (``/status``) with the JSON documents behind it.
 
 ``/healthz`` answers 200 when every check passes and 503 otherwise, with a JSON
 body naming each failing check and why (ledger unreachable, Slurm failing, no
@@ -22,6 +23,9 @@ log = logging.getLogger("hopsd.endpoint")
 #: A named check: returns None when fine, else the reason it is not.
 Check = Callable[[], str | None]
 
+#: A read-only document: returns its content type and body.
+Page = Callable[[], tuple[str, bytes]]
+
 
 def health(checks: Mapping[str, Check]) -> tuple[int, dict[str, object]]:
     """Run every check; a check that raises counts as failing with its error."""
@@ -41,10 +45,14 @@ class Endpoint:
     """A small threaded HTTP server; ``port`` is the bound one (useful with port 0)."""
 
     def __init__(
-        self, registry: CollectorRegistry, checks: Mapping[str, Check], address: str
+        self,
+        registry: CollectorRegistry,
+        checks: Mapping[str, Check],
+        address: str,
+        pages: Mapping[str, Page] | None = None,
     ) -> None:
         host, _, port = address.rpartition(":")
-        handler = _handler(registry, checks)
+        handler = _handler(registry, checks, pages or {})
         self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])
@@ -59,7 +67,7 @@ class Endpoint:
 
 
 def _handler(
-    registry: CollectorRegistry, checks: Mapping[str, Check]
+    registry: CollectorRegistry, checks: Mapping[str, Check], pages: Mapping[str, Page]
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -67,11 +75,22 @@ def _handler(
             if path == "/healthz":
                 status, body = health(checks)
                 self._send(status, "application/json", json.dumps(body).encode() + b"\n")
+            elif path in pages:
+                self._page(pages[path])
             elif path in ("/metrics", "/"):
                 encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
                 self._send(200, content_type, encoder(registry))
             else:
                 self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+        def _page(self, page: Page) -> None:
+            try:
+                content_type, body = page()
+            except Exception as exc:  # the ledger away: say so, keep serving
+                log.warning("event=page-failed path=%s error=%r", self.path, str(exc))
+                self._send(503, "text/plain; charset=utf-8", f"unavailable: {exc}\n".encode())
+                return
+            self._send(200, content_type, body)
 
         def _send(self, status: int, content_type: str, body: bytes) -> None:
             self.send_response(status)

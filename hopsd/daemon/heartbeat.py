@@ -14,6 +14,15 @@ of the TTL whatever the ticks do:
   while the last confirmed expiry lies in the future (minus a safety margin),
   and tries again on the next beat. An outage of any length ends with the
   lease back and the daemon scheduling, without a restart.
+
+Fencing. Each acquisition raises the lease's token; the keeper remembers the
+token it acquired. Expiry alone cannot stop a daemon that was paused, or whose
+clock runs behind, from acting after a standby took over, so :meth:`LeaseKeeper.check`
+(before every Slurm write) and :meth:`LeaseKeeper.fence` (inside every intent
+batch's transaction) also ask the ledger whether the lease still carries this
+daemon's token. A takeover raised it, so the old leader records and enacts
+nothing more. What stays open is a Slurm command already under way when the
+check passed.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import time
 from collections.abc import Callable
 
 from hopsd.daemon.logging import iso
-from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
+from hopsd.ledger.errors import FencedError, LeaseLostError, LedgerUnavailableError
 from hopsd.ledger.records import DEFAULT_LEASE
 from hopsd.ledger.unit import LEDGER_FAILURES, LedgerLike, Unit, as_ledger
 
@@ -53,9 +62,12 @@ class LeaseKeeper:
         self.clock = clock
         self.name = name
         self.expires_at = 0.0
+        self.token: int | None = None
         self.lost: LeaseLostError | None = None
         self.beats = 0
         self.retaken = 0
+        # Intent batches or Slurm writes refused because the token had moved on.
+        self.fenced = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -63,9 +75,17 @@ class LeaseKeeper:
     def interval_s(self) -> float:
         return max(self.ttl_s / 4.0, 0.05)
 
-    def confirmed(self, expires_at: float) -> None:
-        """Record an expiry known from the ledger (at start-up, after taking the lease)."""
+    def confirmed(self, expires_at: float, token: int | None = None) -> None:
+        """Record an expiry (and the fencing token) known from the ledger after taking it.
+
+        Without ``token`` the one the ledger holds for us now is read.
+        """
         self.expires_at = expires_at
+        if token is None:
+            with self.ledger.unit() as unit:
+                info = unit.lease_info(self.name)
+            token = info.token if info is not None and info.holder == self.holder else -1
+        self.token = token
 
     def may_act(self) -> bool:
         """True while the lease is ours for sure (confirmed and not about to run out)."""
@@ -74,11 +94,40 @@ class LeaseKeeper:
         return self.clock() < self.expires_at - SAFETY_MARGIN * self.ttl_s
 
     def check(self) -> None:
-        """Raise unless this daemon may act on Slurm now (called before each write)."""
+        """Raise unless this daemon may act on Slurm now (called before each write).
+
+        First its own view (lost, or not confirmed lately), then the ledger's: the
+        lease must still carry our fencing token.
+        """
         if self.lost is not None:
             raise self.lost
         if not self.may_act():
             raise LeaseUnconfirmedError(self.name, self.holder, self.expires_at)
+        try:
+            with self.ledger.unit() as unit:
+                self.fence(unit)
+        except FencedError:
+            raise
+        except LEDGER_FAILURES as exc:
+            raise LeaseUnconfirmedError(self.name, self.holder, self.expires_at) from exc
+
+    def fence(self, unit: Unit) -> None:
+        """Raise ``FencedError`` (and count the lease lost) unless the ledger still
+        names us with our token; runs inside the caller's transaction."""
+        if self.lost is not None:
+            raise self.lost
+        try:
+            unit.check_fence(self.holder, -1 if self.token is None else self.token, self.name)
+        except FencedError as exc:
+            self.fenced += 1
+            self.lost = exc
+            log.error(
+                "event=fenced holder=%s token=%s note='the lease has a newer token; "
+                "this hopsd enacts nothing more'",
+                exc.holder,
+                self.token,
+            )
+            raise
 
     def beat(self) -> bool:
         """One heartbeat; True when the lease is confirmed ours afterwards."""
@@ -122,6 +171,7 @@ class LeaseKeeper:
             info = retaken
         self.beats += 1
         self.expires_at = info.expires_at
+        self.token = info.token
         return True
 
     # -- the thread ----------------------------------------------------------------------

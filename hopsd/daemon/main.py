@@ -1,11 +1,17 @@
 """Entry point of ``hopsd``: parse arguments, check config, schema and lease, run the service.
 
-    hopsd [--config FILE] [--shadow] [--once] [--ticks N]
+    hopsd [--config FILE] [--shadow] [--once] [--ticks N] [--no-standby]
     hopsd db upgrade [--config FILE]
     hopsd --version
 
+A hopsd that finds the lease held by another waits as a standby (``[daemon]
+standby``, on by default): it polls the lease every quarter of its TTL (or every
+tick, if shorter) and leads once the holder's lease has run out, i.e. within the
+TTL plus one poll of the leader's death. ``--once`` and ``--no-standby`` do not
+wait.
+
 Exit codes: 0 fine, 2 bad configuration or usage, 3 ledger schema or database
-problem, 4 another hopsd holds the ledger lease.
+problem, 4 another hopsd holds the ledger lease (not a standby).
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +40,12 @@ from hopsd.ledger import migrate
 from hopsd.ledger.engine import redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
 from hopsd.ledger.health import ping, probe_engine
-from hopsd.ledger.unit import Ledger, LedgerLike, as_ledger
+from hopsd.ledger.records import LeaseInfo
+from hopsd.ledger.unit import LEDGER_FAILURES, Ledger, LedgerLike, as_ledger
 from hopsd.slurm.factory import port_from_config
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
+from hopsd.views.page import documents
 
 log = logging.getLogger("hopsd")
 
@@ -56,6 +66,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shadow", action="store_true", help="decide and log, enact nothing")
     parser.add_argument("--once", action="store_true", help="run one tick and exit")
     parser.add_argument("--ticks", type=int, default=None, help="exit after N ticks")
+    parser.add_argument(
+        "--no-standby",
+        action="store_true",
+        help="exit (4) if another hopsd holds the lease instead of waiting to take over",
+    )
     parser.add_argument(
         "--log-level",
         default=None,
@@ -92,13 +107,14 @@ def _local_dead(holder: str | None) -> bool:
     return False
 
 
-def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> float:
-    """Take the lease and return its expiry; take over a dead local hopsd's, refuse a live one."""
+def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> LeaseInfo:
+    """Take the lease (expiry and fencing token); take over a dead local hopsd's, refuse a
+    live one."""
     ledger = as_ledger(ledger)
     while True:
         try:
             with ledger.unit() as unit:
-                return unit.ensure_lease(holder, config.lease_ttl_s, time.time()).expires_at
+                return unit.ensure_lease(holder, config.lease_ttl_s, time.time())
         except LeaseHeldError as exc:
             if not _local_dead(exc.holder):
                 raise
@@ -108,6 +124,48 @@ def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> float:
             with ledger.unit() as unit:
                 if not unit.release_lease(exc.holder):
                     time.sleep(0.2)
+
+
+def standby_poll_s(config: HopsConfig) -> float:
+    """How often a standby tries the lease: a quarter TTL, or a tick if that is shorter."""
+    return max(min(config.lease_ttl_s / 4.0, config.queue_refresh_s), 0.05)
+
+
+def wait_as_standby(
+    ledger: Ledger, config: HopsConfig, holder: str, stop: threading.Event
+) -> LeaseInfo | None:
+    """Poll for the lease until it is ours (its info) or ``stop`` is set (None).
+
+    The leader renews every quarter TTL; once it stops (killed, host gone, cut
+    off from the ledger) its lease runs out and the first poll after that wins.
+    """
+    poll = standby_poll_s(config)
+    seen: str | None = None
+    while not stop.is_set():
+        try:
+            return take_lease(ledger, config, holder)
+        except LeaseHeldError as exc:
+            if exc.holder != seen:
+                seen = exc.holder
+                log.info(
+                    "event=standby leader=%s lease_ttl_s=%g poll_s=%g",
+                    exc.holder,
+                    config.lease_ttl_s,
+                    poll,
+                )
+        except LEDGER_FAILURES as exc:
+            log.warning("event=standby-ledger-unavailable error=%r", str(exc).splitlines()[0])
+        stop.wait(poll)
+    return None
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    def on_stop(signum: int, _frame: object) -> None:
+        log.info("event=signal name=%s stopping_standby", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
 
 
 def adopt_filter() -> Callable[[ObservedJob], bool] | None:
@@ -129,13 +187,14 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEDGER
     holder = holder_name()
-    try:
-        expires_at = take_lease(ledger, config, holder)
-    except LeaseHeldError as exc:
-        print(f"hopsd: {exc}", file=sys.stderr)
-        return EXIT_LEASE
+    info: LeaseInfo | None = None
+    if args.once or args.no_standby or not config.standby:
+        try:
+            info = take_lease(ledger, config, holder)
+        except LeaseHeldError as exc:
+            print(f"hopsd: {exc}", file=sys.stderr)
+            return EXIT_LEASE
     lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
-    lease.confirmed(expires_at)
     runner = CountingRunner(SubprocessRunner())
     port = port_from_config(config, run=runner)
     tick = Tick(
@@ -154,8 +213,11 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     after_tick = checks["ledger"]
     probe = probe_engine(config.ledger_url)
     checks["ledger"] = lambda: ping(probe) or after_tick()
+    # The status page reads through an engine of its own (deferred BEGIN): a page
+    # view never takes SQLite's write lock nor waits for a tick's.
+    reader = Ledger.open(config.ledger_url, timeout_ms=2000, sqlite_begin="deferred")
     try:
-        metrics.serve(config.metrics_address, checks)
+        metrics.serve(config.metrics_address, checks, documents(reader, config))
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
     log.info(
@@ -166,6 +228,11 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         holder,
     )
     try:
+        if info is None:
+            info = _stand_by(ledger, config, holder, service)
+            if info is None:
+                return 0
+        lease.confirmed(info.expires_at, info.token)
         if args.once:
             service.run_once()
         else:
@@ -175,8 +242,26 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
             if (info := unit.lease_info()) is not None and info.holder == holder:
                 unit.release_lease(holder)
         ledger.dispose()
+        reader.dispose()
         probe.dispose()
     return 1 if service.fatal is not None else 0
+
+
+def _stand_by(
+    ledger: Ledger, config: HopsConfig, holder: str, service: Service
+) -> LeaseInfo | None:
+    """Wait as a standby (``hopsd_leader`` 0, healthy) until the lease is ours."""
+    service.waiting = True
+    service.metrics.leader.set(0)
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    info = wait_as_standby(ledger, config, holder, stop)
+    service.waiting = False
+    if info is not None:
+        service.started_at = time.time()
+        service.metrics.leader.set(1)
+        log.info("event=leading holder=%s token=%d", holder, info.token)
+    return info
 
 
 def main(argv: list[str] | None = None) -> int:

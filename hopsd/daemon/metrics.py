@@ -30,7 +30,7 @@ from prometheus_client import (
 import hopsd
 from hopsd.daemon.decide import MOVE, PREEMPT, PROFILE, START
 from hopsd.daemon.enact import EnactReport, Step
-from hopsd.daemon.endpoint import Check, Endpoint
+from hopsd.daemon.endpoint import Check, Endpoint, Page
 from hopsd.daemon.gpu_use import GpuUse
 from hopsd.daemon.problems import InputProblems
 from hopsd.ledger.records import IntentAction
@@ -172,11 +172,17 @@ class DaemonMetrics:
         self.max_latency_ratio.set(ordered[-1] if ordered else 0.0)
         self.p99_latency_ratio.set(nearest_rank(ordered, 0.99) if ordered else 0.0)
 
-    def serve(self, address: str, checks: Mapping[str, Check] | None = None) -> None:
-        """Expose ``/metrics`` and ``/healthz`` at ``HOST:PORT`` (no-op for an empty address)."""
+    def serve(
+        self,
+        address: str,
+        checks: Mapping[str, Check] | None = None,
+        pages: Mapping[str, Page] | None = None,
+    ) -> None:
+        """Expose ``/metrics``, ``/healthz`` (and the status ``pages``) at ``HOST:PORT``
+        (no-op for an empty address)."""
         if not address:
             return
-        self.endpoint = Endpoint(self.registry, checks or {}, address)
+        self.endpoint = Endpoint(self.registry, checks or {}, address, pages)
 
 
 def nearest_rank(ordered: Sequence[float], q: float) -> float:

@@ -209,6 +209,8 @@ class Reconciler:
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
         self._refused_logged: set[int] = set()
+        # Slurm ids with a refusal in the ledger (loaded on the first tick).
+        self._refusals: set[int] | None = None
         self._report_seen: dict[str, float] = {}
 
     def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -242,7 +244,19 @@ class Reconciler:
         live = {j.slurm_id for j in obs.jobs if not j.final}
         self.sensing.clean(now, self.config.spool_retention_s, live)
         self.problems.retain(set(observed))
+        self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
         return report
+
+    def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
+        """Drop the refusals of jobs that left Slurm (one query on the first tick, then none
+        unless one did)."""
+        if self._refusals is None:
+            self._refusals = unit.refusal_ids()
+        gone = self._refusals - live
+        if gone:
+            unit.drop_refusals(gone)
+            self._refusals -= gone
+            self._refused_logged -= gone
 
     def _one(
         self,
@@ -340,14 +354,17 @@ class Reconciler:
             self._retire(unit, old, why, now, report)
         if not (job.pending and job.held):
             if not job.final:
-                self._refuse(job, "tagged but not submitted held; left to Slurm", report)
+                self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
             return
         spec, reason = check_tag(job, largest[0], self.config.max_demand_gpus, largest[1])
         if spec is None:
-            self._refuse(job, reason, report)
+            self._refuse(unit, job, reason, now, report)
             return
         spec = replace(spec, id=self._free_id(unit, job.slurm_id))
         unit.add_job(spec, now)
+        if self._refusals is not None and job.slurm_id in self._refusals:
+            unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
+            self._refusals.discard(job.slurm_id)
         if self.profile_new_jobs and not (job.tag is not None and job.tag.no_preempt):
             unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
         report.adopted.append(spec.id)
@@ -396,10 +413,16 @@ class Reconciler:
             candidate = f"{base}-{n}"
         return candidate
 
-    def _refuse(self, job: ObservedJob, reason: str, report: ReconcileReport) -> None:
+    def _refuse(
+        self, unit: Unit, job: ObservedJob, reason: str, now: float, report: ReconcileReport
+    ) -> None:
+        """Log a refusal once and keep it in the ledger, where ``hops status`` shows it."""
         if job.slurm_id in self._refused_logged:
             return
         self._refused_logged.add(job.slurm_id)
+        unit.record_refusal(job.slurm_id, job.user, reason[:500], now)
+        if self._refusals is not None:
+            self._refusals.add(job.slurm_id)
         report.rejected.append((job.slurm_id, reason))
         log.warning("event=refuse slurm_job=%s user=%s reason=%r", job.slurm_id, job.user, reason)
 

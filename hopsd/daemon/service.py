@@ -62,6 +62,8 @@ class Service:
         self.started_at = tick.clock()
         self.last_tick_at: float | None = None
         self.ledger_error = ""
+        # True while this hopsd is a standby waiting for the lease: no ticks expected.
+        self.waiting = False
         self.retention = Retention(tick.ledger)
 
     @property
@@ -184,6 +186,8 @@ class Service:
             return f"last tick could not use the ledger: {self.ledger_error}"
 
         def tick() -> str | None:
+            if self.waiting:
+                return None
             since = self.last_tick_at if self.last_tick_at is not None else self.started_at
             age = self.tick.clock() - since
             if age <= self.stale_after_s():

@@ -129,6 +129,8 @@ class Tick:
         self.shadow = shadow
         self.clock = clock
         self.lease = lease
+        if lease is not None:  # every intent batch is recorded under our fencing token
+            self.ledger.fence = lease.fence
         self.call_count = call_count or (lambda: 0)
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)

@@ -76,6 +76,16 @@ class LeaseLostError(LeaseHeldError):
     """This daemon's lease expired and was taken over (or released) meanwhile."""
 
 
+class FencedError(LeaseLostError):
+    """The lease no longer carries this daemon's fencing token: another hopsd took
+    it since, so whatever this one was about to enact must not happen."""
+
+    def __init__(self, name: str, holder: str, expires_at: float, token: int) -> None:
+        super().__init__(name, holder, expires_at)
+        self.token = token
+        self.args = (f"fenced: lease {name!r} is now held by {holder!r} (token {token})",)
+
+
 def _utc(epoch: float) -> str:
     """ISO 8601 UTC, as hops logs times."""
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

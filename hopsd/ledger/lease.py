@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.ledger.errors import LeaseHeldError, LeaseLostError
+from hopsd.ledger.errors import FencedError, LeaseHeldError, LeaseLostError
 from hopsd.ledger.models import LeaseRow
 from hopsd.ledger.records import DEFAULT_LEASE, LeaseInfo
 
@@ -92,11 +92,35 @@ def lease_info(session: Session, name: str = DEFAULT_LEASE) -> LeaseInfo | None:
             LeaseRow.acquired_at,
             LeaseRow.heartbeat_at,
             LeaseRow.expires_at,
+            LeaseRow.token,
         ).where(LeaseRow.name == name)
     ).first()
     if row is None:
         return None
-    return LeaseInfo(row[0], row[1], row[2], row[3], float(row[4]))
+    return LeaseInfo(row[0], row[1], row[2], row[3], float(row[4]), int(row[5] or 0))
+
+
+def check_fence(session: Session, holder: str, token: int, name: str = DEFAULT_LEASE) -> None:
+    """Raise :class:`FencedError` unless the lease still names ``holder`` with ``token``.
+
+    A plain read, no row lock: a leader paused inside a transaction must not keep
+    a standby from taking over. A batch that passed the check just before a
+    takeover may commit just after it; its intents are then the new leader's to
+    resume (every tick resumes pending intents), and the old leader cannot enact
+    them, because every Slurm write checks again. Expiry is not compared: a
+    holder whose clock runs behind must be stopped by the token, not by its own
+    idea of the time.
+    """
+    found = session.execute(
+        select(LeaseRow.token).where(
+            LeaseRow.name == name, LeaseRow.holder == holder, LeaseRow.token == token
+        )
+    ).first()
+    if found is not None:
+        return
+    info = lease_info(session, name)
+    other = "<nobody>" if info is None or info.holder is None else info.holder
+    raise FencedError(name, other, 0.0 if info is None else info.expires_at, token)
 
 
 def _take(session: Session, holder: str, ttl_s: float, now: float, name: str) -> bool:
@@ -111,6 +135,12 @@ def _take(session: Session, holder: str, ttl_s: float, now: float, name: str) ->
             # acquired_at marks when the current holder took over, not each renewal;
             # SET expressions see the row's old values on both backends.
             acquired_at=case((LeaseRow.holder == holder, LeaseRow.acquired_at), else_=now),
+            # A new acquisition (another holder, or ours after it ran out) raises the
+            # fencing token; renewing an unexpired lease of our own keeps it.
+            token=case(
+                ((LeaseRow.holder == holder) & (LeaseRow.expires_at > now), LeaseRow.token),
+                else_=LeaseRow.token + 1,
+            ),
             heartbeat_at=now,
             expires_at=now + ttl_s,
         )
@@ -130,6 +160,7 @@ def _create(session: Session, holder: str, ttl_s: float, now: float, name: str) 
                     acquired_at=now,
                     heartbeat_at=now,
                     expires_at=now + ttl_s,
+                    token=1,
                 )
             )
     except IntegrityError:

@@ -288,3 +288,16 @@ class LeaseRow(Base):
     acquired_at: Mapped[float | None] = mapped_column(Float)
     heartbeat_at: Mapped[float | None] = mapped_column(Float)
     expires_at: Mapped[float] = mapped_column(Float, default=0.0)
+    # Fencing token: raised on every acquisition, checked before every enactment.
+    token: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+
+class RefusalRow(Base):
+    """A tagged Slurm job hopsd refused to adopt, and why (kept while Slurm knows the job)."""
+
+    __tablename__ = "refusals"
+
+    slurm_job_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    user: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    refused_at: Mapped[float] = mapped_column(Float)

@@ -304,6 +304,8 @@ class LeaseInfo:
     acquired_at: float | None
     heartbeat_at: float | None
     expires_at: float
+    # The fencing token of the current holder's acquisition (raised by each one).
+    token: int = 0
 
     def held_at(self, now: float) -> bool:
         return self.holder is not None and self.expires_at > now
@@ -363,3 +365,13 @@ class RoundInfo:
     started_at: float
     shadow: bool
     policy: str
+
+
+@dataclass(frozen=True)
+class RefusalRecord:
+    """A tagged Slurm job hopsd refused to adopt: whose, why, since when."""
+
+    slurm_job_id: int
+    user: str
+    reason: str
+    refused_at: float

@@ -15,11 +15,12 @@ dropped there would be fetched again, one query per job.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,6 +36,7 @@ from hopsd.ledger.models import (
     IntentRow,
     JobRow,
     ProfileRow,
+    RefusalRow,
     RoundRow,
     ThroughputRow,
 )
@@ -50,6 +52,7 @@ from hopsd.ledger.records import (
     JobUpdate,
     LeaseInfo,
     PlacementRecord,
+    RefusalRecord,
     RoundInfo,
     RoundRecord,
     RoundSummary,
@@ -134,12 +137,17 @@ class MeasurementStore(SqlThroughputStore):
         return row
 
 
+#: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
+Fence = Callable[["Unit"], None]
+
+
 class Unit:
     """One transaction's view of the ledger (see the module docstring)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
+        self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
 
@@ -241,6 +249,7 @@ class Unit:
     def record_intents(
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
+        self._fenced()
         rows = intents.record_intents(self._session, requests, round_id, now)
         return [intent_record(r) for r in rows]
 
@@ -252,6 +261,7 @@ class Unit:
         round_id: int | None,
         now: float,
     ) -> IntentRecord:
+        self._fenced()
         row = intents.record_intent(self._session, job_id, action, payload, round_id, now=now)
         return intent_record(row)
 
@@ -284,6 +294,14 @@ class Unit:
     def record_round(self, summary: RoundSummary) -> RoundRecord:
         row: RoundRow = rounds.record_round(self._session, summary)
         return RoundRecord(row.id, row.number, row.shadow)
+
+    def recent_rounds(self, limit: int = 20) -> list[RoundSummary]:
+        """The latest enacting rounds, newest first (for the status page)."""
+        names = [f.name for f in dataclasses.fields(RoundSummary)]
+        return [
+            RoundSummary(**{n: getattr(row, n) for n in names})
+            for row in rounds.recent_rounds(self._session, limit)
+        ]
 
     def record_allocation(
         self,
@@ -426,8 +444,48 @@ class Unit:
     def renew_lease(self, holder: str, ttl_s: float, now: float, name: str) -> LeaseInfo:
         return lease.renew_lease(self._session, holder, ttl_s, now, name)
 
+    def check_fence(self, holder: str, token: int, name: str = lease.DEFAULT_LEASE) -> None:
+        """Raise ``FencedError`` unless the lease still carries ``holder``'s ``token``."""
+        lease.check_fence(self._session, holder, token, name)
+
+    def _fenced(self) -> None:
+        """Intents are recorded only under the fencing token of the daemon that leads."""
+        if self._fence is not None:
+            self._fence(self)
+
     def release_lease(self, holder: str) -> bool:
         return lease.release_lease(self._session, holder)
+
+    # -- refusals -----------------------------------------------------------------------
+
+    def record_refusal(self, slurm_job_id: int, user: str, reason: str, now: float) -> None:
+        """Keep (or update) why hopsd refused to adopt a Slurm job."""
+        row = self._session.get(RefusalRow, slurm_job_id)
+        if row is None:
+            self._session.add(
+                RefusalRow(slurm_job_id=slurm_job_id, user=user, reason=reason, refused_at=now)
+            )
+        elif row.reason != reason:
+            row.reason, row.refused_at = reason, now
+
+    def refusal_ids(self) -> set[int]:
+        return set(self._session.scalars(select(RefusalRow.slurm_job_id)))
+
+    def drop_refusals(self, slurm_job_ids: Iterable[int]) -> None:
+        """Forget refusals of jobs Slurm no longer knows (or that hopsd has adopted since)."""
+        ids = list(slurm_job_ids)
+        if ids:
+            self._session.execute(delete(RefusalRow).where(RefusalRow.slurm_job_id.in_(ids)))
+
+    def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]:
+        """The refused jobs (of some users), oldest first."""
+        stmt = select(RefusalRow).order_by(RefusalRow.slurm_job_id)
+        if users is not None:
+            stmt = stmt.where(RefusalRow.user.in_(list(users)))
+        return [
+            RefusalRecord(r.slurm_job_id, r.user, r.reason, r.refused_at)
+            for r in self._session.scalars(stmt)
+        ]
 
     def lease_info(self, name: str = lease.DEFAULT_LEASE) -> LeaseInfo | None:
         return lease.lease_info(self._session, name)
@@ -476,6 +534,8 @@ class Ledger:
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
+        # Set by the daemon that holds the lease: checked with every intent batch.
+        self.fence: Fence | None = None
 
     @classmethod
     def open(
@@ -516,7 +576,7 @@ class Ledger:
     def unit(self) -> Iterator[Unit]:
         """A unit of work: committed when the block ends normally, else rolled back."""
         with self.sessions.begin() as session:
-            yield Unit(session)
+            yield Unit(session, self.fence)
 
     @contextmanager
     def reading(self) -> Iterator[Unit]:

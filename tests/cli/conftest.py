@@ -15,7 +15,7 @@ from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import JobProgress, JobSpec, add_job, apply_progress, set_current_config
 from hopsd.ledger.jobs import transition as job_transition
 from hopsd.ledger.migrate import upgrade
-from hopsd.ledger.models import JobRow, JobState
+from hopsd.ledger.models import JobRow, JobState, RefusalRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
 from hopsd.slurm.port import AccountingRecord, SlurmJob, SlurmNode
@@ -116,6 +116,15 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         store.set_type_aggregated("j101", "v100", 1, 100.0)
         store.set_entity_aggregated("j101", "v100n1", 1, 100.0)
         store.set_entity_aggregated("j101", "v100n2", 1, 60.0)
+        # a tagged job hopsd refused to adopt (it has no job row)
+        session.add(
+            RefusalRow(
+                slurm_job_id=103,
+                user="bob",
+                reason="total samples 10 below one batch (32)",
+                refused_at=now - 60,
+            )
+        )
     engine.dispose()
     conf = tmp_path / "hops.conf"
     conf.write_text(f'[ledger]\nurl = "{url}"\n')

@@ -160,8 +160,37 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert 1799 <= jobs[102]["since_submit_s"] < 1900 and "age_s" not in jobs[102]
     # one running job with an ETA: the first waiting job starts when it ends
     assert jobs[102]["queue_position"] == 1 and jobs[102]["start_in_s"] == jobs[101]["eta_s"]
+    assert payload["leader"]["holder"] is None and payload["leader"]["token"] == 0
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)
+    # a job hopsd refused shows with hopsd's reason, not nothing
+    assert [(r["job_id"], r["user"]) for r in payload["refused"]] == [(103, "bob")]
+    assert "below one batch" in payload["refused"][0]["reason"]
+
+
+def test_status_says_who_leads_and_its_fencing_token(ledger: str, port: Any) -> None:
+    import time
+
+    from hopsd.ledger.engine import make_engine, make_sessionmaker
+    from hopsd.ledger.lease import ensure_lease
+
+    engine = make_engine(ledger)
+    with make_sessionmaker(engine).begin() as s:
+        ensure_lease(s, "head1:4242", 600.0, time.time())
+    engine.dispose()
+    result = runner.invoke(app, ["status", "--all", "--json"])
+    payload = json.loads(result.stdout)
+    assert payload["leader"]["holder"] == "head1:4242" and payload["leader"]["token"] == 1
+    assert payload["daemon"]["mode"] != "stopped"
+    table = runner.invoke(app, ["status", "--all"])
+    assert "leader: head1:4242" in table.stdout and "fencing token 1" in table.stdout
+
+
+def test_status_shows_refused_jobs_to_their_owner_only(ledger: str, port: Any) -> None:
+    bob = runner.invoke(app, ["status", "--user", "bob"])
+    assert "job 103 (bob): refused by hopsd: total samples 10 below one batch (32)" in bob.stdout
+    alice = runner.invoke(app, ["status", "--user", "alice", "--json"])
+    assert json.loads(alice.stdout)["refused"] == []
 
 
 def test_status_filters_by_user(ledger: str, port: Any) -> None:

@@ -204,3 +204,40 @@ def test_overrunning_tick_is_warned_about(config, port, sessions, clock, caplog)
     service = Service(Tick(tiny, port, sessions, clock=clock))
     service.run_once()
     assert "event=tick-overrun" in caplog.text
+
+
+def test_second_daemon_waits_as_a_standby_and_leads_once_the_lease_runs_out(tmp_path, capsys):
+    """The default: no exit 4; it takes over after the holder's lease ran out, token raised."""
+    import time
+
+    from hopsd.ledger.lease import lease_info
+
+    path = _conf(tmp_path, "[scheduler]\nqueue_refresh_s = 0.2\n[daemon]\nlease_ttl_s = 1.0\n")
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    migrate.upgrade(url)
+    sessions = make_sessionmaker(make_engine(url))
+    with sessions.begin() as s:
+        held = ensure_lease(s, "otherhost:4242", 1.5, time.time())
+    started = time.monotonic()
+    assert hopsd_main.main(["--config", str(path), "--ticks", "1"]) == 0
+    waited = time.monotonic() - started
+    assert waited >= held.expires_at - time.time() - 3.0  # it did wait for the expiry
+    err = capsys.readouterr().err
+    assert "event=standby leader=otherhost:4242" in err
+    assert f"event=leading holder={hopsd_main.holder_name()} token={held.token + 1}" in err
+    with sessions.begin() as s:
+        info = lease_info(s)
+        assert info is not None and info.holder is None  # released at a clean exit
+
+
+def test_no_standby_exits_naming_the_holder(tmp_path, capsys):
+    path = _conf(tmp_path)
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    migrate.upgrade(url)
+    sessions = make_sessionmaker(make_engine(url))
+    import time
+
+    with sessions.begin() as s:
+        ensure_lease(s, "otherhost:4242", 600.0, time.time())
+    assert hopsd_main.main(["--config", str(path), "--no-standby", "--ticks", "1"]) == 4
+    assert "otherhost:4242" in capsys.readouterr().err

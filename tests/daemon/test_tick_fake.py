@@ -317,3 +317,28 @@ def test_each_tick_records_the_cores_latency_ratio_and_themis_rho(config, port, 
         assert row.ftf_rho is not None and row.ftf_rho > 1.0  # worse off than on its own share
         assert row.plan_reason == "waiting: 0 GPUs free, needs at least 2"  # the step's reason
     assert blocker in port.jobs
+
+
+def test_a_refused_job_is_kept_with_its_reason_until_slurm_forgets_it(
+    config, port, sessions, clock
+):
+    from hopsd.ledger.models import RefusalRow
+
+    tiny = port.add_job(HopsTag((1,), 10.0, batch_size=32))  # fewer samples than one batch
+    tick = make_tick(config, port, sessions, clock)
+    tick.run_once()
+    with sessions.begin() as s:
+        rows = list(s.scalars(select(RefusalRow)))
+        assert [(r.slurm_job_id, r.user) for r in rows] == [(tiny, "alice")]
+        assert "below one batch" in rows[0].reason
+        assert get_job(s, str(tiny)) is None  # refused: never adopted
+    clock.advance(1)
+    tick.run_once()  # still in Slurm: the refusal stays, once
+    with sessions.begin() as s:
+        assert len(list(s.scalars(select(RefusalRow)))) == 1
+    port.jobs[tiny].state = "CANCELLED"  # the owner gives up; Slurm forgets it
+    del port.jobs[tiny]
+    clock.advance(1)
+    tick.run_once()
+    with sessions.begin() as s:
+        assert list(s.scalars(select(RefusalRow))) == []

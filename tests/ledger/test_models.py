@@ -106,7 +106,8 @@ def _others() -> list[Base]:
             gpu_s=7200.0, gpu_s_norm=5400.0,
         ),
         LeaseRow(
-            name="hopsd", holder="host-a:123", acquired_at=1.0, heartbeat_at=2.0, expires_at=32.0
+            name="hopsd", holder="host-a:123", acquired_at=1.0, heartbeat_at=2.0, expires_at=32.0,
+            token=5,
         ),
     ]  # fmt: skip
 

@@ -1,0 +1,94 @@
+"""The document behind ``hops status --json`` and hopsd's status page: jobs, refusals,
+GPU types, the daemon's state and who leads.
+
+One builder for both, so the page and the CLI can never disagree on a schema.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hopsd.config import HopsConfig
+from hopsd.ledger.records import ACTIVE_STATES, JobRecord, JobState
+from hopsd.ledger.unit import Unit
+from hopsd.slurm.errors import SlurmError
+from hopsd.slurm.port import SlurmNode
+from hopsd.views.filters import JobFilter
+from hopsd.views.joblist import daemon_state, job_record, queue_order, start_estimates
+from hopsd.views.records import raqlr_of, type_summaries
+
+
+def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
+    from hopsd.slurm.factory import port_from_config
+
+    try:
+        port = port_from_config(config)
+        return port.list_nodes(), None
+    except (SlurmError, ValueError) as exc:
+        return [], str(exc)
+
+
+def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str, ...]]) -> bool:
+    if wanted.job_ids is not None and job.slurm_job_id not in wanted.job_ids:
+        return False
+    if wanted.users is not None and job.user not in wanted.users:
+        return False
+    if wanted.states is not None and str(job.state) not in wanted.states:
+        return False
+    if wanted.partitions is not None:
+        places = {job.current_gpu_type or ""}
+        for node, _ in job.current_parts or ():
+            places.update(node_parts.get(node, ()))
+        return bool(places & wanted.partitions)
+    return True
+
+
+def status_payload(
+    unit: Unit, config: HopsConfig, wanted: JobFilter | None, window_h: float
+) -> dict[str, Any]:
+    """The ``--json`` document of ``hops status`` (stable schema, see README)."""
+    wanted = wanted or JobFilter()
+    now = time.time()
+    daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
+    states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
+    every = unit.jobs_in_states(states)
+    nodes, slurm_error = _nodes(config)
+    node_parts = {n.name: tuple(n.partitions) for n in nodes}
+    starts = start_estimates(every, now)
+    position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}
+    rows = [r for r in every if _matches(r, wanted, node_parts)]
+    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
+    queued = sum(1 for r in every if r.state != JobState.RUNNING)
+    lrs = unit.finished_latency_ratios(now - window_h * 3600)
+    refused = [
+        {"job_id": r.slurm_job_id, "user": r.user, "reason": r.reason, "since": r.refused_at}
+        for r in unit.refusals(wanted.users)
+        if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
+    ]
+    return {
+        "jobs": [job_record(r, now, daemon, starts.get(r.id), position.get(r.id)) for r in rows],
+        "refused": refused,
+        "daemon": daemon.as_json(),
+        "cluster": [
+            s.as_json() for s in type_summaries(nodes, config.partitions, config.node_types, queued)
+        ],
+        "raqlr": round(raqlr_of(lrs), 3),
+        "raqlr_window_h": window_h,
+        "slurm_error": slurm_error,
+        "leader": _leader(unit, now),
+    }
+
+
+def _leader(unit: Unit, now: float) -> dict[str, Any]:
+    """Which hopsd leads (holds the unexpired lease), since when, under which fencing token."""
+    info = unit.lease_info()
+    if info is None:
+        return {"holder": None, "since": None, "expires_at": None, "token": 0}
+    holder = info.holder if info.held_at(now) else None
+    return {
+        "holder": holder,
+        "since": info.acquired_at if holder else None,
+        "expires_at": info.expires_at,
+        "token": info.token,
+    }

@@ -1,0 +1,176 @@
+"""hopsd's status page in a real browser: Debian's headless Chromium loads it from a live
+hopsd on the test cluster; the test checks what the page shows and keeps a screenshot
+(``test-artifacts/status-page.png``, or under ``$HOPS_TEST_ARTIFACTS``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_live import LIVE, LiveEnv, hopsd_process
+
+pytestmark = LIVE
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "cli" / "golden" / "status.json"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+class Tables(HTMLParser):
+    """Cell texts of every table on the page, by table id; and the leader line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.leader = ""
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._in_leader = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        ident = dict(attrs).get("id") or ""
+        if tag == "table":
+            self._table = ident
+            self.tables[ident] = []
+        elif tag == "tr" and self._table is not None:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "p" and ident == "leader":
+            self._in_leader = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._table is not None:
+            self.tables[self._table][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "p":
+            self._in_leader = False
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._in_leader:
+            self.leader += data
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def chromium(args: list[str], profile: Path) -> str:
+    binary = shutil.which("chromium")
+    assert binary, "chromium missing: scripts/install.sh installs Debian's chromium"
+    done = subprocess.run(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout
+
+
+def fetch(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def shape(value: Any) -> Any:
+    if isinstance(value, dict):
+        return sorted(value)
+    return type(value).__name__
+
+
+@pytest.mark.slow
+def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
+    live_env: LiveEnv, tmp_path: Path
+) -> None:
+    env = live_env
+    port = free_port()
+    text = env.config_path.read_text().replace(
+        '[metrics]\naddress = ""', f'[metrics]\naddress = "127.0.0.1:{port}"'
+    )
+    env.config_path.write_text(text)
+    # 18 GPUs (8 a100, 8 v100, 2 k80): two of three 8-GPU jobs run, one waits
+    jobs = [env.submit((8,), 5e6, label=f"r{i}") for i in range(3)]
+    proc = hopsd_process(env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 90
+        status: dict[str, Any] = {}
+        while time.monotonic() < end:
+            try:
+                status = fetch(f"{base}/status.json")
+            except OSError:
+                status = {}
+            states = {j["job_id"]: j["state"] for j in status.get("jobs", [])}
+            running = [j for j in jobs if states.get(j) == "running"]
+            if len(running) == 2 and len(states) == 3:
+                queued = next(j for j in jobs if j not in running)
+                break
+            time.sleep(1.0)
+        else:
+            pytest.fail(f"jobs never ran: {status}; log: {(env.root / 'hopsd.log').read_text()}")
+        # the JSON is the CLI's schema
+        golden = json.loads(GOLDEN.read_text())
+        assert sorted(status) == sorted(golden)
+        assert sorted(status["jobs"][0]) == sorted(golden["jobs"][0])
+        fairness = fetch(f"{base}/fairness.json")
+        assert {"jobs", "users", "jain_users", "raqlr"} <= set(fairness)
+
+        dom = chromium(["--dump-dom", f"{base}/status"], tmp_path / "profile-dom")
+        page = Tables()
+        page.feed(dom)
+        assert "leader: " in page.leader and f":{proc.pid}" in page.leader, page.leader
+        types = {row[0] for row in page.tables["gpu-types"][1:]}
+        assert {"a100", "k80"} <= types
+        run_rows = {row[0]: row for row in page.tables["running"][1:]}
+        assert {str(j) for j in running} <= set(run_rows)
+        assert all(run_rows[str(j)][2] in types for j in running)  # a GPU type shown
+        queue_rows = {row[0]: row for row in page.tables["queue"][1:]}
+        assert str(queued) in queue_rows
+        assert queue_rows[str(queued)][6] not in ("", "-")  # the reason it waits
+        fair_rows = {row[0] for row in page.tables["fairness-jobs"][1:]}
+        assert {str(j) for j in [*running, queued]} <= fair_rows
+        users = [row[0] for row in page.tables["fairness-users"][1:]]
+        assert users, page.tables["fairness-users"]
+        assert len(page.tables["rounds"]) >= 2  # a header and at least one round
+
+        artefacts = Path(os.environ.get("HOPS_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+        artefacts.mkdir(parents=True, exist_ok=True)
+        shot = artefacts / "status-page.png"
+        shot.unlink(missing_ok=True)
+        chromium(
+            [f"--screenshot={shot}", "--window-size=1280,1400", f"{base}/status"],
+            tmp_path / "profile-shot",
+        )
+        assert shot.stat().st_size > 10_000
+        # read-only: nothing but GET
+        request = urllib.request.Request(f"{base}/status", method="POST", data=b"x")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 501
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
