@@ -120,6 +120,7 @@ class PassSpec:
     split_settled: bool
     round_length_s: float
     restart_penalty_s: float
+    resume_margin: bool = False
 
 
 def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:
@@ -247,11 +248,13 @@ def candidate_set(
     out = CandidateSet(tuple(members))
     for opt in options:
         cost = move_cost_s(opt.member.job.restart_s, spec.restart_penalty_s)
-        _add_job_columns(out, opt, restart_discount(spec.round_length_s, cost))
+        _add_job_columns(out, opt, restart_discount(spec.round_length_s, cost), spec.resume_margin)
     return out
 
 
-def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> None:
+def _add_job_columns(
+    out: CandidateSet, opt: JobOptions, discount: float, resume_margin: bool
+) -> None:
     member = opt.member
     job = member.job
     if opt.keep_gain is not None and job.current is not None:
@@ -262,7 +265,8 @@ def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> Non
         return
     # a queued job that ran before resumes from a checkpoint: it pays a restart too,
     # so a waiting job displaces an equal running one only past that margin
-    factor = discount if job.current is not None or job.samples_done > 0 else 1.0
+    resumes = resume_margin and job.samples_done > 0
+    factor = discount if job.current is not None or resumes else 1.0
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
             if job.current is not None and same_placement(config, job.current):

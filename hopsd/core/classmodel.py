@@ -72,6 +72,7 @@ def class_columns(
     class_of: Mapping[str, int],
     round_length_s: float,
     restart_penalty_s: float,
+    resume_margin: bool = False,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class."""
     out: list[ClassColumn] = []
@@ -87,7 +88,8 @@ def class_columns(
         if opt.member.keep_only:
             continue
         # resuming a job that ran before costs a restart too (see candidates)
-        factor = discount if job.current is not None or job.samples_done > 0 else 1.0
+        resumes = resume_margin and job.samples_done > 0
+        factor = discount if job.current is not None or resumes else 1.0
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor
@@ -170,10 +172,11 @@ def solve_classes(
     restart_penalty_s: float,
     mip_gap: float,
     time_limit_s: float,
+    resume_margin: bool = False,
 ) -> ClassPlan:
     """Build, solve and place the class-level model."""
     classes, class_of = node_classes(layouts)
-    columns = class_columns(options, class_of, round_length_s, restart_penalty_s)
+    columns = class_columns(options, class_of, round_length_s, restart_penalty_s, resume_margin)
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(
         n_jobs=len(options),

@@ -7,8 +7,9 @@ Objective coefficient of job i in configuration j (eq. 11)::
     G_ij     = thr_ij / min_j' thr_ij'
     d_ij     = 1 for a job that never ran and for a running job's current placement,
                (round_length - restart_cost) / round_length (floored at 0)
-               for any other placement of a running job and for resuming a
-               queued job that ran before (it restarts from its checkpoint).
+               for any other placement of a running job and, with
+               ``Settings.resume_margin``, for resuming a queued job that ran
+               before (it restarts from its checkpoint).
                restart_cost is the job's own learned cost, else the prior
                restart_penalty (:func:`move_cost_s`). Swapping two equal jobs
                thus gains nothing it does not pay for twice, so the waiting

@@ -181,6 +181,7 @@ class RoundPlanner:
             split_settled=not use_classes,
             round_length_s=self.settings.round_length_s,
             restart_penalty_s=self.settings.restart_penalty_s,
+            resume_margin=self.settings.resume_margin,
         )
         layouts, options = job_options(
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
@@ -195,6 +196,7 @@ class RoundPlanner:
                 self.settings.restart_penalty_s,
                 self.settings.mip_gap,
                 self.settings.time_limit_s,
+                self.settings.resume_margin,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values)

@@ -82,8 +82,8 @@ def test_equal_jobs_do_not_swap_places_round_after_round() -> None:
     model = {"params": 1e3, "batch_size": 10, "throughput": {"a100": 10.0}}
     truth = GroundTruth(sim.cluster, parse_profiles({"models": {"m": model}}), sim.data_factors)
     jobs = [JobSpec(f"j{i}", 0.0, (4,), 200_000.0, "m", f"u{i}") for i in range(5)]
-    config = EngineConfig(settings=Settings(round_length_s=60.0, restart_penalty_s=30.0))
-    engine = _Recording(truth, jobs, get_policy("hops"), config)
+    settings = Settings(round_length_s=60.0, restart_penalty_s=30.0, resume_margin=True)
+    engine = _Recording(truth, jobs, get_policy("hops"), EngineConfig(settings=settings))
     result = engine.run()
     assert all(j.status == "done" for j in result.jobs)
     rounds = max(j.finish_time or 0.0 for j in result.jobs) / 60.0
