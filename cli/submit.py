@@ -13,6 +13,7 @@ from hops_cli.submit_args import (
     parse_gpus,
     read_script,
     total_samples,
+    type_list,
 )
 from hops_cli.submit_env import export_option, job_environment, user_export, without_export
 from hopsd.core.admission import admit
@@ -59,6 +60,16 @@ def submit(
     params: Annotated[
         float, typer.Option("--params", help="Model parameters, for the communication model.")
     ] = 25e6,
+    types: Annotated[
+        str, typer.Option("--types", help="Only these GPU types, e.g. 'a100,v100'.")
+    ] = "",
+    exclude_types: Annotated[
+        str, typer.Option("--exclude-types", help="Never these GPU types, e.g. 'k80'.")
+    ] = "",
+    no_preempt: Annotated[
+        bool,
+        typer.Option("--no-preempt", help="Once started, hops never moves or preempts the job."),
+    ] = False,
     parsable: Annotated[bool, typer.Option("--parsable", help="Print only the job id.")] = False,
 ) -> None:
     """Submit a training job that hops places on the best GPUs for it.
@@ -89,6 +100,9 @@ def submit(
             params=params,
             lr=() if lr is None else (lr,),
             lr_scale=lr_scale,
+            types=type_list(types),
+            exclude_types=type_list(exclude_types),
+            no_preempt=no_preempt,
         )
     except (SubmitError, TagError) as exc:
         fail(str(exc), EXIT_USAGE)
@@ -106,6 +120,9 @@ def submit(
             batch_size,
             largest_config=max(capacity.values(), default=0),
             max_demand=config_of(ctx).max_demand_gpus,
+            per_type=capacity or None,
+            types=tag.types,
+            exclude_types=tag.exclude_types,
         )
         if capacity and not admission.admitted:
             fail(f"hopsd would refuse this job: {admission.refusal}", EXIT_USAGE)

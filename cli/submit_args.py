@@ -140,3 +140,8 @@ def check_options(options: tuple[str, ...], origin: str) -> None:
             )
         if name in _OWNED_BY_HOPS:
             raise SubmitError(f"{origin}: {option!r} is set by hops itself; remove it")
+
+
+def type_list(text: str) -> tuple[str, ...]:
+    """GPU type names from a comma-separated option ('' -> none)."""
+    return tuple(t.strip() for t in text.split(",") if t.strip())

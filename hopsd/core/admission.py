@@ -8,7 +8,7 @@ such as a cluster that shrank after submission, is still hopsd's to give).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -31,14 +31,28 @@ def admit(
     *,
     largest_config: int,
     max_demand: int,
+    per_type: Mapping[str, int] | None = None,
+    types: Sequence[str] = (),
+    exclude_types: Sequence[str] = (),
 ) -> Admission:
     """Keep the demand options a single-type configuration can hold, or refuse the job.
 
     ``largest_config`` is the GPUs of the biggest single-type configuration of
     the managed partitions; ``max_demand`` the admin's cap on any one option.
+    With ``per_type`` (GPUs of each managed type), the job's GPU-type
+    constraints are checked against the managed types and only the types they
+    allow count towards the largest configuration.
     """
     if not demands:
         return Admission((), "no GPU counts given")
+    where = "the managed partitions"
+    if per_type is not None:
+        allowed, refusal = allowed_types(types, exclude_types, per_type)
+        if refusal:
+            return Admission((), refusal)
+        largest_config = max((per_type[t] for t in allowed), default=0)
+        if types or exclude_types:
+            where = f"the GPU types it may run on ({', '.join(allowed)})"
     if max(demands) > max_demand:
         return Admission(
             (), f"demand {max(demands)} GPUs exceeds scheduler.max_demand_gpus={max_demand}"
@@ -48,8 +62,43 @@ def admit(
         return Admission(
             (),
             f"smallest demand {min(demands)} GPUs exceeds the largest configuration "
-            f"of the managed partitions ({largest_config} GPUs)",
+            f"of {where} ({largest_config} GPUs)",
         )
     if total_samples < batch_size:
         return Admission((), f"total samples {total_samples:g} below one batch ({batch_size})")
     return Admission(kept)
+
+
+def allowed_types(
+    types: Sequence[str], exclude_types: Sequence[str], managed: Mapping[str, int]
+) -> tuple[tuple[str, ...], str]:
+    """The managed GPU types a job may run on, or a refusal naming what is wrong.
+
+    A type the cluster does not manage is refused rather than ignored: a typo
+    in ``--exclude-types`` would otherwise silently allow the very type meant.
+    """
+    unknown = sorted({t for t in (*types, *exclude_types) if t not in managed})
+    if unknown:
+        return (), (
+            f"unknown GPU type {', '.join(unknown)} "
+            f"(managed types: {', '.join(sorted(managed)) or 'none'})"
+        )
+    wanted = set(types) if types else set(managed)
+    allowed = tuple(sorted(t for t in wanted if t not in set(exclude_types)))
+    if not allowed:
+        return (), "--types and --exclude-types leave no GPU type to run on"
+    return allowed, ""
+
+
+def type_limits(
+    types: Sequence[str], exclude_types: Sequence[str], managed: Sequence[str]
+) -> tuple[tuple[str, int], ...]:
+    """The job's GPU-type constraints as per-type GPU limits (0: never on this type).
+
+    This is the representation the core already honours everywhere
+    (``Job.max_gpus``): candidates, every policy and the step's plan rules.
+    """
+    banned = set(exclude_types)
+    if types:
+        banned |= {t for t in managed if t not in set(types)}
+    return tuple((t, 0) for t in sorted(banned))

@@ -18,7 +18,7 @@ from typing import Protocol, cast
 
 from hopsd.core.configgen import ConfigGroup, TypeLayout
 from hopsd.core.estimator import Estimator
-from hopsd.core.gains import normalised_gains, restart_discount
+from hopsd.core.gains import move_cost_s, normalised_gains, restart_discount
 from hopsd.core.ilp import AssignmentProblem
 from hopsd.core.model import Cluster, Configuration, Job
 from hopsd.core.throughput import ThroughputStore
@@ -120,6 +120,7 @@ class PassSpec:
     split_settled: bool
     round_length_s: float
     restart_penalty_s: float
+    resume_margin: bool = False
 
 
 def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:
@@ -244,14 +245,16 @@ def candidate_set(
     members: Sequence[Member], options: Sequence[JobOptions], spec: PassSpec
 ) -> CandidateSet:
     """All per-node columns of a pass, valued per eq. 11 with the restart discount."""
-    discount = restart_discount(spec.round_length_s, spec.restart_penalty_s)
     out = CandidateSet(tuple(members))
     for opt in options:
-        _add_job_columns(out, opt, discount)
+        cost = move_cost_s(opt.member.job.restart_s, spec.restart_penalty_s)
+        _add_job_columns(out, opt, restart_discount(spec.round_length_s, cost), spec.resume_margin)
     return out
 
 
-def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> None:
+def _add_job_columns(
+    out: CandidateSet, opt: JobOptions, discount: float, resume_margin: bool
+) -> None:
     member = opt.member
     job = member.job
     if opt.keep_gain is not None and job.current is not None:
@@ -260,7 +263,10 @@ def _add_job_columns(out: CandidateSet, opt: JobOptions, discount: float) -> Non
         out.values.append(member.weight * opt.keep_gain)
     if member.keep_only:
         return
-    factor = discount if job.current is not None else 1.0
+    # a queued job that ran before resumes from a checkpoint: it pays a restart too,
+    # so a waiting job displaces an equal running one only past that margin
+    resumes = resume_margin and job.samples_done > 0
+    factor = discount if job.current is not None or resumes else 1.0
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
             if job.current is not None and same_placement(config, job.current):

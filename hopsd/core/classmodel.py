@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from hopsd.core.candidates import JobOptions, same_placement
 from hopsd.core.configgen import TypeLayout
-from hopsd.core.gains import restart_discount
+from hopsd.core.gains import move_cost_s, restart_discount
 from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
 from hopsd.core.model import Configuration
 
@@ -72,21 +72,24 @@ def class_columns(
     class_of: Mapping[str, int],
     round_length_s: float,
     restart_penalty_s: float,
+    resume_margin: bool = False,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class."""
-    discount = restart_discount(round_length_s, restart_penalty_s)
     out: list[ClassColumn] = []
     pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
+        discount = restart_discount(round_length_s, move_cost_s(job.restart_s, restart_penalty_s))
         if opt.keep_gain is not None and job.current is not None:
             out.append(
                 ClassColumn(o, w * opt.keep_gain, job.current.gpu_type, (), job.current, True)
             )
         if opt.member.keep_only:
             continue
-        factor = discount if job.current is not None else 1.0
+        # resuming a job that ran before costs a restart too (see candidates)
+        resumes = resume_margin and job.samples_done > 0
+        factor = discount if job.current is not None or resumes else 1.0
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor
@@ -169,10 +172,11 @@ def solve_classes(
     restart_penalty_s: float,
     mip_gap: float,
     time_limit_s: float,
+    resume_margin: bool = False,
 ) -> ClassPlan:
     """Build, solve and place the class-level model."""
     classes, class_of = node_classes(layouts)
-    columns = class_columns(options, class_of, round_length_s, restart_penalty_s)
+    columns = class_columns(options, class_of, round_length_s, restart_penalty_s, resume_margin)
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(
         n_jobs=len(options),

@@ -5,9 +5,16 @@ Objective coefficient of job i in configuration j (eq. 11)::
     value_ij = w_i * G_ij * d_ij
     w_i      = ((prior_i + bias) / max_k(prior_k + bias)) ** lambda
     G_ij     = thr_ij / min_j' thr_ij'
-    d_ij     = 1 for a queued job and for a running job's current placement,
-               (round_length - restart_penalty) / round_length (floored at 0)
-               for any other placement of a running job.
+    d_ij     = 1 for a job that never ran and for a running job's current placement,
+               (round_length - restart_cost) / round_length (floored at 0)
+               for any other placement of a running job and, with
+               ``Settings.resume_margin``, for resuming a queued job that ran
+               before (it restarts from its checkpoint).
+               restart_cost is the job's own learned cost, else the prior
+               restart_penalty (:func:`move_cost_s`). Swapping two equal jobs
+               thus gains nothing it does not pay for twice, so the waiting
+               one displaces the running one only once its priority is ahead
+               by the restart margin: no churn round after round.
 
 ``bias`` is 0 when every priority is > 0, else ``|min prior| + 0.01`` (eq. 11).
 Dividing by the largest biased priority before raising to ``lambda`` scales
@@ -65,6 +72,26 @@ def normalised_gains(throughputs: Sequence[float]) -> list[float]:
     if low <= 0 or not math.isfinite(low):
         raise InvalidInputError(f"throughputs must be positive and finite, got min {low}")
     return [t / low for t in throughputs]
+
+
+def move_cost_s(restart_s: float | None, prior_s: float) -> float:
+    """What moving or preempting a job costs: its own learned restart cost, else the prior."""
+    return prior_s if restart_s is None else restart_s
+
+
+def learned_restart_s(
+    checkpoint_s: float | None, startup_s: float | None, grace_s: float
+) -> float | None:
+    """A job's restart cost from what its probe measured; None while nothing was measured.
+
+    A restart is the notice wait plus the time from the new start to the first
+    iteration. A job that reported its checkpoint waits ``checkpoint_s``; one
+    that restarted without ever reporting one is taken to ignore the notice and
+    waits the whole grace period.
+    """
+    if startup_s is None:
+        return None
+    return startup_s + (grace_s if checkpoint_s is None else checkpoint_s)
 
 
 def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:

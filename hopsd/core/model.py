@@ -6,6 +6,7 @@ same input always yields the same plan.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -184,6 +185,11 @@ class Job:
     (0: the model does not fit one GPU of the type); a type not listed limits
     nothing. It is what a job's profiles say a type cannot hold, so that no
     policy offers a count there that could never run (:meth:`demands_on`).
+    A user's GPU-type constraints are limits of 0 on the types they exclude.
+
+    ``restart_s`` is what moving or preempting this job costs as learned from
+    its runs (:func:`hopsd.core.gains.learned_restart_s`); None: the
+    operator's prior ``Settings.restart_penalty_s``.
     """
 
     id: str
@@ -200,6 +206,7 @@ class Job:
     current: Configuration | None = None
     share_factor: float = 1.0
     max_gpus: tuple[tuple[str, int], ...] = ()
+    restart_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -217,8 +224,19 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: params must be >= 0")
         if self.samples_done < 0 or self.attained_service < 0 or self.wait_time < 0:
             raise InvalidInputError(f"job {self.id!r}: negative progress, service or wait")
+        if self.restart_s is not None and not 0 <= self.restart_s < math.inf:
+            raise InvalidInputError(f"job {self.id!r}: restart cost must be finite and >= 0")
         if any(limit < 0 for _, limit in self.max_gpus):
             raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
+
+    def with_limits(self, limits: tuple[tuple[str, int], ...]) -> Job:
+        """This job with further per-type limits (the tighter one wins on a type)."""
+        if not limits:
+            return self
+        merged = dict(self.max_gpus)
+        for name, limit in limits:
+            merged[name] = min(limit, merged.get(name, limit))
+        return dataclasses.replace(self, max_gpus=tuple(sorted(merged.items())))
 
     def demands_on(self, gpu_type: str) -> tuple[int, ...]:
         """The demands a GPU type can hold for this job (all of them unless ``max_gpus`` says)."""

@@ -50,7 +50,7 @@ from hopsd.core.classmodel import solve_classes
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fragments import sensitivity_adjustment
-from hopsd.core.gains import prior_weights, restart_discount
+from hopsd.core.gains import move_cost_s, prior_weights, restart_discount
 from hopsd.core.ilp import Solution, solve_assignment
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.plandiff import diff_plan
@@ -181,6 +181,7 @@ class RoundPlanner:
             split_settled=not use_classes,
             round_length_s=self.settings.round_length_s,
             restart_penalty_s=self.settings.restart_penalty_s,
+            resume_margin=self.settings.resume_margin,
         )
         layouts, options = job_options(
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
@@ -195,6 +196,7 @@ class RoundPlanner:
                 self.settings.restart_penalty_s,
                 self.settings.mip_gap,
                 self.settings.time_limit_s,
+                self.settings.resume_margin,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values)
@@ -326,8 +328,18 @@ def _valuation(
     options: Sequence[JobOptions], settings: Settings
 ) -> dict[str, tuple[Job, float, float, float]]:
     """Per job: (job, prior weight, slowest throughput, move discount) of one pass."""
-    discount = restart_discount(settings.round_length_s, settings.restart_penalty_s)
-    return {o.member.job.id: (o.member.job, o.member.weight, o.basis, discount) for o in options}
+    return {
+        o.member.job.id: (
+            o.member.job,
+            o.member.weight,
+            o.basis,
+            restart_discount(
+                settings.round_length_s,
+                move_cost_s(o.member.job.restart_s, settings.restart_penalty_s),
+            ),
+        )
+        for o in options
+    }
 
 
 def _decode(cands: CandidateSet, solution: Solution) -> dict[str, tuple[Configuration, bool]]:

@@ -31,6 +31,9 @@ class Settings:
     max_plans: int = 3
     tcomm_overlap: float = 0.2
     reference_throughput: float = 100.0
+    # resuming a queued job that ran before is discounted by its restart cost like a
+    # move (no churn between equal jobs); off until its cost on makespan is settled
+    resume_margin: bool = False
 
     def __post_init__(self) -> None:
         if self.lam < 0:

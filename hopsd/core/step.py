@@ -380,6 +380,7 @@ def validate_plan(snapshot: Snapshot, plan: Plan, *, fragment: bool) -> None:
             raise PlanRuleError(
                 f"job {a.job_id!r} given {a.config.total_gpus} GPUs, outside {job.demands}"
             )
+        _check_type(job, a.config)
     for a in plan.keep:
         job = jobs.get(a.job_id)
         if job is None or job.current != a.config:
@@ -393,11 +394,21 @@ def validate_plan(snapshot: Snapshot, plan: Plan, *, fragment: bool) -> None:
     for a in plan.move:
         if a.config.total_gpus not in jobs[a.job_id].demands:
             raise PlanRuleError(f"job {a.job_id!r} moved to a size outside its demand set")
+        _check_type(jobs[a.job_id], a.config)
     over = {
         n: -v for n, v in _headroom(snapshot, _with_unmentioned(snapshot, plan)).items() if v < 0
     }
     if over:
         raise PlanRuleError(f"GPUs handed out twice: over capacity by {over}")
+
+
+def _check_type(job: Job, config: Configuration) -> None:
+    """A job goes only where its GPU-type limits let it run (constraints, does-not-fit)."""
+    if config.total_gpus not in job.demands_on(config.gpu_type):
+        raise PlanRuleError(
+            f"job {job.id!r} placed on {config.total_gpus} {config.gpu_type} GPUs, "
+            "which its GPU-type limits exclude"
+        )
 
 
 def _with_unmentioned(snapshot: Snapshot, plan: Plan) -> Plan:

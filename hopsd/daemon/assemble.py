@@ -19,11 +19,17 @@ from functools import partial
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.gains import learned_restart_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
 from hopsd.daemon.decide import JobHandle
-from hopsd.daemon.snapshot_builder import ClusterView, build_cluster_view, observed_config
+from hopsd.daemon.snapshot_builder import (
+    ClusterView,
+    build_cluster_view,
+    observed_config,
+    with_tag_rules,
+)
 from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
 
@@ -64,6 +70,7 @@ def assemble(
     handles: dict[str, JobHandle] = {}
     starting: set[str] = set()
     held_running: dict[str, int] = {}
+    no_preempt: set[str] = set()
     for row in rows:
         seen = observed.get(int(row.slurm_job_id or -1))
         if seen is None or row.tag_status != TagStatus.VALID:
@@ -88,7 +95,11 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
-        jobs.append(dataclasses.replace(core, current=current))
+        restart_s = learned_restart_s(row.checkpoint_s, row.startup_s, config.checkpoint_grace_s)
+        ruled = with_tag_rules(core, seen.tag, plain.cluster)
+        jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
+        if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
+            no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
         handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
     view = build_cluster_view(obs.nodes, config, held_running)
@@ -102,7 +113,7 @@ def assemble(
         jobs=tuple(jobs),
         store=store,
         capacity=capacity,
-        pinned=frozenset(s for s in starting if any(j.id == s for j in jobs)),
+        pinned=frozenset(s for s in starting | no_preempt if any(j.id == s for j in jobs)),
     )
     return Assembled(snapshot, view, handles, frozenset(starting))
 

@@ -118,7 +118,12 @@ class ReconcileReport:
     retired: list[str] = field(default_factory=list)
 
 
-def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[JobSpec | None, str]:
+def check_tag(
+    job: ObservedJob,
+    largest_config: int,
+    max_demand: int,
+    per_type: Mapping[str, int] | None = None,
+) -> tuple[JobSpec | None, str]:
     """A job spec from a tagged held job, or None with the reason it is refused.
 
     The owner comes from Slurm (munge-authenticated), never from the tag. Demand
@@ -139,6 +144,9 @@ def check_tag(job: ObservedJob, largest_config: int, max_demand: int) -> tuple[J
         tag.batch_size,
         largest_config=largest_config,
         max_demand=max_demand,
+        per_type=per_type,
+        types=tag.types,
+        exclude_types=tag.exclude_types,
     )
     if not admission.admitted:
         return None, admission.refusal
@@ -324,7 +332,9 @@ class Reconciler:
         largest = view.largest_config()
         for job in candidates:
             old = known.get(job.slurm_id)
-            work = partial(self._adopt_one, unit, job, old, largest, now, report)
+            work = partial(
+                self._adopt_one, unit, job, old, (largest, view.per_type()), now, report
+            )
             self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
 
     def _adopt_one(
@@ -332,7 +342,7 @@ class Reconciler:
         unit: Unit,
         job: ObservedJob,
         old: JobRecord | None,
-        largest: int,
+        largest: tuple[int, Mapping[str, int]],
         now: float,
         report: ReconcileReport,
     ) -> None:
@@ -346,7 +356,7 @@ class Reconciler:
             if not job.final:
                 self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
             return
-        spec, reason = check_tag(job, largest, self.config.max_demand_gpus)
+        spec, reason = check_tag(job, largest[0], self.config.max_demand_gpus, largest[1])
         if spec is None:
             self._refuse(unit, job, reason, now, report)
             return
@@ -355,7 +365,7 @@ class Reconciler:
         if self._refusals is not None and job.slurm_id in self._refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
             self._refusals.discard(job.slurm_id)
-        if self.profile_new_jobs:
+        if self.profile_new_jobs and not (job.tag is not None and job.tag.no_preempt):
             unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
         report.adopted.append(spec.id)
         log.info(

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hopsd.config import HopsConfig
+from hopsd.core.admission import type_limits
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
 from hopsd.daemon.views import ObservedJob, ObservedNode
+from hopsd.slurm.tag import HopsTag
 
 
 @dataclass(frozen=True)
@@ -27,10 +29,14 @@ class ClusterView:
 
     def largest_config(self) -> int:
         """GPUs of the biggest single-type configuration: the largest demand that can ever run."""
-        per_type: dict[str, int] = {}
+        return max(self.per_type().values(), default=0)
+
+    def per_type(self) -> dict[str, int]:
+        """GPUs of each managed type (what GPU-type constraints are checked against)."""
+        out: dict[str, int] = {}
         for node in self.cluster.nodes:
-            per_type[node.gpu_type] = per_type.get(node.gpu_type, 0) + node.gpus
-        return max(per_type.values(), default=0)
+            out[node.gpu_type] = out.get(node.gpu_type, 0) + node.gpus
+        return out
 
     def idle_gpus(self, jobs: Iterable[Job]) -> int:
         """Capacity left once the given jobs' current placements are subtracted."""
@@ -79,3 +85,11 @@ def observed_config(job: ObservedJob, cluster: Cluster) -> Configuration | None:
     if not ordered:
         return None
     return Configuration(kinds.pop(), tuple(ordered))
+
+
+def with_tag_rules(job: Job, tag: HopsTag | None, cluster: Cluster) -> Job:
+    """The core job with its tag's GPU-type constraints (read from Slurm each tick)."""
+    if tag is None or not (tag.types or tag.exclude_types):
+        return job
+    managed = sorted(cluster.gpu_types)
+    return job.with_limits(type_limits(tag.types, tag.exclude_types, managed))

@@ -145,6 +145,9 @@ class JobRecord:
     input_problem: str
     plan_reason: str
     updated_at: float
+    # what the probe measured of a restart: saving a checkpoint, start to first iteration
+    checkpoint_s: float | None = None
+    startup_s: float | None = None
 
     @property
     def current(self) -> Configuration | None:

@@ -442,6 +442,7 @@ class Engine:
             wait_time=js.wait_time,
             current=js.config if js.status == "running" else None,
             max_gpus=js.model.limits(),
+            restart_s=js.model.restore_s,  # a model profile's restart cost, else the prior
         )
 
     def _snapshot(self, pinned: bool) -> Snapshot:

@@ -11,7 +11,9 @@ Layout: ``hops1:`` followed by a JSON object, e.g.
 Keys: ``d`` demand set (strictly increasing GPU counts), ``n`` total samples,
 ``b`` per-GPU batch size, ``m`` model name, ``p`` model parameters, ``lr``
 learning rates (one, or one per demand), ``ls`` scaling rule applied to a
-single rate (``none``, ``linear``, ``sqrt``).
+single rate (``none``, ``linear``, ``sqrt``), ``t`` the only GPU types the job
+may run on, ``xt`` GPU types it must never run on, ``np`` 1 when hops must not
+move, preempt or profile the job once it runs.
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ MAX_BATCH = 1_000_000
 MAX_PARAMS = 1e13
 MAX_LR = 100.0
 LR_SCALES = ("none", "linear", "sqrt")
+MAX_TYPES = 16
 _MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
-_KEYS = frozenset({"d", "n", "b", "m", "p", "lr", "ls"})
+_TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,31}")
+_KEYS = frozenset({"d", "n", "b", "m", "p", "lr", "ls", "t", "xt", "np"})
 _REQUIRED = frozenset({"d", "n"})
 _TAG_JSON = JsonLimits(max_bytes=MAX_TAG_CHARS, max_depth=2, max_values=256, max_string=64)
 
@@ -51,6 +55,9 @@ class HopsTag:
     params: float = 25e6
     lr: tuple[float, ...] = ()
     lr_scale: str = "none"
+    types: tuple[str, ...] = ()
+    exclude_types: tuple[str, ...] = ()
+    no_preempt: bool = False
 
     def __post_init__(self) -> None:
         _check_demands(self.demands)
@@ -64,6 +71,10 @@ class HopsTag:
             raise TagError(f"lr scale {self.lr_scale!r} is not one of {LR_SCALES}")
         if self.lr_scale != "none" and len(self.lr) != 1:
             raise TagError("an lr scaling rule needs exactly one base learning rate")
+        _check_types("--types", self.types)
+        _check_types("--exclude-types", self.exclude_types)
+        if not isinstance(self.no_preempt, bool):
+            raise TagError(f"no-preempt must be true or false, got {self.no_preempt!r}")
 
     def encode(self) -> str:
         """The comment string; raises ``TagError`` if it would exceed the size limit."""
@@ -78,6 +89,12 @@ class HopsTag:
             body["lr"] = list(self.lr)
         if self.lr_scale != "none":
             body["ls"] = self.lr_scale
+        if self.types:
+            body["t"] = list(self.types)
+        if self.exclude_types:
+            body["xt"] = list(self.exclude_types)
+        if self.no_preempt:
+            body["np"] = 1
         text = PREFIX + json.dumps(body, separators=(",", ":"), allow_nan=False)
         if len(text) > MAX_TAG_CHARS:
             raise TagError(f"tag is {len(text)} characters, limit {MAX_TAG_CHARS}")
@@ -125,6 +142,9 @@ def decode(comment: str) -> HopsTag:
     lr = body.get("lr", [])
     if not isinstance(lr, list):
         raise TagError("learning rates 'lr' must be a list")
+    no_preempt = body.get("np", 0)
+    if not _is_int(no_preempt) or no_preempt not in (0, 1):
+        raise TagError(f"no-preempt 'np' must be 0 or 1, got {no_preempt!r}")
     return HopsTag(
         demands=tuple(demands),
         total_samples=_as_float(body["n"]),
@@ -133,7 +153,16 @@ def decode(comment: str) -> HopsTag:
         params=_as_float(body.get("p", 25e6)),
         lr=tuple(lr),
         lr_scale=body.get("ls", "none"),
+        types=_as_names("t", body.get("t", [])),
+        exclude_types=_as_names("xt", body.get("xt", [])),
+        no_preempt=bool(no_preempt),
     )
+
+
+def _as_names(key: str, value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, list):
+        raise TagError(f"GPU types {key!r} must be a list")
+    return tuple(value)
 
 
 def try_decode(comment: str | None) -> tuple[HopsTag | None, str | None]:
@@ -200,6 +229,17 @@ def _check_lrs(lrs: tuple[object, ...], n_demands: int) -> None:
         raise TagError("give no learning rate, one, or one per demand")
     for lr in lrs:
         _check_number("a learning rate", lr, 0.0, MAX_LR, open_low=True)
+
+
+def _check_types(what: str, types: tuple[object, ...]) -> None:
+    """GPU type names: a short list of distinct names (checked against the cluster later)."""
+    if not isinstance(types, tuple) or len(types) > MAX_TYPES:
+        raise TagError(f"{what}: give at most {MAX_TYPES} GPU types")
+    for name in types:
+        if not isinstance(name, str) or not _TYPE_RE.fullmatch(name):
+            raise TagError(f"{what}: GPU type {name!r} is not 1-32 of [A-Za-z0-9._+-]")
+    if len(set(types)) != len(types):
+        raise TagError(f"{what}: a GPU type is named twice")
 
 
 def _compact_number(value: float) -> int | float:

@@ -125,3 +125,28 @@ def test_any_valid_tag_round_trips(
 ) -> None:
     tag = HopsTag(tuple(demands), samples, batch, "m-1.x", 1e6, (lr,), scale)
     assert decode(tag.encode()) == tag
+
+
+def test_type_constraints_and_no_preempt_round_trip() -> None:
+    tag = HopsTag((1, 2), 1000.0, types=("a100",), exclude_types=("k80",), no_preempt=True)
+    text = tag.encode()
+    assert '"t":["a100"]' in text and '"xt":["k80"]' in text and '"np":1' in text
+    assert decode(text) == tag
+    plain = HopsTag((1,), 10.0)
+    assert '"t"' not in plain.encode() and '"np"' not in plain.encode()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"d":[1],"n":10,"np":2}',
+        '{"d":[1],"n":10,"np":true}',
+        '{"d":[1],"n":10,"t":"a100"}',
+        '{"d":[1],"n":10,"t":["a100","a100"]}',
+        '{"d":[1],"n":10,"xt":["../k80"]}',
+        '{"d":[1],"n":10,"xt":[1]}',
+    ],
+)
+def test_bad_type_constraints_or_no_preempt_are_refused(body: str) -> None:
+    with pytest.raises(TagError):
+        decode("hops1:" + body)

@@ -57,6 +57,7 @@ from scipy.sparse import coo_matrix
 
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
+from hopsd.core.gains import move_cost_s
 from hopsd.core.ilp import ABS_GAP, AssignmentProblem, solve_assignment
 from hopsd.core.model import Job, Plan
 from hopsd.core.policies import register_policy
@@ -319,10 +320,14 @@ class SiaPolicy:
 
     def _note_restores(self, snapshot: Snapshot, plan: Plan, settings: Settings) -> None:
         """Jobs moved, or restarted after running before, restore until the penalty passes."""
-        until = snapshot.now + settings.restart_penalty_s
+        jobs = {j.id: j for j in snapshot.jobs}
         restarted = [a for a in plan.start if a.job_id in self._has_run]
         for a in [*plan.move, *restarted]:
-            self._restoring_until[a.job_id] = until
+            job = jobs.get(a.job_id)
+            own = job.restart_s if job is not None else None
+            self._restoring_until[a.job_id] = snapshot.now + move_cost_s(
+                own, settings.restart_penalty_s
+            )
         for a in [*plan.start, *plan.move]:
             self._has_run.add(a.job_id)
             self._seen[a.job_id] = max(self._seen.get(a.job_id, 0), a.config.total_gpus)
@@ -353,7 +358,8 @@ class SiaPolicy:
                 continue
             lowest = min(g for _, _, g in options)
             age = max(snapshot.now - job.submit_time, 0.0)
-            factor = realloc_factor(age, self._restarts.get(job.id, 0), settings.restart_penalty_s)
+            cost = move_cost_s(job.restart_s, settings.restart_penalty_s)
+            factor = realloc_factor(age, self._restarts.get(job.id, 0), cost)
             bonus = TIE_BREAK * (n - i) / n
             cur = job.current
             mine: list[Column] = []
