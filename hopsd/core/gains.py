@@ -80,18 +80,21 @@ def move_cost_s(restart_s: float | None, prior_s: float) -> float:
 
 
 def learned_restart_s(
-    checkpoint_s: float | None, startup_s: float | None, grace_s: float
+    checkpoint_s: float | None, startup_s: float | None, grace_s: float, restarts: int = 1
 ) -> float | None:
     """A job's restart cost from what its probe measured; None while nothing was measured.
 
     A restart is the notice wait plus the time from the new start to the first
     iteration. A job that reported its checkpoint waits ``checkpoint_s``; one
     that restarted without ever reporting one is taken to ignore the notice and
-    waits the whole grace period.
+    waits the whole grace period. A job never restarted has not been asked to
+    checkpoint yet: until it has, its cost is the prior (None).
     """
     if startup_s is None:
         return None
-    return startup_s + (grace_s if checkpoint_s is None else checkpoint_s)
+    if checkpoint_s is None:
+        return startup_s + grace_s if restarts > 0 else None
+    return startup_s + checkpoint_s
 
 
 def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:

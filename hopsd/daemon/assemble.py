@@ -95,7 +95,9 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
-        restart_s = learned_restart_s(row.checkpoint_s, row.startup_s, config.checkpoint_grace_s)
+        restart_s = learned_restart_s(
+            row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts
+        )
         ruled = with_tag_rules(core, seen.tag, plain.cluster)
         jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:

@@ -54,6 +54,8 @@ def test_learned_restart_cost_is_the_notice_wait_plus_the_startup() -> None:
     assert learned_restart_s(None, None, 120.0) is None  # nothing measured: the prior
     assert learned_restart_s(12.0, 8.0, 120.0) == 20.0  # checkpointed on notice
     assert learned_restart_s(None, 8.0, 120.0) == 128.0  # ignores the notice: the grace
+    # never restarted, so never asked to checkpoint: no evidence it ignores notices yet
+    assert learned_restart_s(None, 8.0, 120.0, restarts=0) is None
 
 
 class _Recording(Engine):
