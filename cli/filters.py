@@ -3,37 +3,17 @@
 ``JOBID...`` (array ids ``26_1`` accepted as ``26``), ``-u/--user`` (repeatable
 or comma-separated), ``--me``, ``-t/--state`` and ``-p/--partition`` mean the
 same on ``hops status``, ``show`` and ``history`` as on squeue and sacct.
+The options themselves are declared in :mod:`hops_cli.filter_options`; this
+module needs no typer, so ``hops status`` can run without it.
 """
 
 from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable, Sequence
-from typing import Annotated
-
-import typer
 
 from hops_cli.common import EXIT_USAGE, fail
 from hopsd.views.filters import JobFilter
-
-JobIds = Annotated[
-    list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
-]
-Users = Annotated[
-    list[str] | None,
-    typer.Option("--user", "-u", help="Only these users' jobs (repeat or comma-separate)."),
-]
-Me = Annotated[bool, typer.Option("--me", help="Only your jobs.")]
-States = Annotated[
-    list[str] | None,
-    typer.Option("--state", "-t", help="Only jobs in these states (e.g. running,queued)."),
-]
-Partitions = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--partition", "-p", help="Only jobs placed in these partitions (or on these GPU types)."
-    ),
-]
 
 
 def _split(values: Iterable[str] | None) -> list[str]:
