@@ -140,7 +140,14 @@ def history(
 
     config = config_of(ctx)
     wanted = job_filter(
-        job_ids, users, me, states, None, default_me=not all_users, known_states=FINISHED
+        job_ids,
+        users,
+        me,
+        states,
+        None,
+        default_me=not all_users,
+        known_states=FINISHED,
+        config=config,
     )
     columns = pick_columns(COLUMNS, fmt, COLUMNS)
     now = time.time()

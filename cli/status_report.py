@@ -148,6 +148,7 @@ def show_status(config_path: str | None, args: StatusArgs) -> None:
         args.partitions,
         default_me=not args.all_users,
         known_states=JOB_STATES,
+        config=config,
     )
     columns = pick_columns(COLUMNS, args.fmt, DEFAULT)
     with quick_reading(config) as reader:
