@@ -50,8 +50,13 @@ STATUS = (
 CONFIG = Opt("config", ("--config", "-c"), TEXT)
 
 
-def parse(argv: Sequence[str], options: Sequence[Opt], positional: str) -> dict[str, Any] | None:
-    """The parameters ``argv`` gives (defaults filled in), or None when typer should parse."""
+def parse(
+    argv: Sequence[str], options: Sequence[Opt], positional: str, given: set[str] | None = None
+) -> dict[str, Any] | None:
+    """The parameters ``argv`` gives (defaults filled in), or None when typer should parse.
+
+    ``given`` collects the options the command line names (as click tracks them).
+    """
     by_name = {name: opt for opt in options for name in opt.names}
     values: dict[str, Any] = {opt.dest: opt.default for opt in options}
     values[positional] = None
@@ -66,10 +71,25 @@ def parse(argv: Sequence[str], options: Sequence[Opt], positional: str) -> dict[
         if not word.startswith("-") or word == "-":
             _extend(values, positional, [word])
             continue
-        taken = _take(word, args, by_name, values)
-        if not taken:
+        if not _take(word, args, by_name, values):
             return None
+        if given is not None:
+            given.update(_named(word, by_name))
     return values
+
+
+def _named(word: str, by_name: Mapping[str, Opt]) -> set[str]:
+    """The options one word read by :func:`_take` names: ``--name[=v]``, or ``-abc`` up to
+    the first letter that takes a value."""
+    if word.startswith("--"):
+        return {by_name[word.partition("=")[0]].dest}
+    named = set()
+    for letter in word[1:]:
+        opt = by_name[f"-{letter}"]
+        named.add(opt.dest)
+        if opt.kind != FLAG:
+            break
+    return named
 
 
 def _taken(word: str) -> str | None:
@@ -148,3 +168,19 @@ def quick_status(argv: Sequence[str]) -> bool:
 
     show_status(split[0], StatusArgs(**values))
     return True
+
+
+def complete_status(words: Sequence[str], cword: int) -> str | None:
+    """Tab completion of an option of ``hops status``, one name a line as typer prints it:
+    every option not given yet (repeatable ones always), then ``--help``. None (typer
+    answers) for anything else: a value, a job id, a command line it cannot read."""
+    if len(words) < 2 or words[1] != "status" or not 2 <= cword < len(words) + 1:
+        return None
+    incomplete = words[cword] if cword < len(words) else ""
+    if not incomplete.startswith("-") or any(c in "'\"\\" for w in words for c in w):
+        return None
+    given: set[str] = set()
+    if parse(words[2:cword], STATUS, "job_ids", given) is None:
+        return None
+    names = [n for opt in STATUS if opt.kind == MANY or opt.dest not in given for n in opt.names]
+    return "\n".join(n for n in [*names, "--help"] if n.startswith(incomplete))
