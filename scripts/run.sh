@@ -45,11 +45,11 @@ workload=(
     "wav2vec2|2|14000|k80=1,v100=2,a100=5"
     "regnet|1,2,4|16000|k80=1,v100=2,a100=4"
 )
-# Then a learning-rate sweep of one model, one GPU per run, kept to one GPU type
-# each (--types): on the idle cluster each run is profiled on one server of its
-# type and placed on one GPU of that type, often on the other server. The same
-# job measured at the same size on both servers of a type is what tells hops
-# that server's own speed (hops nodes), beside the type's.
+# Then a learning-rate sweep of one model, one GPU per run, two runs kept to
+# each of two GPU types (--types). On the idle cluster the two runs of a type
+# are profiled on its two servers in turn; when they then run on one server (as
+# hops usually packs them), one of them has run on both at the same size: what
+# tells hops each server's own speed beside the type's (hops nodes).
 # name | GPU type | samples (about 20 s on a full-speed server)
 sweep=(
     "sweep-a-lr0.1|a100|16000" "sweep-a-lr0.2|a100|16000"
