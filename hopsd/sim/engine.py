@@ -652,4 +652,6 @@ class Engine:
             js.status = "running"
             if js.has_run:
                 js.penalty_until = self.now + self._restart_cost(js)
+            elif js.model.launch_s > 0:
+                js.penalty_until = self.now + js.model.launch_s  # launch until it trains
             js.has_run = True

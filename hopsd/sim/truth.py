@@ -39,7 +39,9 @@ class ModelSpec:
     served from the page cache (a miss costs ``miss_ratio`` times a hit).
     ``restore_s``, when set, is what a restart of this model really costs
     (checkpoint restore; Sia measured 15-250 s per model) instead of the
-    common restart penalty. ``max_gpus`` caps, per GPU type, the GPUs one job
+    common restart penalty; ``launch_s`` what its first start costs before it
+    trains (a replayed job's measured launch; 0 in generated workloads).
+    ``max_gpus`` caps, per GPU type, the GPUs one job
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
     """
@@ -55,6 +57,7 @@ class ModelSpec:
     comm_scale: float = 1.15
     dataset: str = ""
     restore_s: float | None = None
+    launch_s: float = 0.0
     max_gpus: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
