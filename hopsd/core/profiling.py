@@ -24,7 +24,8 @@ with profiling switched off, runs stop and held jobs queue):
   work here: more runs would only restart it for nothing; it is scheduled
   from priors and learns from its real run if it ever reports), the phase
   deadline ``timeout_s * (types + 1)`` passed, no type left to profile has a
-  free GPU now while one profile exists (the others are derived from it,
+  free GPU now while one profile exists, its own or its model's (the others
+  are derived from it,
   :func:`derived_types`);
 * a job whose profiling is over is planned in the same step, with the
   profile of each type it was not profiled on taken from its model's known
@@ -268,7 +269,7 @@ def _held(
             work.start.append(ProfilingRun(job.job_id, gpu_type, node))
             work.reserve(node)
             work.reasons[job.job_id] = f"profiling on {gpu_type} ({node})"
-        elif job.profiled:
+        elif job.profiled or known:
             work.over(job.job_id, OVER_NO_GPU)
         else:
             work.reasons[job.job_id] = "waiting for a free GPU to be profiled on"
