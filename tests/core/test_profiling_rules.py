@@ -22,8 +22,8 @@ from hopsd.core.profiling import (
 )
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
-from hopsd.core.throughput import PhaseProfile
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
+from hopsd.core.throughput import PhaseProfile
 
 CLUSTER = Cluster.build(
     [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
