@@ -144,7 +144,7 @@ def replay_payload(
 
     # What a job's first launch cost (Slurm's start, the job's startup) is charged to its
     # replayed first start.
-    launch = measured_launch(history.jobs, history.placements)
+    launch = measured_launch(history.jobs, history.placements, config.queue_refresh_s)
     # What a relaunch really cost (measured on the window's restarted jobs) is charged
     # to every replayed move; the planner still prices moves at restart_penalty_s.
     restart_cost = measured_restart_cost(world_of(None), history.placements)

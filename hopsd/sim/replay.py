@@ -424,11 +424,16 @@ def build_world(
 
 
 def measured_launch(
-    jobs: Sequence[ReplayJob], placements: Sequence[ReplayPlacement]
+    jobs: Sequence[ReplayJob], placements: Sequence[ReplayPlacement], tick_s: float
 ) -> dict[str, float]:
     """What each job's first start cost before it trained: from hopsd's start decision
     to Slurm running it (launch), plus the job's own start to first iteration
-    (``startup_s``, when its probe reported it). Jobs never started are left out."""
+    (``startup_s``, when its probe reported it). Jobs never started are left out.
+
+    hopsd sees a job running at the first tick after Slurm started it, so
+    Slurm's start lies within the ``tick_s`` before ``first_start_time`` (and
+    not before the decision): the launch is the middle of that span.
+    """
     decided: dict[str, float] = {}
     for p in sorted(placements, key=lambda p: p.at):
         if p.reason == "start":
@@ -438,7 +443,9 @@ def measured_launch(
         at = decided.get(j.job_id)
         if at is None or j.first_start_time is None:
             continue
-        out[j.job_id] = max(j.first_start_time - at, 0.0) + max(j.startup_s or 0.0, 0.0)
+        latest = max(j.first_start_time - at, 0.0)
+        earliest = max(latest - tick_s, 0.0)
+        out[j.job_id] = (earliest + latest) / 2 + max(j.startup_s or 0.0, 0.0)
     return out
 
 

@@ -196,22 +196,24 @@ def test_the_restart_cost_is_measured_from_the_placements_and_rates() -> None:
 
 
 def test_each_job_is_charged_its_measured_launch_before_it_trains() -> None:
-    """j1: hopsd decided its start at 2 s, Slurm ran it at 4.5 s and its probe took 1.5 s
-    to the first iteration: 2.5 + 1.5 = 4 s before it trained (the later move is a restart,
-    not a launch). A job never started has no launch; one whose probe never reported its
-    startup is charged Slurm's part alone. The replayed job ends 4 s later for it."""
+    """j1: hopsd decided its start at 2 s and saw it running at 4.5 s, so Slurm started it
+    between 3.5 and 4.5 s (1 s ticks): 2 s on average; its probe took 2 s to the first
+    iteration: 4 s before it trained (the later move is a restart, not a launch). j2, seen
+    at the first tick after its start decision, was launched within that tick: 0.5 s on
+    average, and its probe never reported a startup. A job never started has no launch.
+    The replayed job ends 4 s later for its launch."""
     from hopsd.ledger.history import PlacementSeen
 
     one = (("a100n1", 1),)
-    j1 = dataclasses.replace(job("j1", 0.0, 30.0), first_start_time=4.5, startup_s=1.5)
-    j2 = dataclasses.replace(job("j2", 0.0, 30.0), first_start_time=3.0)
+    j1 = dataclasses.replace(job("j1", 0.0, 30.0), first_start_time=4.5, startup_s=2.0)
+    j2 = dataclasses.replace(job("j2", 0.0, 30.0), first_start_time=2.0)
     placements = [
         PlacementSeen("j1", "start", "a100", one, 2.0),
         PlacementSeen("j1", "move", "a100", one, 10.0),
         PlacementSeen("j2", "start", "a100", one, 1.0),
     ]
-    launch = measured_launch([j1, j2, job("j3", 0.0, None, state="queued")], placements)
-    assert launch == {"j1": pytest.approx(4.0), "j2": pytest.approx(2.0)}
+    launch = measured_launch([j1, j2, job("j3", 0.0, None, state="queued")], placements, 1.0)
+    assert launch == {"j1": pytest.approx(4.0), "j2": pytest.approx(0.5)}
 
     rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
     config = replay_engine_config(
