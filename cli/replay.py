@@ -140,6 +140,7 @@ def replay_payload(
             profiled=config.profiling,
             restart_cost_s=restart_cost_s,
             launch_s=launch,
+            grace_s=config.checkpoint_grace_s,
         )
 
     # What a job's first launch cost (Slurm's start, the job's startup) is charged to its

@@ -40,6 +40,7 @@ class JobHistory:
     restarts: int
     latency_ratio: float | None
     startup_s: float | None = None  # start to first iteration, as the job's probe reported
+    checkpoint_s: float | None = None  # notice to checkpoint, as the job's probe reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ def _job(r: JobRow) -> JobHistory:
         params=float(r.params or 0.0),
         wait_time=float(r.wait_time or 0.0),
         startup_s=r.startup_s,
+        checkpoint_s=r.checkpoint_s,
         restarts=int(r.restarts or 0),
         latency_ratio=r.latency_ratio,
     )

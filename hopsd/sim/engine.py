@@ -446,8 +446,16 @@ class Engine:
             wait_time=js.wait_time,
             current=js.config if js.status == "running" else None,
             max_gpus=js.model.limits(),
-            restart_s=js.model.restore_s,  # a model profile's restart cost, else the prior
+            restart_s=Engine._restart_price(js),
         )
+
+    @staticmethod
+    def _restart_price(js: JobState) -> float | None:
+        """What the planner prices a move of the job at: its model's restart cost (None:
+        the prior), or, replaying a live job, what hopsd would have learned of it by now."""
+        if js.model.priced_as is not None:
+            return js.model.priced_as.price(js.restarts)
+        return js.model.restore_s
 
     def _snapshot(self, pinned: bool) -> Snapshot:
         jobs: list[Job] = []

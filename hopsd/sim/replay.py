@@ -42,7 +42,14 @@ from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.engine import EngineConfig, EngineResult
 from hopsd.sim.metrics import JobRecord, job_records, summarise
 from hopsd.sim.run import _write_outputs, run_policy
-from hopsd.sim.truth import BACKWARD_SHARE, FORWARD_SHARE, UPDATE_SHARE, GroundTruth, ModelSpec
+from hopsd.sim.truth import (
+    BACKWARD_SHARE,
+    FORWARD_SHARE,
+    UPDATE_SHARE,
+    GroundTruth,
+    LearnedRestart,
+    ModelSpec,
+)
 from hopsd.sim.workload import JobSpec
 
 ENTITY_AGG = "entity_agg"
@@ -90,6 +97,8 @@ class ReplayJob(Protocol):
     def latency_ratio(self) -> float | None: ...
     @property
     def startup_s(self) -> float | None: ...
+    @property
+    def checkpoint_s(self) -> float | None: ...
 
 
 class ReplayRate(Protocol):
@@ -342,6 +351,7 @@ def build_world(
     profiled: bool = False,
     restart_cost_s: float | None = None,
     launch_s: Mapping[str, float] | None = None,
+    grace_s: float | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
@@ -353,6 +363,11 @@ def build_world(
     ``restart_penalty_s``, as hopsd did. None: the penalty is the cost.
     ``launch_s``: per job, what its first start cost before it trained
     (:func:`measured_launch`); none charged to a job not in it.
+    ``grace_s`` (hops.conf's checkpoint grace): the planner prices each job's
+    moves as hopsd did, at the restart cost it learns from the job's probe
+    (:class:`~hopsd.sim.truth.LearnedRestart`; the prior until the replayed job
+    restarted, as live), while the job is charged what a restart really cost.
+    None: moves are priced at what they cost.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -400,6 +415,11 @@ def build_world(
             assumed=measured if profiled else table_rate,
             restore_s=restart_cost_s,
             launch_s=(launch_s or {}).get(j.job_id, 0.0),
+            priced_as=(
+                LearnedRestart(j.startup_s, j.checkpoint_s, grace_s)
+                if grace_s is not None
+                else None
+            ),
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(

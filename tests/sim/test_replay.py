@@ -254,3 +254,40 @@ def test_the_first_launch_is_not_counted_as_a_restart() -> None:
         PlacementSeen("j1", "end", None, (), 110.0),
     ]
     assert measured_restart_cost(world, placements) == pytest.approx(6.0)
+
+
+def test_moves_are_priced_as_hopsd_priced_them_and_charged_what_they_cost() -> None:
+    """hopsd priced a job's moves at what its probe told it (startup, checkpoint; the prior
+    until the job restarted and had not reported a checkpoint); the replayed planner prices
+    them the same, by the replayed job's own restart count, while charging the measured
+    restart cost. Without the grace (no pricing rule given) the true cost is the price."""
+    from hopsd.sim.engine import Engine, JobState
+
+    silent = dataclasses.replace(job("j1", 0.0, 30.0), startup_s=0.5, restarts=2)
+    saved = dataclasses.replace(job("j2", 0.0, 30.0), startup_s=0.5, checkpoint_s=1.0)
+    rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
+    world = build_world(
+        [silent, saved],
+        rates,
+        NODES,
+        types=TYPES,
+        reference_throughput=1.0,
+        restart_cost_s=5.0,
+        grace_s=3.0,
+    )
+    m1, m2 = (world.truth.model(model_of(j)) for j in ("j1", "j2"))
+    assert m1.restore_s == 5.0  # what a restart costs it in the replay
+
+    def price(model, restarts):  # type: ignore[no-untyped-def]
+        spec = next(s for s in world.jobs if s.model == model.name)
+        return Engine._restart_price(JobState(spec, model, restarts=restarts))
+
+    assert price(m1, 0) is None  # never restarted, no checkpoint report: the prior
+    assert price(m1, 1) == pytest.approx(3.5)  # startup + the whole grace
+    assert price(m2, 0) == pytest.approx(1.5)  # startup + its checkpoint
+    plain = build_world(
+        [silent], rates, NODES, types=TYPES, reference_throughput=1.0, restart_cost_s=5.0
+    )
+    model = plain.truth.model(model_of("j1"))
+    spec = plain.jobs[0]
+    assert Engine._restart_price(JobState(spec, model, restarts=1)) == 5.0
