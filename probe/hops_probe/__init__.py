@@ -580,7 +580,8 @@ def _run_start(env: Mapping[str, str], wall: Callable[[], float]) -> float:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22 (starttime), counted after "pid (comm)"
         since_boot = ticks / os.sysconf("SC_CLK_TCK")
-        return wall() - max(time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot, 0.0)
+        age = max(time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot, 0.0)
+        return time.time() - age  # /proc's clocks are the host's, whatever ``wall`` is
     except (OSError, ValueError, IndexError, AttributeError):
         return wall()
 
