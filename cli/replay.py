@@ -109,7 +109,13 @@ def replay_payload(
     ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
     only once the ledger holds jobs in the window.
     """
-    from hopsd.sim.replay import build_world, measured_restart_cost, replay, replay_engine_config
+    from hopsd.sim.replay import (
+        build_world,
+        measured_launch,
+        measured_restart_cost,
+        replay,
+        replay_engine_config,
+    )
 
     with reading(config) as unit:
         history = unit.history(lo, hi)
@@ -133,8 +139,13 @@ def replay_payload(
             inventory=inventory,
             profiled=config.profiling,
             restart_cost_s=restart_cost_s,
+            launch_s=launch,
+            grace_s=config.checkpoint_grace_s,
         )
 
+    # What a job's first launch cost (Slurm's start, the job's startup) is charged to its
+    # replayed first start.
+    launch = measured_launch(history.jobs, history.placements, config.queue_refresh_s)
     # What a relaunch really cost (measured on the window's restarted jobs) is charged
     # to every replayed move; the planner still prices moves at restart_penalty_s.
     restart_cost = measured_restart_cost(world_of(None), history.placements)

@@ -14,16 +14,23 @@ with profiling switched off, runs stop and held jobs queue):
 * a run that reports no profile within ``timeout_s`` of starting is stopped;
 * a run released but not started within ``timeout_s`` is held again and its
   type skipped;
+* a type the job's *model* was already measured on is not profiled again:
+  an earlier job of the same model name and per-GPU batch size measured it
+  (``Profilee.known``, the newest measurement per type), so a job whose
+  model is known on every type it can run on joins the queue at once, with
+  no profiling run and so no restart for one;
 * a job whose profiling is over joins the queue: nothing left to profile, a
   run that ended without a report (the job has no probe, or the probe cannot
   work here: more runs would only restart it for nothing; it is scheduled
   from priors and learns from its real run if it ever reports), the phase
   deadline ``timeout_s * (types + 1)`` passed, no type left to profile has a
-  free GPU now while one profile exists (the others are derived from it,
+  free GPU now while one profile exists, its own or its model's (the others
+  are derived from it,
   :func:`derived_types`);
 * a job whose profiling is over is planned in the same step, with the
-  profile of each type it was not profiled on scaled from a measured one
-  (:class:`WithDerived`, the rule hopsd also writes to its ledger);
+  profile of each type it was not profiled on taken from its model's known
+  one, else scaled from a measured one (:func:`derived_profiles`, the rule
+  hopsd also writes to its ledger);
 * otherwise it is placed on one free GPU of a type it still needs (the node
   with the most free GPUs), taking that GPU before the planner sees it.
 
@@ -43,6 +50,7 @@ STOP_DONE = "profiled on {t}"
 STOP_SILENT = "no profile from {t} in time"
 NOT_STARTED = "profiling run on {t} did not start in time"
 OVER_ALL_TYPES = "profiled on every type it could be"
+OVER_KNOWN = "its model was measured on every type left"
 OVER_SILENT = "a profiling run gave no report: scheduled from priors"
 OVER_DEADLINE = "profiling deadline passed"
 OVER_NO_GPU = "no free GPU on the types left"
@@ -73,6 +81,15 @@ class RunInFlight:
 
 
 @dataclass(frozen=True)
+class KnownProfile:
+    """A profile of the job's model measured on an earlier job (same model name and
+    per-GPU batch size): what the job itself would measure on that type."""
+
+    gpu_type: str
+    profile: PhaseProfile
+
+
+@dataclass(frozen=True)
 class Profilee:
     """A job in its profiling phase, as the caller observed it.
 
@@ -80,7 +97,8 @@ class Profilee:
     included; ``profiled`` the types with a measured profile; ``skipped`` the
     types whose run never started in time. ``job`` is the job as the planner
     will see it once its profiling is over: the step plans it at once (None:
-    from the next step on).
+    from the next step on). ``known``: profiles of its model, one per type,
+    from earlier jobs (empty when it names no model or none ran before).
     """
 
     job_id: str
@@ -91,6 +109,11 @@ class Profilee:
     run: RunInFlight | None = None
     runs: int = 0
     job: Job | None = None
+    known: tuple[KnownProfile, ...] = ()
+
+    @property
+    def known_types(self) -> frozenset[str]:
+        return frozenset(k.gpu_type for k in self.known)
 
     @property
     def silent_runs(self) -> int:
@@ -227,11 +250,14 @@ def _held(
     now: float,
     work: _Pass,
 ) -> None:
+    known = job.known_types
     remaining = [
-        t for t in types if t not in job.profiled and t not in job.skipped and _can_run(job, t)
+        t
+        for t in types
+        if t not in job.profiled and t not in job.skipped and t not in known and _can_run(job, t)
     ]
     if not remaining:
-        work.over(job.job_id, OVER_ALL_TYPES)
+        work.over(job.job_id, OVER_KNOWN if known - job.profiled else OVER_ALL_TYPES)
     elif job.silent_runs > 0:
         work.over(job.job_id, OVER_SILENT)
     elif now > job.since + rules.timeout_s * (len(types) + 1):
@@ -243,7 +269,7 @@ def _held(
             work.start.append(ProfilingRun(job.job_id, gpu_type, node))
             work.reserve(node)
             work.reasons[job.job_id] = f"profiling on {gpu_type} ({node})"
-        elif job.profiled:
+        elif job.profiled or known:
             work.over(job.job_id, OVER_NO_GPU)
         else:
             work.reasons[job.job_id] = "waiting for a free GPU to be profiled on"
@@ -270,17 +296,18 @@ def pick_node(cluster: Cluster, types: Sequence[str], free: Mapping[str, int]) -
 class WithDerived:
     """A throughput store that also answers the derived profiles of jobs just profiled.
 
-    For a job in ``profiled`` (its measured types), a type it was not profiled
-    on gets the measured profile of :func:`derived_types`' base type scaled by
-    the admin's relative type speeds; everything else is the wrapped store's.
+    For a job in ``joining`` (its profiling just ended), a type it was not
+    profiled on gets :func:`derived_profiles`' answer; everything else is the
+    wrapped store's.
     """
 
     def __init__(
-        self, store: ThroughputStore, cluster: Cluster, profiled: Mapping[str, frozenset[str]]
+        self, store: ThroughputStore, cluster: Cluster, joining: Mapping[str, Profilee]
     ) -> None:
         self._store = store
         self._cluster = cluster
-        self._profiled = profiled
+        self._joining = joining
+        self._derived: dict[str, dict[str, PhaseProfile]] = {}
 
     def entity_aggregated(self, job_id: str, node_id: str, gpus: int) -> float | None:
         return self._store.entity_aggregated(job_id, node_id, gpus)
@@ -296,20 +323,38 @@ class WithDerived:
 
     def profile(self, job_id: str, gpu_type: str) -> PhaseProfile | None:
         found = self._store.profile(job_id, gpu_type)
-        if found is not None or job_id not in self._profiled:
+        joining = self._joining.get(job_id)
+        if found is not None or joining is None:
             return found
-        return derived_profile(self._store, self._cluster, job_id, self._profiled[job_id], gpu_type)
+        if job_id not in self._derived:
+            own = {t: p for t in joining.profiled if (p := self._store.profile(job_id, t))}
+            self._derived[job_id] = derived_profiles(self._cluster, own, joining.known)
+        return self._derived[job_id].get(gpu_type)
 
 
-def derived_profile(
-    store: ThroughputStore, cluster: Cluster, job_id: str, profiled: frozenset[str], gpu_type: str
-) -> PhaseProfile | None:
-    """The profile of ``gpu_type`` scaled from the job's base measured type (None: none)."""
-    base_type, targets = derived_types(cluster, profiled)
-    if base_type is None or gpu_type not in targets:
-        return None
-    measured = store.profile(job_id, base_type)
-    if measured is None:
-        return None
+def derived_profiles(
+    cluster: Cluster, own: Mapping[str, PhaseProfile], known: Sequence[KnownProfile]
+) -> dict[str, PhaseProfile]:
+    """Profiles of the types a job was not profiled on (``own``: its measured ones).
+
+    A type its model is known on takes the known profile as is (the same model
+    at the same batch measured it there, host included); any other type the
+    measured profile of :func:`derived_types`' base (the job's own, else a
+    known one) scaled by the admin's relative type speeds. Empty when nothing
+    was measured.
+    """
+    types = set(profiled_types_of(cluster))
+    measured = {k.gpu_type: k.profile for k in known if k.gpu_type in types - set(own)}
+    out = dict(measured)
+    bases = dict(measured)
+    bases.update(own)
+    base_type, targets = derived_types(cluster, frozenset(own) or frozenset(bases))
+    if base_type is None:
+        return out
     speeds = cluster.gpu_types
-    return scaled_profile(measured, speeds[base_type].speed, speeds[gpu_type].speed)
+    for gpu_type in targets:
+        if gpu_type not in out and gpu_type not in own:
+            out[gpu_type] = scaled_profile(
+                bases[base_type], speeds[base_type].speed, speeds[gpu_type].speed
+            )
+    return out

@@ -136,8 +136,7 @@ def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOption
             *snapshot.jobs,
             *(dataclasses.replace(p.job, current=None) for p in joining if p.job),
         )
-        profiled = {p.job_id: p.profiled for p in joining}
-        store = WithDerived(snapshot.store, snapshot.cluster, profiled)
+        store = WithDerived(snapshot.store, snapshot.cluster, {p.job_id: p for p in joining})
         snapshot = dataclasses.replace(snapshot, jobs=jobs, store=store)
     if profiling.reserved:
         free = free_gpus(snapshot, None)  # a run never takes a GPU a running job holds

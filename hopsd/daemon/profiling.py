@@ -35,21 +35,23 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from hopsd.config import HopsConfig
-from hopsd.core.fitting import scaled_profile
 from hopsd.core.model import Cluster, Configuration
 from hopsd.core.profiling import (
+    KnownProfile,
     Profilee,
     ProfilingDecision,
     ProfilingRules,
     RunInFlight,
-    derived_types,
+    derived_profiles,
 )
+from hopsd.core.throughput import PhaseProfile
 from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action, JobHandle
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config, with_tag_rules
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.records import AllocationReason, JobRecord, JobState, core_job
 from hopsd.ledger.unit import Unit
+from hopsd.slurm.tag import UNKNOWN_MODEL
 
 log = logging.getLogger("hopsd.profiling")
 
@@ -72,6 +74,11 @@ class ProfilingOptions:
         """Profiling needs a daemon that enacts (not shadow); mode files go to each job's spool."""
         enabled = config.profiling and not shadow
         return ProfilingOptions(enabled, config.profiling_iterations, config.profiling_timeout_s)
+
+
+def names_a_model(name: str) -> bool:
+    """Whether a job told hops its model (``hops submit --model``; the default names none)."""
+    return bool(name) and name != UNKNOWN_MODEL
 
 
 def mode_body(iterations: int, run: int) -> dict[str, object]:
@@ -130,6 +137,7 @@ class Profiler:
         done = unit.profiled_types(ids)
         runs = unit.start_counts(ids)
         targets = unit.latest_targets(ids)
+        known = self._known(unit, profiling)
         observed = obs.job_map()
         out: list[Profilee] = []
         for row in profiling:
@@ -151,9 +159,25 @@ class Profiler:
                     run,
                     runs[row.id],
                     job,
+                    known.get(row.id, ()),
                 )
             )
         return tuple(out)
+
+    @staticmethod
+    def _known(unit: Unit, rows: Sequence[JobRecord]) -> dict[str, tuple[KnownProfile, ...]]:
+        """Per job naming its model: the newest profile per type that other jobs of the
+        same model and per-GPU batch size measured (the core then skips those types)."""
+        keys = {r.id: (r.model_name, r.batch_size) for r in rows if names_a_model(r.model_name)}
+        found = unit.model_profiles(sorted(set(keys.values())))
+        out: dict[str, tuple[KnownProfile, ...]] = {}
+        for job_id, key in keys.items():
+            newest: dict[str, KnownProfile] = {}
+            for other, gpu_type, profile in found.get(key, []):
+                if other != job_id and gpu_type not in newest:
+                    newest[gpu_type] = KnownProfile(gpu_type, profile)
+            out[job_id] = tuple(newest[t] for t in sorted(newest))
+        return out
 
     def _run_of(
         self,
@@ -293,35 +317,27 @@ class Profiler:
     ) -> None:
         done = unit.profiled_types([row.id])[row.id]
         self.sensing.remove_mode(int(row.slurm_job_id or 0))
-        self._derive(unit, row.id, view.cluster, frozenset(done), config, now)
+        self._derive(unit, row, view.cluster, frozenset(done), now)
         unit.transition(row.id, JobState.QUEUED, now, f"profiling over: {reason}")
         self._attempts.pop(row.id, None)
         log.info("event=profile-done job=%s types=%s reason=%r", row.id, sorted(done), reason)
 
     @staticmethod
     def _derive(
-        unit: Unit,
-        job_id: str,
-        cluster: Cluster,
-        done: frozenset[str],
-        config: HopsConfig,
-        now: float,
+        unit: Unit, row: JobRecord, cluster: Cluster, done: frozenset[str], now: float
     ) -> None:
-        """Scaled profiles for the managed types the job was not profiled on."""
-        base_type, targets = derived_types(cluster, done)
-        if base_type is None:
-            return
-        found = unit.profile(job_id, base_type)
-        if found is None:
-            return
-        base = found[0]
+        """Profiles for the managed types the job was not profiled on (the core's rule:
+        its model's known ones, else scaled from a measured one), stored as derived."""
+        own: dict[str, PhaseProfile] = {}
+        for gpu_type in sorted(done):
+            found = unit.profile(row.id, gpu_type)
+            if found is not None:
+                own[gpu_type] = found[0]
+        known = Profiler._known(unit, [row]).get(row.id, ())
         store = unit.store(now)
-        base_speed = config.gpu_type(base_type).speed
-        for gpu_type in targets:
-            if unit.profile(job_id, gpu_type) is not None:
-                continue
-            speed = config.gpu_type(gpu_type).speed
-            store.set_profile(job_id, gpu_type, scaled_profile(base, base_speed, speed), 0)
+        for gpu_type, profile in derived_profiles(cluster, own, known).items():
+            if unit.profile(row.id, gpu_type) is None:
+                store.set_profile(row.id, gpu_type, profile, 0)
 
     def _prune(self, live: set[str]) -> None:
         for table in (self._attempts, self._skipped):

@@ -39,6 +39,8 @@ class JobHistory:
     wait_time: float
     restarts: int
     latency_ratio: float | None
+    startup_s: float | None = None  # start to first iteration, as the job's probe reported
+    checkpoint_s: float | None = None  # notice to checkpoint, as the job's probe reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,8 @@ def _job(r: JobRow) -> JobHistory:
         model_name=r.model_name or "",
         params=float(r.params or 0.0),
         wait_time=float(r.wait_time or 0.0),
+        startup_s=r.startup_s,
+        checkpoint_s=r.checkpoint_s,
         restarts=int(r.restarts or 0),
         latency_ratio=r.latency_ratio,
     )

@@ -412,6 +412,27 @@ class Unit:
             out.setdefault(job_id, set()).add(gpu_type)
         return out
 
+    def model_profiles(
+        self, models: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], list[tuple[str, str, PhaseProfile]]]:
+        """Measured profiles (``iterations > 0``) of every job of each (model name, per-GPU
+        batch size): ``(job id, GPU type, profile)``, newest first (one query)."""
+        out: dict[tuple[str, int], list[tuple[str, str, PhaseProfile]]] = {m: [] for m in models}
+        names = sorted({name for name, _ in models})
+        if not names:
+            return out
+        stmt = (
+            select(ProfileRow, JobRow.model_name, JobRow.batch_size)
+            .join(JobRow, JobRow.id == ProfileRow.job_id)
+            .where(JobRow.model_name.in_(names), ProfileRow.iterations > 0)
+            .order_by(ProfileRow.updated_at.desc(), ProfileRow.job_id)
+        )
+        for row, name, batch in self._session.execute(stmt):
+            key = (name, int(batch))
+            if key in out:
+                out[key].append((row.job_id, row.gpu_type, profile_from_row(row)))
+        return out
+
     def profile(self, job_id: str, gpu_type: str) -> tuple[PhaseProfile, int] | None:
         """A job's theory-layer profile on a type and the iterations behind it (0: derived)."""
         row = self._session.get(ProfileRow, (job_id, gpu_type))

@@ -40,11 +40,12 @@ from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
+    KnownProfile,
     Profilee,
     ProfilingDecision,
     ProfilingRules,
     RunInFlight,
-    derived_profile,
+    derived_profiles,
     profiled_types_of,
 )
 from hopsd.core.settings import Settings
@@ -200,6 +201,9 @@ class Engine:
         self.unmentioned = 0
         self.clock = RoundClock(self.settings.round_length_s)
         self.profiling_used: dict[str, int] = {n.id: 0 for n in self.cluster.nodes}
+        # Profiles measured per (model, per-GPU batch), newest per type: what hopsd finds in
+        # its ledger for a job naming its model (they outlive the jobs that measured them).
+        self.known: dict[tuple[str, int], dict[str, PhaseProfile]] = {}
         n_types = max(len(profiled_types_of(self.cluster)), 1)
         self.profile_run_s = self.config.profile_s / n_types
         self.step_options = StepOptions(
@@ -357,10 +361,10 @@ class Engine:
         assert job.config is not None
         gpu_type = job.config.gpu_type
         node_id = job.config.parts[0][0]
-        self.store.set_profile(
-            job.spec.job_id, gpu_type, self._noisy_profile(job, gpu_type, node_id)
-        )
+        measured = self._noisy_profile(job, gpu_type, node_id)
+        self.store.set_profile(job.spec.job_id, gpu_type, measured)
         job.profiled.add(gpu_type)
+        self.known.setdefault((job.spec.model, job.batch_size), {})[gpu_type] = measured
 
     def _noisy(self, value: float, sigma: float) -> float:
         return value * math.exp(self.rng.gauss(0.0, sigma)) if sigma > 0 else value
@@ -442,8 +446,16 @@ class Engine:
             wait_time=js.wait_time,
             current=js.config if js.status == "running" else None,
             max_gpus=js.model.limits(),
-            restart_s=js.model.restore_s,  # a model profile's restart cost, else the prior
+            restart_s=Engine._restart_price(js),
         )
+
+    @staticmethod
+    def _restart_price(js: JobState) -> float | None:
+        """What the planner prices a move of the job at: its model's restart cost (None:
+        the prior), or, replaying a live job, what hopsd would have learned of it by now."""
+        if js.model.priced_as is not None:
+            return js.model.priced_as.price(js.restarts)
+        return js.model.restore_s
 
     def _snapshot(self, pinned: bool) -> Snapshot:
         jobs: list[Job] = []
@@ -486,7 +498,13 @@ class Engine:
             run,
             js.profiling_runs,
             self._core_job(js),
+            self._known(js),
         )
+
+    def _known(self, js: JobState) -> tuple[KnownProfile, ...]:
+        """Profiles of the job's model measured by earlier jobs (at its batch size)."""
+        found = self.known.get((js.spec.model, js.batch_size), {})
+        return tuple(KnownProfile(t, p) for t, p in sorted(found.items()))
 
     def _usable_idle(self) -> int:
         """Idle GPUs a waiting job could start on: those of every type whose idle GPUs
@@ -583,14 +601,11 @@ class Engine:
         self._release(js)
 
     def _derive(self, js: JobState) -> None:
-        """Profiles of the types a job was not profiled on, scaled from a measured one."""
-        profiled = frozenset(js.profiled)
-        for gpu_type in profiled_types_of(self.cluster):
-            if gpu_type in profiled:
-                continue
-            derived = derived_profile(self.store, self.cluster, js.spec.job_id, profiled, gpu_type)
-            if derived is not None:
-                self.store.set_profile(js.spec.job_id, gpu_type, derived)
+        """Profiles of the types a job was not profiled on: its model's known ones, else
+        scaled from a measured one (the core's rule, as hopsd writes them)."""
+        own = {t: p for t in js.profiled if (p := self.store.profile(js.spec.job_id, t))}
+        for gpu_type, profile in derived_profiles(self.cluster, own, self._known(js)).items():
+            self.store.set_profile(js.spec.job_id, gpu_type, profile)
 
     def _release(self, job: JobState) -> None:
         if job.config is None:
@@ -652,4 +667,6 @@ class Engine:
             js.status = "running"
             if js.has_run:
                 js.penalty_until = self.now + self._restart_cost(js)
+            elif js.model.launch_s > 0:
+                js.penalty_until = self.now + js.model.launch_s  # launch until it trains
             js.has_run = True

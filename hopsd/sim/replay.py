@@ -42,7 +42,14 @@ from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.engine import EngineConfig, EngineResult
 from hopsd.sim.metrics import JobRecord, job_records, summarise
 from hopsd.sim.run import _write_outputs, run_policy
-from hopsd.sim.truth import BACKWARD_SHARE, FORWARD_SHARE, UPDATE_SHARE, GroundTruth, ModelSpec
+from hopsd.sim.truth import (
+    BACKWARD_SHARE,
+    FORWARD_SHARE,
+    UPDATE_SHARE,
+    GroundTruth,
+    LearnedRestart,
+    ModelSpec,
+)
 from hopsd.sim.workload import JobSpec
 
 ENTITY_AGG = "entity_agg"
@@ -88,6 +95,10 @@ class ReplayJob(Protocol):
     def restarts(self) -> int: ...
     @property
     def latency_ratio(self) -> float | None: ...
+    @property
+    def startup_s(self) -> float | None: ...
+    @property
+    def checkpoint_s(self) -> float | None: ...
 
 
 class ReplayRate(Protocol):
@@ -339,6 +350,8 @@ def build_world(
     inventory: Mapping[str, tuple[str, int]] | None = None,
     profiled: bool = False,
     restart_cost_s: float | None = None,
+    launch_s: Mapping[str, float] | None = None,
+    grace_s: float | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
@@ -348,6 +361,13 @@ def build_world(
     requeue, relaunch and restore until the job trains again); every replayed
     job is charged it while the planner keeps pricing moves at hops.conf's
     ``restart_penalty_s``, as hopsd did. None: the penalty is the cost.
+    ``launch_s``: per job, what its first start cost before it trained
+    (:func:`measured_launch`); none charged to a job not in it.
+    ``grace_s`` (hops.conf's checkpoint grace): the planner prices each job's
+    moves as hopsd did, at the restart cost it learns from the job's probe
+    (:class:`~hopsd.sim.truth.LearnedRestart`; the prior until the replayed job
+    restarted, as live), while the job is charged what a restart really cost.
+    None: moves are priced at what they cost.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -394,6 +414,12 @@ def build_world(
             throughput=measured,
             assumed=measured if profiled else table_rate,
             restore_s=restart_cost_s,
+            launch_s=(launch_s or {}).get(j.job_id, 0.0),
+            priced_as=(
+                LearnedRestart(j.startup_s, j.checkpoint_s, grace_s)
+                if grace_s is not None
+                else None
+            ),
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(
@@ -417,6 +443,32 @@ def build_world(
     return ReplayWorld(truth, specs, live, origin, skipped, load_only)
 
 
+def measured_launch(
+    jobs: Sequence[ReplayJob], placements: Sequence[ReplayPlacement], tick_s: float
+) -> dict[str, float]:
+    """What each job's first start cost before it trained: from hopsd's start decision
+    to Slurm running it (launch), plus the job's own start to first iteration
+    (``startup_s``, when its probe reported it). Jobs never started are left out.
+
+    hopsd sees a job running at the first tick after Slurm started it, so
+    Slurm's start lies within the ``tick_s`` before ``first_start_time`` (and
+    not before the decision): the launch is the middle of that span.
+    """
+    decided: dict[str, float] = {}
+    for p in sorted(placements, key=lambda p: p.at):
+        if p.reason == "start":
+            decided.setdefault(p.job_id, p.at)
+    out: dict[str, float] = {}
+    for j in jobs:
+        at = decided.get(j.job_id)
+        if at is None or j.first_start_time is None:
+            continue
+        latest = max(j.first_start_time - at, 0.0)
+        earliest = max(latest - tick_s, 0.0)
+        out[j.job_id] = (earliest + latest) / 2 + max(j.startup_s or 0.0, 0.0)
+    return out
+
+
 def measured_restart_cost(
     world: ReplayWorld, placements: Sequence[ReplayPlacement]
 ) -> float | None:
@@ -424,10 +476,11 @@ def measured_restart_cost(
 
     A job's placements (start or move until the next start, move, preempt or
     end) at its measured rates would have done more samples than it had, had
-    every relaunch been free; the excess, over the rates of the placements that
-    began with a relaunch, is the time each relaunch cost it (requeue, Slurm's
-    launch, the job's own restore until it trains again). None when no
-    finished job was ever restarted.
+    every relaunch been free (and its first launch, the truth's ``launch_s``);
+    the excess, over the rates of the placements that began with a relaunch,
+    is the time each relaunch cost it (requeue, Slurm's launch, the job's own
+    restore until it trains again). None when no finished job was ever
+    restarted.
     """
     by_job: dict[str, list[ReplayPlacement]] = {}
     for p in sorted(placements, key=lambda p: p.at):
@@ -437,9 +490,14 @@ def measured_restart_cost(
         if live.restarts <= 0 or live.end_time is None:
             continue
         spans = _spans(by_job.get(live.job_id, []), live.end_time)
+        if not spans:
+            continue
         rate_of = world.truth.throughput
         model = model_of(live.job_id)
+        launch = world.truth.model(model).launch_s
+        first = min(launch, spans[0][2] - spans[0][1])
         done = sum(rate_of(model, cfg) * (end - begin) for cfg, begin, end in spans)
+        done -= rate_of(model, spans[0][0]) * first
         relaunched = sum(rate_of(model, cfg) for cfg, _, _ in spans[1:])
         if relaunched > 0:
             costs.append(max((done - live.total_samples) / relaunched, 0.0))

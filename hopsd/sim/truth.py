@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.gains import learned_restart_s
 from hopsd.core.model import Cluster, Configuration, GpuType
 from hopsd.core.throughput import Mixture, PhaseProfile
 
@@ -30,6 +31,20 @@ COMM_OVERLAP = 0.2
 
 
 @dataclass(frozen=True, slots=True)
+class LearnedRestart:
+    """What a live job's probe told hopsd of its restarts (its startup, its checkpoint) and
+    the notice grace: hopsd's price of moving it follows from them and its restart count
+    (:func:`hopsd.core.gains.learned_restart_s`)."""
+
+    startup_s: float | None
+    checkpoint_s: float | None
+    grace_s: float
+
+    def price(self, restarts: int) -> float | None:
+        return learned_restart_s(self.checkpoint_s, self.startup_s, self.grace_s, restarts)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """One trainable model of the workload mix.
 
@@ -39,7 +54,12 @@ class ModelSpec:
     served from the page cache (a miss costs ``miss_ratio`` times a hit).
     ``restore_s``, when set, is what a restart of this model really costs
     (checkpoint restore; Sia measured 15-250 s per model) instead of the
-    common restart penalty. ``max_gpus`` caps, per GPU type, the GPUs one job
+    common restart penalty; ``launch_s`` what its first start costs before it
+    trains (a replayed job's measured launch; 0 in generated workloads).
+    With ``priced_as`` the planner prices this model's moves at what hopsd
+    learns from its probe (:class:`LearnedRestart`) instead of its true cost,
+    as hopsd priced a live job's.
+    ``max_gpus`` caps, per GPU type, the GPUs one job
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
     """
@@ -55,6 +75,8 @@ class ModelSpec:
     comm_scale: float = 1.15
     dataset: str = ""
     restore_s: float | None = None
+    launch_s: float = 0.0
+    priced_as: LearnedRestart | None = None
     max_gpus: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

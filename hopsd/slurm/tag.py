@@ -37,6 +37,8 @@ MAX_PARAMS = 1e13
 MAX_LR = 100.0
 LR_SCALES = ("none", "linear", "sqrt")
 MAX_TYPES = 16
+#: The model name of a job that named none (profiles of such jobs are never shared).
+UNKNOWN_MODEL = "unknown"
 _MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 _TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,31}")
 _KEYS = frozenset({"d", "n", "b", "m", "p", "lr", "ls", "t", "xt", "np"})
@@ -51,7 +53,7 @@ class HopsTag:
     demands: tuple[int, ...]
     total_samples: float
     batch_size: int = 32
-    model: str = "unknown"
+    model: str = UNKNOWN_MODEL
     params: float = 25e6
     lr: tuple[float, ...] = ()
     lr_scale: str = "none"
@@ -149,7 +151,7 @@ def decode(comment: str) -> HopsTag:
         demands=tuple(demands),
         total_samples=_as_float(body["n"]),
         batch_size=body.get("b", 32),
-        model=body.get("m", "unknown"),
+        model=body.get("m", UNKNOWN_MODEL),
         params=_as_float(body.get("p", 25e6)),
         lr=tuple(lr),
         lr_scale=body.get("ls", "none"),

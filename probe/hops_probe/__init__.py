@@ -569,7 +569,9 @@ def _run_start(env: Mapping[str, str], wall: Callable[[], float]) -> float:
     """When this run started (epoch seconds): Slurm's start time, else this process's.
 
     Slurm 23.02 and later export ``SLURM_JOB_START_TIME``; before, the start of
-    the process (from ``/proc``) is the best the job knows, else now.
+    the process (from ``/proc``) is the best the job knows, else now. The
+    process start is counted back from now on the boot clock it is kept in
+    (``/proc/stat``'s ``btime`` is whole seconds: up to a second early).
     """
     raw = env.get("SLURM_JOB_START_TIME", "")
     if raw.isdigit():
@@ -577,13 +579,10 @@ def _run_start(env: Mapping[str, str], wall: Callable[[], float]) -> float:
     try:
         fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22 (starttime), counted after "pid (comm)"
-        booted = next(
-            float(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        return booted + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        since_boot = ticks / os.sysconf("SC_CLK_TCK")
+        age = max(time.clock_gettime(time.CLOCK_BOOTTIME) - since_boot, 0.0)
+        return time.time() - age  # /proc's clocks are the host's, whatever ``wall`` is
+    except (OSError, ValueError, IndexError, AttributeError):
         return wall()
 
 

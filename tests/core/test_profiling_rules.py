@@ -8,18 +8,22 @@ from hopsd.core.policies import get_policy
 from hopsd.core.profiling import (
     OVER_ALL_TYPES,
     OVER_DEADLINE,
+    OVER_KNOWN,
     OVER_NO_GPU,
     OVER_OFF,
     OVER_SILENT,
+    KnownProfile,
     Profilee,
     ProfilingRules,
     RunInFlight,
+    derived_profiles,
     derived_types,
     profiling_step,
 )
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
+from hopsd.core.throughput import PhaseProfile
 
 CLUSTER = Cluster.build(
     [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
@@ -160,3 +164,33 @@ def test_one_plan_diff_for_every_policy() -> None:
     pinned = diff_plan(jobs, {}, pinned=frozenset({"go"}))
     assert [a.job_id for a in pinned.keep] == ["go"] and set(pinned.preempt) == {"stay", "out"}
     assert [j.id for j in arrival_order(jobs)] == ["out", "stay", "go", "new"]
+
+
+def test_types_the_jobs_model_was_measured_on_are_not_profiled_again() -> None:
+    """Known on every type: over at once, no run (no requeue for nothing); known on a100
+    only: profiled on k80 alone, even with a100 GPUs free, and not waited for when no k80
+    GPU is free (the known profile is one, as a measured one would be)."""
+    a100 = KnownProfile("a100", PhaseProfile(0.01, 0.02, 0.005))
+    k80 = KnownProfile("k80", PhaseProfile(0.04, 0.08, 0.02))
+    both = step(Profilee("j", 0.0, 0.0, known=(a100, k80)))
+    assert both.finish == (("j", OVER_KNOWN),) and not both.start and not both.reserved
+    one = step(Profilee("j", 0.0, 0.0, known=(a100,)), free={"k1": 0, "a1": 2, "a2": 1})
+    assert one.finish == (("j", OVER_NO_GPU),) and not one.start  # a100's tells enough
+    one_free = step(Profilee("j", 0.0, 0.0, known=(a100,)))
+    assert [(r.gpu_type, r.node) for r in one_free.start] == [("k80", "k1")]
+    after = Profilee("j", 0.0, 0.0, profiled=frozenset({"k80"}), runs=1, known=(a100,))
+    assert step(after).finish == (("j", OVER_KNOWN),)
+
+
+def test_derived_profiles_take_the_known_ones_before_scaling() -> None:
+    measured_k80 = PhaseProfile(0.04, 0.08, 0.02)
+    known_a100 = PhaseProfile(0.015, 0.03, 0.004)  # not k80's / 4: the model's own gain
+    got = derived_profiles(CLUSTER, {"k80": measured_k80}, (KnownProfile("a100", known_a100),))
+    assert got == {"a100": known_a100}
+    scaled = derived_profiles(CLUSTER, {"k80": measured_k80}, ())
+    assert scaled["a100"].t_b == measured_k80.t_b / 4.0  # admin speeds 1 and 4
+    from_known = derived_profiles(CLUSTER, {}, (KnownProfile("a100", known_a100),))
+    assert from_known["a100"] == known_a100 and from_known["k80"].t_b == known_a100.t_b * 4.0
+    assert derived_profiles(CLUSTER, {}, ()) == {}
+    elsewhere = derived_profiles(CLUSTER, {}, (KnownProfile("h100", known_a100),))
+    assert elsewhere == {}  # a type this cluster does not have tells nothing

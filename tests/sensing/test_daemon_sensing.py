@@ -118,6 +118,53 @@ def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -
     assert row.estimate_source == "theory"  # no measured row at 2 GPUs yet
 
 
+def profile_both_types(spool: Path, port: FakePort, tick: Tick, clock: FakeClock, job: int) -> None:
+    """Drive ``job`` through its profiling runs on the two types (probe reports each)."""
+    for restarts in (0, 1):
+        (node,) = port.jobs[job].placement
+        probe, t = job_probe(spool, job, node, restarts)
+        train(probe, t, 3, PHASES)
+        clock.advance(1)
+        tick.run_once()  # profile read, job requeued held
+        clock.advance(1)
+        tick.run_once()  # placed on the next type, or queued and planned
+
+
+def test_a_job_of_a_model_measured_before_is_not_profiled_again(sessions, spool: Path) -> None:
+    """A job naming a model an earlier job of the same batch size was profiled on (both
+    types) is queued and started at once, with no profiling run and so no requeue, and its
+    profiles are the earlier job's; the same model at another batch size, or a job naming
+    no model, is profiled as usual."""
+    port, clock = FakePort(small_cluster()), FakeClock()
+    tick = make_tick(spool, sessions, port, clock)
+    first = port.add_job(HopsTag((1,), 1e6, model="resnet50"))
+    tick.run_once()
+    profile_both_types(spool, port, tick, clock, first)
+    with sessions.begin() as s:
+        measured = {
+            p.gpu_type: (p.t_f, p.t_b) for p in s.scalars(select(ProfileRow)) if p.iterations
+        }
+    assert set(measured) == {"k80", "a100"}
+
+    again = port.add_job(HopsTag((1,), 1e6, model="resnet50"))
+    other_batch = port.add_job(HopsTag((1,), 1e6, batch_size=64, model="resnet50"))
+    no_model = port.add_job(HopsTag((1,), 1e6))
+    clock.advance(1)
+    tick.run_once()
+    row = row_of(sessions, again)
+    assert row.state in (JobState.QUEUED, JobState.RUNNING), row.state
+    assert "measured on every type" in (row.state_reason or "")
+    assert port.jobs[again].restarts == 0 and "requeue_hold" not in port.actions(again)
+    with sessions.begin() as s:
+        known = {
+            p.gpu_type: (p.t_f, p.t_b, p.iterations)
+            for p in s.scalars(select(ProfileRow).where(ProfileRow.job_id == str(again)))
+        }
+    assert known == {t: (*v, 0) for t, v in measured.items()}  # the earlier job's, as derived
+    assert row_of(sessions, other_batch).state == JobState.PROFILING
+    assert row_of(sessions, no_model).state == JobState.PROFILING
+
+
 def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path) -> None:
     port, clock = FakePort(small_cluster()), FakeClock()
     job = port.add_job(HopsTag((1,), 1e6))

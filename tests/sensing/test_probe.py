@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -159,3 +162,17 @@ def test_an_unwritable_spool_never_raises(tmp_path: Path) -> None:
     step(p, clock, 0.5, 0.5, 0.5, 0.5)
     p.close()
     assert p.errors >= 1
+
+
+def test_a_run_started_without_slurms_start_time_is_timed_from_its_process_start() -> None:
+    """Without ``SLURM_JOB_START_TIME`` (Slurm before 23.02) the run starts when its process
+    did: never before it was spawned (``btime`` is whole seconds, so counting from it put the
+    start up to a second early and priced every restart up to a second too dear)."""
+    code = (
+        "import time, hopsd.probe as p; "
+        "print(repr(p._run_start({}, time.time)), repr(time.time()))"
+    )
+    spawned = time.time()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    started, now = (float(v) for v in out.stdout.split())
+    assert spawned - 0.05 <= started <= now

@@ -14,6 +14,7 @@ from hopsd.sim.replay import (
     JobRates,
     build_world,
     jct_errors,
+    measured_launch,
     measured_restart_cost,
     model_of,
     replay,
@@ -192,3 +193,101 @@ def test_the_restart_cost_is_measured_from_the_placements_and_rates() -> None:
         [moved], rates, gpu, types=TYPES, reference_throughput=10.0, restart_cost_s=10.0
     )
     assert charged.truth.model(model_of("j1")).restore_s == 10.0
+
+
+def test_each_job_is_charged_its_measured_launch_before_it_trains() -> None:
+    """j1: hopsd decided its start at 2 s and saw it running at 4.5 s, so Slurm started it
+    between 3.5 and 4.5 s (1 s ticks): 2 s on average; its probe took 2 s to the first
+    iteration: 4 s before it trained (the later move is a restart, not a launch). j2, seen
+    at the first tick after its start decision, was launched within that tick: 0.5 s on
+    average, and its probe never reported a startup. A job never started has no launch.
+    The replayed job ends 4 s later for its launch."""
+    from hopsd.ledger.history import PlacementSeen
+
+    one = (("a100n1", 1),)
+    j1 = dataclasses.replace(job("j1", 0.0, 30.0), first_start_time=4.5, startup_s=2.0)
+    j2 = dataclasses.replace(job("j2", 0.0, 30.0), first_start_time=2.0)
+    placements = [
+        PlacementSeen("j1", "start", "a100", one, 2.0),
+        PlacementSeen("j1", "move", "a100", one, 10.0),
+        PlacementSeen("j2", "start", "a100", one, 1.0),
+    ]
+    launch = measured_launch([j1, j2, job("j3", 0.0, None, state="queued")], placements, 1.0)
+    assert launch == {"j1": pytest.approx(4.0), "j2": pytest.approx(0.5)}
+
+    rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
+    config = replay_engine_config(
+        Settings(round_length_s=8.0, restart_penalty_s=2.0),
+        spare_guard_s=2.0,
+        adoption_s=0.5,
+        measure_after_s=1.0,
+    )
+    lone = [job("j1", 0.0, 30.0, samples=1000.0)]
+    free = replay(
+        build_world(lone, rates, NODES, types=TYPES, reference_throughput=1.0), ["fifo"], config
+    )
+    charged = replay(
+        build_world(
+            lone, rates, NODES, types=TYPES, reference_throughput=1.0, launch_s={"j1": 4.0}
+        ),
+        ["fifo"],
+        config,
+    )
+    assert charged["jobs"][0]["fifo_jct_s"] == pytest.approx(free["jobs"][0]["fifo_jct_s"] + 4.0)
+
+
+def test_the_first_launch_is_not_counted_as_a_restart() -> None:
+    """j1 as in the restart-cost test (1,100 samples' worth of placements for 1,000), but its
+    first launch cost 4 s (40 samples): the one relaunch cost (100 - 40) / 10 = 6 s."""
+    from hopsd.ledger.history import PlacementSeen
+
+    gpu = [NodeSeen("k80n1", "k80", 4)]
+    rates = [LearnedRate("j1", "type_agg", "k80", 1, 10.0, 3)]
+    moved = dataclasses.replace(job("j1", 0.0, 110.0, samples=1000.0), restarts=1)
+    world = build_world(
+        [moved], rates, gpu, types=TYPES, reference_throughput=10.0, launch_s={"j1": 4.0}
+    )
+    one = (("k80n1", 1),)
+    placements = [
+        PlacementSeen("j1", "start", "k80", one, 0.0),
+        PlacementSeen("j1", "move", "k80", one, 40.0),
+        PlacementSeen("j1", "end", None, (), 110.0),
+    ]
+    assert measured_restart_cost(world, placements) == pytest.approx(6.0)
+
+
+def test_moves_are_priced_as_hopsd_priced_them_and_charged_what_they_cost() -> None:
+    """hopsd priced a job's moves at what its probe told it (startup, checkpoint; the prior
+    until the job restarted and had not reported a checkpoint); the replayed planner prices
+    them the same, by the replayed job's own restart count, while charging the measured
+    restart cost. Without the grace (no pricing rule given) the true cost is the price."""
+    from hopsd.sim.engine import Engine, JobState
+
+    silent = dataclasses.replace(job("j1", 0.0, 30.0), startup_s=0.5, restarts=2)
+    saved = dataclasses.replace(job("j2", 0.0, 30.0), startup_s=0.5, checkpoint_s=1.0)
+    rates = [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)]
+    world = build_world(
+        [silent, saved],
+        rates,
+        NODES,
+        types=TYPES,
+        reference_throughput=1.0,
+        restart_cost_s=5.0,
+        grace_s=3.0,
+    )
+    m1, m2 = (world.truth.model(model_of(j)) for j in ("j1", "j2"))
+    assert m1.restore_s == 5.0  # what a restart costs it in the replay
+
+    def price(model, restarts):  # type: ignore[no-untyped-def]
+        spec = next(s for s in world.jobs if s.model == model.name)
+        return Engine._restart_price(JobState(spec, model, restarts=restarts))
+
+    assert price(m1, 0) is None  # never restarted, no checkpoint report: the prior
+    assert price(m1, 1) == pytest.approx(3.5)  # startup + the whole grace
+    assert price(m2, 0) == pytest.approx(1.5)  # startup + its checkpoint
+    plain = build_world(
+        [silent], rates, NODES, types=TYPES, reference_throughput=1.0, restart_cost_s=5.0
+    )
+    model = plain.truth.model(model_of("j1"))
+    spec = plain.jobs[0]
+    assert Engine._restart_price(JobState(spec, model, restarts=1)) == 5.0
