@@ -47,7 +47,5 @@ def test_paper64_identical_across_hash_salts(tmp_path: Path, seed: int) -> None:
         a = (first / f"jobs_{policy}.csv").read_text()
         b = (second / f"jobs_{policy}.csv").read_text()
         assert a.count("\n") > 10, f"{policy}: too few job records to compare"
-        differ = [
-            (x, y) for x, y in zip(a.splitlines(), b.splitlines(), strict=True) if x != y
-        ]
+        differ = [(x, y) for x, y in zip(a.splitlines(), b.splitlines(), strict=True) if x != y]
         assert not differ, f"{policy}: first differing job record:\n{differ[0][0]}\n{differ[0][1]}"
