@@ -74,13 +74,14 @@ def _matrix(problem: AssignmentProblem) -> _Csc:
     value = np.empty(int(start[-1]), dtype=np.float64)
     index[start[:-1]] = np.asarray(problem.col_job, dtype=np.int32)
     value[start[:-1]] = 1.0
-    pos = 0
-    for c, parts in enumerate(problem.usage):
-        pos = int(start[c]) + 1
-        for row, gpus in parts:
-            index[pos] = problem.n_jobs + row
-            value[pos] = gpus
-            pos += 1
+    # every other entry is a node row, column after column, in usage order
+    nodes = np.ones(int(start[-1]), dtype=bool)
+    nodes[start[:-1]] = False
+    flat = [entry for parts in problem.usage for entry in parts]
+    if flat:
+        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
+        index[nodes] = problem.n_jobs + pairs[:, 0].astype(np.int64)
+        value[nodes] = pairs[:, 1]
     return start, index, value
 
 
