@@ -192,6 +192,8 @@ class Engine:
         if len(self.by_id) != len(self.jobs):
             raise InvalidInputError("job ids in the workload are not unique")
         self._ref_rate = {m: reference_rate(truth, m) for m in {j.spec.model for j in self.jobs}}
+        self._limits: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._core_jobs: dict[str, tuple[tuple[object, ...], Job]] = {}
         self.rounds: list[RoundStat] = []
         self.preemptions = 0
         self.moves = 0
@@ -427,9 +429,18 @@ class Engine:
         apply_learned(self.store, job_id, learn(self.store, job_id, cfg, self.cluster, per_gpu))
 
     # --------------------------------------------------------------- planning
-    @staticmethod
-    def _core_job(js: JobState) -> Job:
-        return Job(
+    def _core_job(self, js: JobState) -> Job:
+        """The job as the core sees it; the same object again while nothing it holds changed
+        (several steps often fall on one instant, and every step asks for every job)."""
+        current = js.config if js.status == "running" else None
+        state = (js.samples_done, js.attained_service, js.wait_time, current, js.batch_size)
+        cached = self._core_jobs.get(js.spec.job_id)
+        if cached is not None and cached[0] == state:
+            return cached[1]
+        limits = self._limits.get(js.spec.model)
+        if limits is None:
+            limits = self._limits[js.spec.model] = js.model.limits()
+        job = Job(
             id=js.spec.job_id,
             demands=js.spec.demands,
             total_samples=js.spec.total_samples,
@@ -440,10 +451,12 @@ class Engine:
             samples_done=min(js.samples_done, js.spec.total_samples),
             attained_service=js.attained_service,
             wait_time=js.wait_time,
-            current=js.config if js.status == "running" else None,
-            max_gpus=js.model.limits(),
+            current=current,
+            max_gpus=limits,
             restart_s=js.model.restore_s,  # a model profile's restart cost, else the prior
         )
+        self._core_jobs[js.spec.job_id] = (state, job)
+        return job
 
     def _snapshot(self, pinned: bool) -> Snapshot:
         jobs: list[Job] = []
