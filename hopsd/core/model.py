@@ -161,10 +161,8 @@ class Configuration:
 def _check_demands(job_id: str, demands: tuple[int, ...]) -> None:
     # a scheduling step builds every job anew and jobs share a few demand sets:
     # each distinct (hashable) set is judged once
-    if isinstance(demands, tuple):
-        problem = _tuple_problem(demands)
-    else:
-        problem = _demands_problem(demands)
+    judge = _tuple_problem if isinstance(demands, tuple) else _demands_problem
+    problem = judge(demands)
     if problem is not None:
         raise InvalidInputError(f"job {job_id!r}: {problem}")
 
