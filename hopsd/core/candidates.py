@@ -230,14 +230,14 @@ def _throughputs(
     out: list[float] = []
     for group in groups:
         rep = group.configs[0]
+        if distinct and not distinct.isdisjoint(rep.node_ids):
+            out.append(estimator.throughput(job, rep).samples_per_s)
+            continue
         key = (rep.gpu_type, rep.total_gpus, rep.n_nodes)
-        if distinct.intersection(rep.node_ids) or key not in shared:
-            value = estimator.throughput(job, rep).samples_per_s
-            if not distinct.intersection(rep.node_ids):
-                shared[key] = value
-            out.append(value)
-        else:
-            out.append(shared[key])
+        value = shared.get(key)
+        if value is None:
+            value = shared[key] = estimator.throughput(job, rep).samples_per_s
+        out.append(value)
     return out
 
 

@@ -173,6 +173,7 @@ def solve_classes(
     mip_gap: float,
     time_limit_s: float,
     resume_margin: bool = False,
+    node_limit: int | None = None,
 ) -> ClassPlan:
     """Build, solve and place the class-level model."""
     classes, class_of = node_classes(layouts)
@@ -186,7 +187,9 @@ def solve_classes(
         capacity=capacity,
     )
     warm = [i for i, c in enumerate(columns) if c.keep]
-    solution = solve_assignment(problem, mip_gap=mip_gap, time_limit=time_limit_s, warm_start=warm)
+    solution = solve_assignment(
+        problem, mip_gap=mip_gap, time_limit=time_limit_s, warm_start=warm, node_limit=node_limit
+    )
     chosen = [columns[i] for i in solution.chosen]
     placed = place(chosen, classes, free, options, mip_gap * solution.objective)
     return ClassPlan(placed, solution, len(columns))

@@ -163,6 +163,7 @@ class TypeLayout:
         self._groups: dict[tuple[int, bool], _Shared] = {}
         self._configs: dict[_Parts, Configuration] = {}
         self._cuts: dict[tuple[int, int | None, int], ConfigGroup] = {}
+        self._may_split: dict[tuple[int, ...], bool] = {}
 
     @property
     def total_idle(self) -> int:
@@ -255,7 +256,11 @@ class TypeLayout:
         cannot change its configurations.
         """
         demands = job.demands_on(self.gpu_type)
-        return any(len(self._walk(g)) > 0 for g in demands if g <= self.total_idle)
+        found = self._may_split.get(demands)
+        if found is None:  # many jobs share a demand set: answer each set once
+            found = any(len(self._walk(g)) > 0 for g in demands if g <= self.total_idle)
+            self._may_split[demands] = found
+        return found
 
     def splittable(self, job: Job, high_sensitivity: bool) -> bool:
         """Whether ``job`` may be offered distributed configurations on this type."""

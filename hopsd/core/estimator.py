@@ -34,6 +34,7 @@ from hopsd.core.throughput import PhaseProfile, ThroughputStore
 #: Layers from most to least specific; an estimate reports the least specific one used.
 SOURCES: tuple[str, ...] = ("entity", "type", "theory", "table")
 _RANK = {name: rank for rank, name in enumerate(SOURCES)}
+_UNSEEN = object()  # memo miss (None is a memoised answer: never profiled there)
 
 
 def communication_time(
@@ -144,6 +145,7 @@ class Estimator:
         self._type_memo: dict[tuple[str, str], float] = {}
         self._seconds_per_sample_memo: dict[str, float] = {}
         self._theory_memo: dict[tuple[str, str, int, int], float | None] = {}
+        self._valid: set[Configuration] = set()
 
     @property
     def cluster(self) -> Cluster:
@@ -215,6 +217,10 @@ class Estimator:
 
     def _estimate(self, job: Job, config: Configuration) -> Estimate:
         gpu_type = self._check_config(config)
+        parts = config.parts
+        if len(parts) == 1:  # one node sets the pace alone (most configurations)
+            per_gpu, source = self._node_lookup(job, parts[0][0], gpu_type, config)
+            return Estimate(per_gpu * config.total_gpus, per_gpu, source)
         slowest = float("inf")
         worst_rank = 0
         for node_id, _ in config.parts:
@@ -224,8 +230,14 @@ class Estimator:
         return Estimate(slowest * config.total_gpus, slowest, SOURCES[worst_rank])
 
     def _check_config(self, config: Configuration) -> GpuType:
-        """Reject configurations the cluster cannot hold; returns the configuration's type."""
+        """Reject configurations the cluster cannot hold; returns the configuration's type.
+
+        A configuration found valid once is not checked again: the planner asks
+        about the same (shared, immutable) placements for job after job.
+        """
         gpu = self._types.get(config.gpu_type)
+        if gpu is not None and config in self._valid:
+            return gpu
         if gpu is None:
             raise UnknownGpuTypeError(f"configuration uses unknown GPU type {config.gpu_type!r}")
         for node_id, gpus in config.parts:
@@ -238,6 +250,7 @@ class Estimator:
                 )
             if gpus > node.gpus:
                 raise InvalidInputError(f"node {node_id!r} has {node.gpus} GPUs, asked {gpus}")
+        self._valid.add(config)
         return gpu
 
     def _node_lookup(
@@ -272,8 +285,9 @@ class Estimator:
         and each node of a distributed placement asks for it again.
         """
         key = (job.id, gpu.name, n_gpus, n_nodes)
-        if key in self._theory_memo:
-            return self._theory_memo[key]
+        value = self._theory_memo.get(key, _UNSEEN)
+        if value is not _UNSEEN:
+            return value  # type: ignore[return-value]
         value = self._theory_uncached(job, gpu, n_gpus, n_nodes)
         self._theory_memo[key] = value
         return value

@@ -74,13 +74,14 @@ def _matrix(problem: AssignmentProblem) -> _Csc:
     value = np.empty(int(start[-1]), dtype=np.float64)
     index[start[:-1]] = np.asarray(problem.col_job, dtype=np.int32)
     value[start[:-1]] = 1.0
-    pos = 0
-    for c, parts in enumerate(problem.usage):
-        pos = int(start[c]) + 1
-        for row, gpus in parts:
-            index[pos] = problem.n_jobs + row
-            value[pos] = gpus
-            pos += 1
+    # every other entry is a node row, column after column, in usage order
+    nodes = np.ones(int(start[-1]), dtype=bool)
+    nodes[start[:-1]] = False
+    flat = [entry for parts in problem.usage for entry in parts]
+    if flat:
+        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
+        index[nodes] = problem.n_jobs + pairs[:, 0].astype(np.int64)
+        value[nodes] = pairs[:, 1]
     return start, index, value
 
 
@@ -90,6 +91,7 @@ def _highs(
     time_limit: float,
     integral: bool = True,
     matrix: _Csc | None = None,
+    node_limit: int | None = None,
 ) -> highspy.Highs:
     start, index, coef = matrix if matrix is not None else _matrix(problem)
     n_rows = problem.n_jobs + len(problem.capacity)
@@ -129,6 +131,8 @@ def _highs(
     h.setOptionValue("mip_rel_gap", mip_gap)
     h.setOptionValue("mip_abs_gap", ABS_GAP)
     h.setOptionValue("time_limit", float(time_limit))
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
     status = h.passModel(lp)
     if status == highspy.HighsStatus.kError:
         raise SolverError("HiGHS refused the assignment model")
@@ -153,12 +157,14 @@ def solve_assignment(
     mip_gap: float,
     time_limit: float,
     warm_start: Sequence[int] = (),
+    node_limit: int | None = None,
 ) -> Solution:
     """Solve the ILP; ``warm_start`` is a feasible set of columns handed to HiGHS first.
 
-    A warm start that is not feasible is ignored rather than trusted. A time
-    limit that stops HiGHS with a feasible solution in hand returns that
+    A warm start that is not feasible is ignored rather than trusted. A time or
+    node limit that stops HiGHS with a feasible solution in hand returns that
     solution (``optimal=False``); anything else unusual is a :class:`SolverError`.
+    Only the node limit gives the same plan on a slow or busy machine as on a fast one.
     """
     if problem.n_cols == 0:
         return Solution((), 0.0, True, 0.0)
@@ -168,7 +174,7 @@ def solve_assignment(
             if rounded.objective >= rounded.bound - mip_gap * abs(rounded.objective) - ABS_GAP:
                 return replace(rounded, optimal=True)  # within the gap, as HiGHS's "optimal"
             warm_start = _better_start(problem, warm_start, rounded.chosen)
-    h = _highs(problem, mip_gap, time_limit)
+    h = _highs(problem, mip_gap, time_limit, node_limit=node_limit)
     if warm_start and check_feasible(problem, warm_start):
         start = np.zeros(problem.n_cols)
         start[list(warm_start)] = 1.0

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
 
@@ -59,17 +60,19 @@ class Cluster:
 
     gpu_types: Mapping[str, GpuType]
     nodes: tuple[Node, ...]
+    _by_id: dict[str, Node] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        seen: set[str] = set()
+        by_id: dict[str, Node] = {}
         for node in self.nodes:
-            if node.id in seen:
+            if node.id in by_id:
                 raise InvalidInputError(f"node id {node.id!r} appears twice")
-            seen.add(node.id)
+            by_id[node.id] = node
             if node.gpu_type not in self.gpu_types:
                 raise UnknownGpuTypeError(
                     f"node {node.id!r} carries unknown GPU type {node.gpu_type!r}"
                 )
+        object.__setattr__(self, "_by_id", by_id)  # node() is asked per node every step
 
     @staticmethod
     def build(types: Iterable[GpuType], nodes: Iterable[Node]) -> Cluster:
@@ -81,10 +84,10 @@ class Cluster:
         return sum(n.gpus for n in self.nodes)
 
     def node(self, node_id: str) -> Node:
-        for n in self.nodes:
-            if n.id == node_id:
-                return n
-        raise InvalidInputError(f"unknown node {node_id!r}")
+        found = self._by_id.get(node_id)
+        if found is None:
+            raise InvalidInputError(f"unknown node {node_id!r}")
+        return found
 
     def node_map(self) -> dict[str, Node]:
         return {n.id: n for n in self.nodes}
@@ -156,14 +159,28 @@ class Configuration:
 
 
 def _check_demands(job_id: str, demands: tuple[int, ...]) -> None:
+    # a scheduling step builds every job anew and jobs share a few demand sets:
+    # each distinct (hashable) set is judged once
+    judge = _tuple_problem if isinstance(demands, tuple) else _demands_problem
+    problem = judge(demands)
+    if problem is not None:
+        raise InvalidInputError(f"job {job_id!r}: {problem}")
+
+
+@lru_cache(maxsize=4096)
+def _tuple_problem(demands: tuple[int, ...]) -> str | None:
+    return _demands_problem(demands)
+
+
+def _demands_problem(demands: tuple[int, ...]) -> str | None:
+    """What is wrong with a demand set, if anything."""
     if not demands:
-        raise InvalidInputError(f"job {job_id!r}: empty demand set")
+        return "empty demand set"
     if any(d <= 0 for d in demands):
-        raise InvalidInputError(f"job {job_id!r}: demands must be positive, got {demands}")
+        return f"demands must be positive, got {demands}"
     if list(demands) != sorted(set(demands)):
-        raise InvalidInputError(
-            f"job {job_id!r}: demand set must be strictly increasing, got {demands}"
-        )
+        return f"demand set must be strictly increasing, got {demands}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,6 +197,7 @@ class RoundPlanner:
                 self.settings.mip_gap,
                 self.settings.time_limit_s,
                 self.settings.resume_margin,
+                self.settings.node_limit,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values)
@@ -208,6 +209,7 @@ class RoundPlanner:
             mip_gap=self.settings.mip_gap,
             time_limit=self.settings.time_limit_s,
             warm_start=cands.keep_columns(),
+            node_limit=self.settings.node_limit,
         )
         return PassResult(_decode(cands, solution), solution, len(cands.columns), values)
 

@@ -15,7 +15,9 @@ class Settings:
     sensitivity threshold; ``restart_penalty_s`` what moving or preempting a
     running job costs (checkpoint + requeue); ``round_length_s`` the lease length
     against which that penalty is weighed; ``mip_gap`` and ``time_limit_s``
-    bound the solver; ``reference_throughput`` (per-GPU samples/s on a GPU type of
+    bound the solver, and ``node_limit`` (branch-and-bound nodes per solve; None:
+    no limit) bounds it by work done, which, unlike seconds, is the same on every
+    machine; ``reference_throughput`` (per-GPU samples/s on a GPU type of
     speed 1.0) times each type's ``speed`` is the admin's table used for jobs the
     estimator knows nothing about yet; ``tcomm_overlap`` is the non-overlapped
     share of communication (0.2 in eqs. 1-2).
@@ -28,6 +30,7 @@ class Settings:
     round_length_s: float = 300.0
     mip_gap: float = 0.01
     time_limit_s: float = 10.0
+    node_limit: int | None = None
     max_plans: int = 3
     tcomm_overlap: float = 0.2
     reference_throughput: float = 100.0
@@ -48,6 +51,8 @@ class Settings:
             raise InvalidInputError("mip_gap must be in [0, 1)")
         if self.time_limit_s <= 0:
             raise InvalidInputError("time_limit_s must be > 0")
+        if self.node_limit is not None and self.node_limit < 1:
+            raise InvalidInputError("node_limit must be >= 1")
         if self.reference_throughput <= 0:
             raise InvalidInputError("reference_throughput must be > 0")
         if self.max_plans < 1:

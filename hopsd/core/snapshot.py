@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.fairshare import Usage
@@ -64,10 +65,12 @@ class Snapshot:
             return self.capacity[node_id]
         return self.cluster.node(node_id).gpus
 
-    @property
+    @cached_property
     def queued(self) -> tuple[Job, ...]:
+        """Jobs not running now (computed once: a step asks again and again)."""
         return tuple(j for j in self.jobs if j.current is None)
 
-    @property
+    @cached_property
     def running(self) -> tuple[Job, ...]:
+        """Jobs running now (computed once, like :attr:`queued`)."""
         return tuple(j for j in self.jobs if j.current is not None)

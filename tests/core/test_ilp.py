@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -15,6 +16,7 @@ from hopsd.core.gains import (
     restart_discount,
 )
 from hopsd.core.ilp import AssignmentProblem, check_feasible, solve_assignment
+from hopsd.core.settings import Settings
 
 
 def test_bias_is_zero_when_all_priorities_are_positive() -> None:
@@ -182,3 +184,33 @@ def test_large_models_proven_by_the_rounded_relaxation_stay_within_the_gap() -> 
     info = h.getInfo()
     assert fast.objective >= 0.99 * info.mip_dual_bound
     assert fast.bound >= info.objective_function_value - 1e-6
+
+
+def _branching_problem() -> AssignmentProblem:
+    """30 jobs, three options each on three rows: HiGHS needs several nodes to prove it."""
+    rng = random.Random(17)
+    col_job: list[int] = []
+    value: list[float] = []
+    usage: list[list[tuple[int, int]]] = []
+    for j in range(30):
+        for _ in range(3):
+            col_job.append(j)
+            value.append(rng.uniform(1, 10))
+            usage.append([(rng.randrange(3), rng.randint(1, 7))])
+    return AssignmentProblem(30, col_job, value, usage, [23, 29, 31])
+
+
+def test_node_limit_stops_the_search_with_a_feasible_plan_the_same_every_time() -> None:
+    problem = _branching_problem()
+    proven = solve_assignment(problem, mip_gap=0.0, time_limit=60.0)
+    assert proven.optimal
+    cut = [solve_assignment(problem, mip_gap=0.0, time_limit=60.0, node_limit=1) for _ in range(3)]
+    assert not cut[0].optimal  # stopped by the node limit, not by proof
+    assert check_feasible(problem, cut[0].chosen)
+    assert cut[0].bound >= proven.objective - 1e-9 >= cut[0].objective - 1e-9
+    assert all(c.chosen == cut[0].chosen for c in cut)  # work, not seconds: no run differs
+
+
+def test_node_limit_must_be_positive() -> None:
+    with pytest.raises(InvalidInputError, match="node_limit"):
+        Settings(node_limit=0)

@@ -242,6 +242,7 @@ def solve_columns(
             mip_gap=settings.mip_gap,
             time_limit=settings.time_limit_s,
             warm_start=rounded,
+            node_limit=settings.node_limit,
         )
     except SolverError as exc:
         raise SolverError(f"Sia ILP found no solution: {exc}") from exc
