@@ -119,6 +119,18 @@ def preemption_price(round_length_s: float, restart_s: float) -> float:
     return min(max(restart_s, 0.0) / round_length_s, 1.0)
 
 
+def unreported_restart_s(ran_s: float, prior_s: float) -> float:
+    """Restart cost of a job that runs without the probe: all it did since it started.
+
+    hops knows such a job only by a run that reported nothing (its profiling
+    run); nothing shows that it checkpoints, so a requeue is taken to lose its
+    run so far (at least the prior). Once that exceeds a round, moving it is
+    worth nothing to the plan and preempting it costs a whole round: it keeps
+    its GPUs unless a job gains more than that.
+    """
+    return max(ran_s, prior_s, 0.0)
+
+
 def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:
     """Share of a round a moved job still trains: ``(L - penalty) / L``, floored at 0."""
     if round_length_s <= 0:

@@ -7,7 +7,12 @@ import itertools
 import pytest
 from sim_helpers import TINY_CLUSTER
 
-from hopsd.core.gains import learned_restart_s
+from hopsd.core.gains import (
+    learned_restart_s,
+    preemption_price,
+    restart_discount,
+    unreported_restart_s,
+)
 from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
 from hopsd.sim.cluster_file import parse_cluster
@@ -97,3 +102,11 @@ def test_equal_jobs_do_not_swap_places_round_after_round(rule: bool) -> None:
     assert result.preemptions + result.moves <= rounds / 5
     gaps = [b - a for a, b in itertools.pairwise(churn)]
     assert all(gap >= 2 * 60.0 for gap in gaps), gaps  # never in two rounds running
+
+
+def test_a_job_without_the_probe_is_taken_to_lose_its_run_on_a_restart() -> None:
+    assert unreported_restart_s(0.0, 30.0) == 30.0  # just started: the prior
+    assert unreported_restart_s(400.0, 30.0) == 400.0  # all it did since it started
+    # past a round, a move is worth nothing and a preemption costs a whole round
+    assert restart_discount(300.0, unreported_restart_s(400.0, 30.0)) == 0.0
+    assert preemption_price(300.0, unreported_restart_s(400.0, 30.0)) == 1.0
