@@ -55,6 +55,7 @@ def main(argv: list[str]) -> int:
     checkpoint = Path(f"train-{os.environ.get('SLURM_JOB_ID', 'local')}.ckpt")
     done = json.loads(checkpoint.read_text())["samples"] if checkpoint.exists() else 0
     probe = Probe()
+    probe.progress(done)  # where this run resumes: hops sees at once what a restart kept
     visible = max(len(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")), 1)
     gpus = probe.gpus or visible  # what hops placed this run on
     iteration_s = args.batch / (args.rate * speed_on_this_node(args.speed))

@@ -18,7 +18,7 @@ from typing import Protocol, cast
 
 from hopsd.core.configgen import ConfigGroup, TypeLayout
 from hopsd.core.estimator import Estimator
-from hopsd.core.gains import move_cost_s, normalised_gains, restart_discount
+from hopsd.core.gains import move_cost_s, normalised_gains, preemption_price, restart_discount
 from hopsd.core.ilp import AssignmentProblem
 from hopsd.core.model import Cluster, Configuration, Job
 from hopsd.core.throughput import ThroughputStore
@@ -120,7 +120,7 @@ class PassSpec:
     split_settled: bool
     round_length_s: float
     restart_penalty_s: float
-    resume_margin: bool = False
+    price_restarts: bool = False
 
 
 def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:
@@ -244,32 +244,53 @@ def _throughputs(
 def candidate_set(
     members: Sequence[Member], options: Sequence[JobOptions], spec: PassSpec
 ) -> CandidateSet:
-    """All per-node columns of a pass, valued per eq. 11 with the restart discount."""
+    """All per-node columns of a pass, valued per eq. 11 with the restart prices."""
     out = CandidateSet(tuple(members))
     for opt in options:
         cost = move_cost_s(opt.member.job.restart_s, spec.restart_penalty_s)
-        _add_job_columns(out, opt, restart_discount(spec.round_length_s, cost), spec.resume_margin)
+        discount = restart_discount(spec.round_length_s, cost)
+        stay = staying_value(opt, spec.round_length_s, cost) if spec.price_restarts else 0.0
+        _add_job_columns(out, opt, discount, stay, spec.price_restarts)
     return out
 
 
+def moves_or_resumes(job: Job, price_restarts: bool) -> bool:
+    """Whether a placement other than the job's current one costs it a restart.
+
+    Always for a running job (a move); with ``price_restarts`` also for a queued
+    job that ran before (it resumes from its checkpoint), see :mod:`hopsd.core.gains`.
+    """
+    return job.current is not None or (price_restarts and job.samples_done > 0)
+
+
+def staying_value(opt: JobOptions, round_length_s: float, cost_s: float) -> float:
+    """What a running job's columns carry besides their gain: its preemption's price.
+
+    ``w * G_keep * preemption_price``; 0 for a job not running. Every column of
+    the job carries it, so keeping and moving compare as before and only the
+    choice of no column (a preemption) forgoes it.
+    """
+    if opt.member.job.current is None:
+        return 0.0
+    gain = opt.keep_gain if opt.keep_gain is not None else 1.0
+    return opt.member.weight * gain * preemption_price(round_length_s, cost_s)
+
+
 def _add_job_columns(
-    out: CandidateSet, opt: JobOptions, discount: float, resume_margin: bool
+    out: CandidateSet, opt: JobOptions, discount: float, stay: float, price_restarts: bool
 ) -> None:
     member = opt.member
     job = member.job
     if opt.keep_gain is not None and job.current is not None:
         keep_thr = opt.keep_gain * opt.basis
         out.columns.append(Column(opt.index, job.current, keep_thr, keep=True))
-        out.values.append(member.weight * opt.keep_gain)
+        out.values.append(member.weight * opt.keep_gain + stay)
     if member.keep_only:
         return
-    # a queued job that ran before resumes from a checkpoint: it pays a restart too,
-    # so a waiting job displaces an equal running one only past that margin
-    resumes = resume_margin and job.samples_done > 0
-    factor = discount if job.current is not None or resumes else 1.0
+    factor = discount if moves_or_resumes(job, price_restarts) else 1.0
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
             if job.current is not None and same_placement(config, job.current):
                 continue
             out.columns.append(Column(opt.index, config, thr, keep=False))
-            out.values.append(member.weight * gain * factor)
+            out.values.append(member.weight * gain * factor + stay)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hopsd.core.candidates import JobOptions, same_placement
+from hopsd.core.candidates import JobOptions, moves_or_resumes, same_placement, staying_value
 from hopsd.core.configgen import TypeLayout
 from hopsd.core.gains import move_cost_s, restart_discount
 from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
@@ -72,7 +72,7 @@ def class_columns(
     class_of: Mapping[str, int],
     round_length_s: float,
     restart_penalty_s: float,
-    resume_margin: bool = False,
+    price_restarts: bool = False,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class."""
     out: list[ClassColumn] = []
@@ -80,19 +80,18 @@ def class_columns(
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
-        discount = restart_discount(round_length_s, move_cost_s(job.restart_s, restart_penalty_s))
+        cost = move_cost_s(job.restart_s, restart_penalty_s)
+        discount = restart_discount(round_length_s, cost)
+        stay = staying_value(opt, round_length_s, cost) if price_restarts else 0.0
         if opt.keep_gain is not None and job.current is not None:
-            out.append(
-                ClassColumn(o, w * opt.keep_gain, job.current.gpu_type, (), job.current, True)
-            )
+            keep = w * opt.keep_gain + stay
+            out.append(ClassColumn(o, keep, job.current.gpu_type, (), job.current, True))
         if opt.member.keep_only:
             continue
-        # resuming a job that ran before costs a restart too (see candidates)
-        resumes = resume_margin and job.samples_done > 0
-        factor = discount if job.current is not None or resumes else 1.0
+        factor = discount if moves_or_resumes(job, price_restarts) else 1.0
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
-            value = w * gain * factor
+            value = w * gain * factor + stay
             if opt.distinct and not opt.distinct.isdisjoint(rep.node_ids):
                 if job.current is None or not same_placement(rep, job.current):
                     out.append(ClassColumn(o, value, rep.gpu_type, (), rep, False))
@@ -172,12 +171,12 @@ def solve_classes(
     restart_penalty_s: float,
     mip_gap: float,
     time_limit_s: float,
-    resume_margin: bool = False,
+    price_restarts: bool = False,
     node_limit: int | None = None,
 ) -> ClassPlan:
     """Build, solve and place the class-level model."""
     classes, class_of = node_classes(layouts)
-    columns = class_columns(options, class_of, round_length_s, restart_penalty_s, resume_margin)
+    columns = class_columns(options, class_of, round_length_s, restart_penalty_s, price_restarts)
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(
         n_jobs=len(options),

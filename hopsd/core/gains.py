@@ -7,14 +7,21 @@ Objective coefficient of job i in configuration j (eq. 11)::
     G_ij     = thr_ij / min_j' thr_ij'
     d_ij     = 1 for a job that never ran and for a running job's current placement,
                (round_length - restart_cost) / round_length (floored at 0)
-               for any other placement of a running job and, with
-               ``Settings.resume_margin``, for resuming a queued job that ran
-               before (it restarts from its checkpoint).
+               for any other placement of a running job (a move) and, with
+               ``Settings.price_restarts``, for a queued job that ran before
+               (it resumes from its checkpoint, which costs it a restart too).
                restart_cost is the job's own learned cost, else the prior
-               restart_penalty (:func:`move_cost_s`). Swapping two equal jobs
-               thus gains nothing it does not pay for twice, so the waiting
-               one displaces the running one only once its priority is ahead
-               by the restart margin: no churn round after round.
+               restart_penalty (:func:`move_cost_s`).
+
+With ``Settings.price_restarts`` a running job's columns (keep and moves) also
+carry ``+ w_i * G_keep * p_i``, ``p_i = min(restart_cost / round_length, 1)``
+(:func:`preemption_price`): preempting the job, i.e. choosing none of its
+columns, forgoes that much, the restart it pays when it resumes. A waiting job
+that ran before thus displaces a running one only when its gain over the round
+exceeds both restarts, ``w_B G_B (L - c_B) > w_A G_A (L + c_A)``: equal jobs
+never swap places round after round. (Pricing only the preemption or only the
+resume was measured too: either leaves swaps of equal jobs in consecutive
+rounds, or delays the start of long jobs and stretches the makespan.)
 
 ``bias`` is 0 when every priority is > 0, else ``|min prior| + 0.01`` (eq. 11).
 Dividing by the largest biased priority before raising to ``lambda`` scales
@@ -95,6 +102,33 @@ def learned_restart_s(
     if checkpoint_s is None:
         return startup_s + grace_s if restarts > 0 else None
     return startup_s + checkpoint_s
+
+
+def preemption_price(round_length_s: float, restart_s: float) -> float:
+    """What preempting a running job costs, as a share of its value over one round.
+
+    A preempted job pays its restart cost when it resumes: ``restart_s`` seconds
+    without progress, ``restart_s / L`` of a round at its current rate. Charged
+    at the preemption (the decision that causes it), a running job is worth
+    ``1 + price`` times its rate to the plan, so a waiting job displaces it only
+    when its own value exceeds that: two equal jobs never swap places. Capped at
+    one round, like :func:`restart_discount`: a plan looks one round ahead.
+    """
+    if round_length_s <= 0:
+        raise InvalidInputError("round length must be > 0")
+    return min(max(restart_s, 0.0) / round_length_s, 1.0)
+
+
+def unreported_restart_s(ran_s: float, prior_s: float) -> float:
+    """Restart cost of a job that runs without the probe: all it did since it started.
+
+    hops knows such a job only by a run that reported nothing (its profiling
+    run); nothing shows that it checkpoints, so a requeue is taken to lose its
+    run so far (at least the prior). Once that exceeds a round, moving it is
+    worth nothing to the plan and preempting it costs a whole round: it keeps
+    its GPUs unless a job gains more than that.
+    """
+    return max(ran_s, prior_s, 0.0)
 
 
 def restart_discount(round_length_s: float, restart_penalty_s: float) -> float:

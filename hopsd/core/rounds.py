@@ -43,8 +43,10 @@ from hopsd.core.candidates import (
     PassSpec,
     candidate_set,
     job_options,
+    moves_or_resumes,
     same_placement,
     settled_free,
+    staying_value,
 )
 from hopsd.core.classmodel import solve_classes
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
@@ -63,6 +65,10 @@ from hopsd.core.window import service_window
 #: Queued jobs whose sensitivities estimate rho_queue; an evenly spaced sample of a
 #: long queue estimates the mean well and keeps the cost independent of the queue.
 RHO_SAMPLE = 256
+
+#: How one pass values a job's placements: (job, prior weight, slowest throughput,
+#: move discount, preemption price) -- see :mod:`hopsd.core.gains`.
+Valuation = tuple[Job, float, float, float, float]
 
 
 #: A fragment plan can start at most one job per idle GPU; it considers this many
@@ -103,7 +109,7 @@ class PassResult:
     placed: dict[str, tuple[Configuration, bool]]
     solution: Solution
     columns: int
-    values: dict[str, tuple[Job, float, float, float]]
+    values: dict[str, Valuation]
 
 
 class RoundPlanner:
@@ -181,7 +187,7 @@ class RoundPlanner:
             split_settled=not use_classes,
             round_length_s=self.settings.round_length_s,
             restart_penalty_s=self.settings.restart_penalty_s,
-            resume_margin=self.settings.resume_margin,
+            price_restarts=self.settings.price_restarts,
         )
         layouts, options = job_options(
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
@@ -196,7 +202,7 @@ class RoundPlanner:
                 self.settings.restart_penalty_s,
                 self.settings.mip_gap,
                 self.settings.time_limit_s,
-                self.settings.resume_margin,
+                self.settings.price_restarts,
                 self.settings.node_limit,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
@@ -220,10 +226,11 @@ class RoundPlanner:
             entry = result.values.get(job_id)
             if entry is None:
                 continue
-            job, weight, basis, factor = entry
+            job, weight, basis, factor, stay = entry
             thr = self.estimator.throughput(job, config).samples_per_s
-            moved = job.current is not None and not same_placement(config, job.current)
-            total += weight * thr / basis * (factor if moved else 1.0)
+            kept = job.current is not None and same_placement(config, job.current)
+            restarts = not kept and moves_or_resumes(job, self.settings.price_restarts)
+            total += weight * thr / basis * (factor if restarts else 1.0) + stay
         return total
 
     def members(self, jobs: Sequence[Job], keep_only: frozenset[str] = frozenset()) -> list[Member]:
@@ -326,22 +333,16 @@ def _subtract(free: dict[str, int], held: Iterable[Configuration]) -> dict[str, 
     return out
 
 
-def _valuation(
-    options: Sequence[JobOptions], settings: Settings
-) -> dict[str, tuple[Job, float, float, float]]:
-    """Per job: (job, prior weight, slowest throughput, move discount) of one pass."""
-    return {
-        o.member.job.id: (
-            o.member.job,
-            o.member.weight,
-            o.basis,
-            restart_discount(
-                settings.round_length_s,
-                move_cost_s(o.member.job.restart_s, settings.restart_penalty_s),
-            ),
-        )
-        for o in options
-    }
+def _valuation(options: Sequence[JobOptions], settings: Settings) -> dict[str, Valuation]:
+    """Per job: (job, prior weight, slowest throughput, move discount, preemption price)."""
+    out: dict[str, Valuation] = {}
+    for o in options:
+        job = o.member.job
+        cost = move_cost_s(job.restart_s, settings.restart_penalty_s)
+        stay = staying_value(o, settings.round_length_s, cost) if settings.price_restarts else 0.0
+        discount = restart_discount(settings.round_length_s, cost)
+        out[job.id] = (job, o.member.weight, o.basis, discount, stay)
+    return out
 
 
 def _decode(cands: CandidateSet, solution: Solution) -> dict[str, tuple[Configuration, bool]]:

@@ -34,9 +34,10 @@ class Settings:
     max_plans: int = 3
     tcomm_overlap: float = 0.2
     reference_throughput: float = 100.0
-    # resuming a queued job that ran before is discounted by its restart cost like a
-    # move (no churn between equal jobs); off until its cost on makespan is settled
-    resume_margin: bool = False
+    # a preemption is priced at the preempted job's restart cost, and resuming a job that
+    # ran before is discounted by its own like a move (hopsd.core.gains): a waiting job
+    # displaces a running one only when it gains more than both, so equal jobs never swap
+    price_restarts: bool = True
 
     def __post_init__(self) -> None:
         if self.lam < 0:

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from hopsd.config import HopsConfig
-from hopsd.core.gains import learned_restart_s
+from hopsd.core.gains import learned_restart_s, unreported_restart_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
@@ -98,6 +98,10 @@ def assemble(
         restart_s = learned_restart_s(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts
         )
+        if row.startup_s is None and row.restarts > 0 and seen.state == RUNNING:
+            # it ran before and its probe never reported: it runs without the probe
+            ran_s = now - seen.start_time if seen.start_time > 0 else 0.0
+            restart_s = unreported_restart_s(ran_s, config.restart_penalty_s)
         ruled = with_tag_rules(core, seen.tag, plain.cluster)
         jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:

@@ -9,7 +9,7 @@ before any of them is taken.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,9 +171,19 @@ def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> l
 
 
 def chains(
-    actions: Sequence[Action], reasons: Mapping[str, str], notice: Notice | None = None
+    actions: Sequence[Action],
+    reasons: Mapping[str, str],
+    notice: Notice | None = None,
+    listening: Collection[str] | None = None,
 ) -> list[IntentRequest]:
+    """Every action's intents; the notice goes only to jobs in ``listening`` when given.
+
+    A job whose probe never reported cannot checkpoint on notice, and a batch
+    script that does not handle the signal dies of it (SIGUSR1 terminates a
+    shell by default): such a job is requeued at once, as without a notice.
+    """
     out: list[IntentRequest] = []
     for action in actions:
-        out.extend(intent_chain(action, reasons.get(action.job_id, action.kind), notice))
+        told = notice if listening is None or action.job_id in listening else None
+        out.extend(intent_chain(action, reasons.get(action.job_id, action.kind), told))
     return out

@@ -484,7 +484,10 @@ class Tick:
                     sources.append(JobUpdate(row.id, estimate_source=got.source))
         unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        requests = chains(actions, reasons, _notice_of(self.config))
+        # only jobs whose probe has reported can take the notice (see chains)
+        heard = unit.jobs([a.job_id for a in actions])
+        listening = {job_id for job_id, row in heard.items() if row.startup_s is not None}
+        requests = chains(actions, reasons, _notice_of(self.config), listening)
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]

@@ -36,7 +36,11 @@ def daemon(config: HopsConfig, port: FakePort, sessions, clock: FakeClock) -> Ti
 
 
 def about_to_move(
-    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    probed: bool = True,
 ) -> tuple[HopsConfig, Tick, int]:
     config = dataclasses.replace(config, checkpoint_grace_s=GRACE)
     foreign = port.add_job(None, held=False, running_on={"fast1": 4, "fast2": 4})
@@ -49,6 +53,10 @@ def about_to_move(
         for gpus in (1, 4):
             store.set_type_aggregated(str(job), "k80", gpus, 10.0)
             store.set_type_aggregated(str(job), "a100", gpus, 80.0)
+    if probed:  # the job's probe reported its run's start: it can take the notice
+        node = next(iter(port.jobs[job].placement))
+        report(config, job, node, [{"seq": 1, "at": clock(), "kind": "start", "startup_s": 4.25}])
+        tick.run_once()
     port.finish(foreign)
     clock.advance(11)  # a new round: running jobs are re-planned
     return config, tick, job
@@ -60,14 +68,17 @@ def notice_of(sessions: sessionmaker[Session], job: int) -> dict[str, object]:
         return dict(row.payload)
 
 
-def report_checkpoint(config: HopsConfig, job: int, node: str, at: float) -> None:
-    """What the probe writes: its run's start-up time, then the checkpoint on notice."""
+def report(config: HopsConfig, job: int, node: str, records: list[dict[str, object]]) -> None:
+    """Append probe records of the job's first run to its report file."""
     common = {"v": 1, "job": str(job), "run": 0, "node": node}
-    records = [{**common, "seq": 1, "at": at - 60, "kind": "start", "startup_s": 4.25},
-               {**common, "seq": 9, "at": at, "kind": "checkpoint", "seconds": 1.5,
-                "samples_done": 6400.0}]  # fmt: skip
     with open(Path(config.spool_dir) / "alice" / f"{job}.jsonl", "a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
+        f.writelines(json.dumps({**common, **r}) + "\n" for r in records)
+
+
+def report_checkpoint(config: HopsConfig, job: int, node: str, at: float) -> None:
+    """What the probe writes on notice: the checkpoint, with the samples it holds."""
+    record = {"seq": 9, "at": at, "kind": "checkpoint", "seconds": 1.5, "samples_done": 6400.0}
+    report(config, job, node, [record])
 
 
 def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
@@ -135,6 +146,17 @@ def test_without_a_grace_moves_requeue_at_once(config, port, sessions, clock) ->
     tick = daemon(dataclasses.replace(config, checkpoint_grace_s=0.0), port, sessions, clock)
     tick.run_once()
     assert "signal" not in port.actions(job) and "requeue_hold" in port.actions(job)
+
+
+def test_a_job_whose_probe_never_reported_is_requeued_without_a_signal(
+    config, port, sessions, clock
+) -> None:  # type: ignore[no-untyped-def]
+    """No probe, no checkpoint on notice -- and SIGUSR1 would kill a plain batch script."""
+    config, tick, job = about_to_move(config, port, sessions, clock, probed=False)
+    result = tick.run_once()
+    assert [a.kind for a in result.actions] == ["move"]
+    assert "signal" not in port.actions(job) and "requeue_hold" in port.actions(job)
+    assert set(port.jobs[job].placement) <= {"fast1", "fast2"}
 
 
 def test_a_reload_never_switches_to_a_spool_others_can_write(  # type: ignore[no-untyped-def]

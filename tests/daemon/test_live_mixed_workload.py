@@ -1,0 +1,77 @@
+"""Live: a mixed workload under a real hopsd with profiling on loses no trainer's work.
+
+On the Slurm test cluster (``tests/daemon/mixed_workload.py``): trainers with
+the probe that checkpoint on notice, plain ``sleep`` jobs without it, one
+``--no-preempt`` job, one ``--exclude-types k80`` job and one trainer that
+ignores the notice; the a100 nodes free up once the first wave runs, so the
+plan moves jobs. At the end every job is done and:
+
+* no trainer that hops gave notice lost anything: each run after such a stop
+  resumes exactly where the previous one last reported;
+* a job without the probe started at most twice (its profiling run, its run),
+  plus once per move the plan made of it -- and none was killed by the notice;
+* the ``--no-preempt`` job ran once and hops never signalled or requeued it;
+* the constrained job never ran on a k80;
+* the job that ignores the notice was requeued once its grace was over, within
+  one tick.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_live import LIVE, LiveEnv
+from mixed_workload import DEAF, GRACE_S, TICK_S, WORKLOAD, Outcome, live_env, run_workload
+
+pytestmark = LIVE
+
+
+@pytest.fixture
+def env() -> Iterator[LiveEnv]:
+    root = Path(tempfile.mkdtemp(prefix="hops-mixed-"))
+    live = live_env(root)
+    yield live
+    live.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def notice_over(result: Outcome, job: int) -> list[str]:
+    return [x for x in result.log.splitlines() if "event=notice-over " in x and f"job={job} " in x]
+
+
+def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) -> None:
+    result = run_workload(env, (*WORKLOAD, DEAF), deadline_s=240.0)
+    by_label = {j.spec.label: j for j in result.jobs}
+    assert all(j.state == "done" for j in result.jobs), (
+        [(j.spec.label, j.state) for j in result.jobs],
+        result.log[-3000:],
+    )
+
+    trainers = [j for j in result.jobs if j.spec.kind == "probe"]
+    noticed = [(j.spec.label, n) for j in trainers for why, n in j.losses() if why == "plan"]
+    assert noticed, "the plan moved no trainer: nothing was tested"
+    assert all(n == 0 for _, n in noticed), noticed
+
+    for job in (j for j in result.jobs if j.spec.kind == "plain"):
+        assert 1 <= job.starts <= 2 + job.plan_requeues, (job.spec.label, job.starts, job.stops)
+
+    np = by_label["np"]
+    assert len(np.runs) == 1 and np.stops == [] and np.notices == 0, (np.runs, np.stops)
+
+    xt = by_label["xt"]
+    nodes = {n for run in xt.runs for n in run.nodes}
+    assert nodes and not any(n.startswith("k80") for n in nodes), nodes
+
+    deaf = by_label["deaf"]
+    if "plan" in deaf.stops:  # it was moved or preempted: after the grace, within a tick
+        (over, *_) = notice_over(result, deaf.slurm_id)
+        found = re.search(r"waited_s=([0-9.]+)", over)
+        assert found is not None and "grace over" in over, over
+        assert GRACE_S <= float(found.group(1)) <= GRACE_S + 2 * TICK_S, over
+    else:
+        pytest.fail(f"the job that ignores the notice was never moved: {deaf.stops}")
