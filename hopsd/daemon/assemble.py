@@ -42,6 +42,8 @@ class Assembled:
     view: ClusterView
     handles: Mapping[str, JobHandle]
     starting: frozenset[str]
+    #: jobs whose intent chains still wait (a notice's grace, a requeue not yet settled)
+    waiting: frozenset[str] = frozenset()
 
 
 def _fits(config: Configuration, view_nodes: Mapping[str, int]) -> bool:

@@ -27,7 +27,15 @@ from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
-from hopsd.daemon.decide import Action, Decision, Notice, actions_from_plan, chains, decide
+from hopsd.daemon.decide import (
+    Action,
+    Decision,
+    Notice,
+    actions_from_plan,
+    chains,
+    decide,
+    intent_chain,
+)
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -283,7 +291,7 @@ class Tick:
                 self.reconciler.problems.guard,
             )
             built = self._hold_back(unit, built)
-            profilees = self.profiler.profilees(unit, rows, obs, built.view, now)
+            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)
             snap = dataclasses.replace(
                 built.snapshot, profiling=profilees, usage=self._usage(unit, now)
             )
@@ -359,7 +367,9 @@ class Tick:
         pinned = frozenset(j for j in snap.pinned if j not in waiting)
         snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
         handles = {k: v for k, v in built.handles.items() if k not in waiting}
-        return dataclasses.replace(built, snapshot=snapshot, handles=handles)
+        return dataclasses.replace(
+            built, snapshot=snapshot, handles=handles, waiting=frozenset(waiting)
+        )
 
     def _profile(
         self,
@@ -373,8 +383,11 @@ class Tick:
     ) -> Assembled:
         """Enact the step's profiling decision: intents for its runs, queued jobs for its ends.
 
-        Jobs whose profiling ended were planned in the same step; their handles
-        join the assembled ones so their starts are enacted too.
+        A run that is stopped gets the checkpoint notice moves and preemptions
+        get (the profiling run is the job itself, training on), unless it never
+        reported anything: such a job does not use the probe, so nothing would
+        hear the signal. Jobs whose profiling ended were planned in the same
+        step; their handles join the assembled ones so their starts are enacted too.
         """
         if not decision.profiling.acted or self.shadow:
             return built  # shadow mode enacts nothing, profiling included
@@ -382,7 +395,17 @@ class Tick:
             unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
-            intents = unit.record_intents(chains(enacted.actions, enacted.reasons), None, now)
+            notice = _notice_of(self.config)
+            requests = [
+                request
+                for a in enacted.actions
+                for request in intent_chain(
+                    a,
+                    enacted.reasons.get(a.job_id, a.kind),
+                    None if a.job_id in enacted.unheard else notice,
+                )
+            ]
+            intents = unit.record_intents(requests, None, now)
             result.actions = [*result.actions, *enacted.actions]
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
