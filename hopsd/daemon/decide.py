@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsd.config import HopsConfig
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
@@ -131,6 +132,13 @@ class Notice:
 
     signal: str = "USR1"
     grace_s: float = 120.0
+
+
+def notice_of(config: HopsConfig) -> Notice | None:
+    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
+    if config.checkpoint_grace_s <= 0:
+        return None
+    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> list[IntentRequest]:

@@ -30,11 +30,11 @@ from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
     Action,
     Decision,
-    Notice,
     actions_from_plan,
     chains,
     decide,
     intent_chain,
+    notice_of,
 )
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
@@ -143,6 +143,7 @@ class Tick:
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
+        self.reconciler.acts = not shadow
         self.enactor = Enactor(
             port,
             self.ledger,
@@ -395,7 +396,7 @@ class Tick:
             unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
-            notice = _notice_of(self.config)
+            notice = notice_of(self.config)
             requests = [
                 request
                 for a in enacted.actions
@@ -507,20 +508,13 @@ class Tick:
                     sources.append(JobUpdate(row.id, estimate_source=got.source))
         unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        requests = chains(actions, reasons, _notice_of(self.config))
+        requests = chains(actions, reasons, notice_of(self.config))
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
-
-
-def _notice_of(config: HopsConfig) -> Notice | None:
-    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
-    if config.checkpoint_grace_s <= 0:
-        return None
-    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:
