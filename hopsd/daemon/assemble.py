@@ -101,7 +101,16 @@ def assemble(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts
         )
         ruled = with_tag_rules(core, seen.tag, plain.cluster)
-        jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
+        ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
+        jobs.append(
+            dataclasses.replace(
+                ruled,
+                current=current,
+                restart_s=restart_s,
+                time_limit_s=seen.time_limit_s,
+                run_elapsed_s=ran,
+            )
+        )
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)

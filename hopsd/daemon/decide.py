@@ -18,6 +18,7 @@ from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
 from hopsd.core.settings import Settings
+from hopsd.core.sizeclaim import SizeVerdict
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.ledger.records import IntentAction, IntentRequest
@@ -40,6 +41,7 @@ class Decision:
     spared: tuple[str, ...] = ()
     profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
     planned: Snapshot | None = None
+    doubted: tuple[SizeVerdict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ def decide(
         step.spared,
         step.profiling,
         step.planned,
+        step.doubted,
     )
     return decision, step.clock
 

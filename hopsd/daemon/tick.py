@@ -25,6 +25,7 @@ from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
+from hopsd.core.sizeclaim import SizeRule
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
@@ -311,6 +312,7 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
+            self._record_doubts(unit, decision)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
@@ -334,7 +336,23 @@ class Tick:
             spare_guard_s=guard,
             profiling=self.profiler.options.rules,
             fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+            sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
         )
+
+    @staticmethod
+    def _record_doubts(unit: Unit, decision: Decision) -> None:
+        """Keep (and log, once) why a job's claimed size is no longer believed: the step
+        reads it back from the ledger, so the doubt outlives a restart of hopsd."""
+        fresh = [v for v in decision.doubted if v.new]
+        for verdict in fresh:
+            log.warning(
+                "event=size-doubted job=%s claimed=%g believed=%.0f reason=%r",
+                verdict.job_id,
+                verdict.claimed,
+                verdict.believed,
+                verdict.reason,
+            )
+        unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
     def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.

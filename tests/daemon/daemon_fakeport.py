@@ -33,6 +33,8 @@ class FakeJob:
     work_dir: str = "/tmp"
     #: the hold is the owner's own (``sbatch --hold``): the owner may release it
     user_hold: bool = False
+    #: Slurm's time limit of the job's runs (seconds; None: unlimited)
+    time_limit_s: float | None = None
 
 
 @dataclass
@@ -265,6 +267,7 @@ class FakePort:
             restarts=job.restarts,
             work_dir=job.work_dir,
             stdout_path="/tmp/out",
+            time_limit_s=job.time_limit_s,
         )
 
 
