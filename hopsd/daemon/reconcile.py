@@ -675,7 +675,7 @@ class Reconciler:
         if progress.at is not None:
             self._report_seen[row.id] = progress.at
         if progress.samples_done is not None:
-            store.note_samples_done(row.id, min(progress.samples_done, row.total_samples))
+            store.note_samples_done(row.id, progress.samples_done)  # beyond the claim: evidence
         if config is not None:
             self._learn_rate(store, row, progress, config, view.cluster)
 

@@ -482,7 +482,9 @@ class Sensing:
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:
-                store.note_samples_done(row.id, min(report.samples_done, row.total_samples))
+                # kept as reported (the parser bounds it): progress beyond the claimed
+                # size is evidence against the claim (hopsd.core.sizeclaim)
+                store.note_samples_done(row.id, report.samples_done)
             if isinstance(report, CheckpointReport | StartReport):
                 self._note_restart_cost(store, row, seen, report)
                 continue

@@ -10,7 +10,10 @@ the job from its time limit without logging it again.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
+from pathlib import Path
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort
@@ -18,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
 from hopsd.core.sizeclaim import DOUBT
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.throughput_store import SqlThroughputStore
@@ -71,3 +75,24 @@ def test_a_claim_its_run_contradicts_is_doubted_once_and_the_doubt_is_kept(
     assert verdict.job_id == str(job) and not verdict.new and verdict.reason == said
     assert verdict.believed > 64 * 10  # the time limit's worth, not the claim
     assert "event=size-doubted" not in caplog.text
+
+
+def test_progress_beyond_the_claim_is_kept_and_doubted_at_once(
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+) -> None:
+    job = port.add_job(HopsTag((1,), 64))
+    tick = Tick(config, port, sessions, clock=clock, sensing=Sensing(
+        Path(config.spool_dir), uid_of=lambda user: os.getuid()))  # fmt: skip
+    tick.run_once()
+    (node,) = port.jobs[job].placement
+    record = {"v": 1, "job": str(job), "run": 0, "node": node, "seq": 1, "at": clock() + 1,
+              "kind": "checkpoint", "seconds": 0.5, "samples_done": 5000.0}  # fmt: skip
+    (Path(config.spool_dir) / "alice").mkdir(exist_ok=True)
+    with open(Path(config.spool_dir) / "alice" / f"{job}.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    clock.advance(2)
+    tick.run_once()
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.samples_done == 5000.0  # as reported, not cut to 64
+    assert "reported 5000 samples done, more than the 64 claimed" in doubt_of(sessions, job)
