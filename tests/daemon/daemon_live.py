@@ -52,8 +52,11 @@ def cluster(command: str) -> None:
 PYTHON = sys.executable
 
 
-def conf_text(ledger: Path, spool: Path, extra: str = "", grace_s: float = 0.0) -> str:
-    """A live test's hops.conf; ``grace_s`` > 0 gives jobs a checkpoint notice before moves."""
+def conf_text(
+    ledger: Path, spool: Path, extra: str = "", grace_s: float = 0.0, scheduler: str = ""
+) -> str:
+    """A live test's hops.conf; ``grace_s`` > 0 gives jobs a checkpoint notice before moves,
+    ``scheduler`` adds lines to the ``[scheduler]`` table."""
     return f"""
 [ledger]
 url = "sqlite:///{ledger}"
@@ -67,6 +70,7 @@ restart_penalty_s = 2.0
 reference_throughput = 100.0
 solver_time_limit_s = 5.0
 max_demand_gpus = 16
+{scheduler}
 [gpu_types.k80]
 speed = 1.0
 [gpu_types.v100]
@@ -98,11 +102,13 @@ class LiveEnv:
     blockers: list[int]
 
     @staticmethod
-    def create(root: Path, extra: str = "", grace_s: float = 0.0) -> LiveEnv:
+    def create(
+        root: Path, extra: str = "", grace_s: float = 0.0, scheduler: str = ""
+    ) -> LiveEnv:
         spool = root / "spool"
         spool.mkdir(parents=True, exist_ok=True)
         ledger = root / "ledger.sqlite"
-        text = conf_text(ledger, spool, extra, grace_s)
+        text = conf_text(ledger, spool, extra, grace_s, scheduler)
         path = root / "hops.conf"
         path.write_text(text)
         config = parse_config(text, str(path))
