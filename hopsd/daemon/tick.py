@@ -25,7 +25,7 @@ from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
-from hopsd.core.sizeclaim import SizeRule
+from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
@@ -441,6 +441,9 @@ class Tick:
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
         handles = built.handles
+        # a doubted claim is scored at the size the step plans it with, not at the claim
+        believed, _ = check_sizes(snap.jobs, estimator, self._step_options().sizes)
+        snap = dataclasses.replace(snap, jobs=believed)
         ratios: dict[str, float] = {}
         for job in snap.jobs:
             slurm_id = handles[job.id].slurm_id if job.id in handles else 0
