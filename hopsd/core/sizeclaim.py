@@ -141,11 +141,28 @@ def _pace(job: Job, estimator: Estimator) -> _Pace:
     return _Pace(rate, 1.0 / service_per_sample)
 
 
+def progress_doubt(samples_done: float, claimed: float, rule: SizeRule) -> str:
+    """The doubt reported progress alone casts on a claim ("" when none).
+
+    hopsd asks it where it reads a report (its ledger keeps samples done at the
+    claim); the verdict is then kept on the job like any other.
+    """
+    said = _progress_evidence(samples_done, claimed, rule)
+    return f"{DOUBT}: {said}" if rule.enabled and said else ""
+
+
+def _progress_evidence(samples_done: float, claimed: float, rule: SizeRule) -> str:
+    if samples_done > rule.progress_tolerance * claimed:
+        return f"reported {samples_done:.0f} samples done, more than the {claimed:g} claimed"
+    return ""
+
+
 def _evidence(job: Job, pace: _Pace, rule: SizeRule) -> str:
     """Why the claim cannot be true, or "" while nothing contradicts it."""
     claim = job.total_samples
-    if job.samples_done > rule.progress_tolerance * claim:
-        return f"reported {job.samples_done:.0f} samples done, more than the {claim:g} claimed"
+    said = _progress_evidence(job.samples_done, claim, rule)
+    if said:
+        return said
     if job.current is None or pace.rate <= 0:
         return ""
     done = pace.done(job)

@@ -29,6 +29,7 @@ from hopsd.config import HopsConfig
 from hopsd.core.admission import admit
 from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
+from hopsd.core.sizeclaim import SizeRule, progress_doubt
 from hopsd.daemon.decide import PREEMPT, Action, intent_chain, notice_of
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
@@ -292,6 +293,7 @@ class Reconciler:
         if seen.pending and seen.held:
             self._lock_hold(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
         self._learn(store, unit.refresh(row), seen, view, now)
+        self._doubt_progress(unit, row)
 
     def _isolated(
         self,
@@ -398,6 +400,29 @@ class Reconciler:
             ",".join(map(str, spec.demands)),
             spec.total_samples,
         )
+
+    def _doubt_progress(self, unit: Unit, row: JobRecord) -> None:
+        """A job that reported more samples done than it claimed is not believed from now on.
+
+        The ledger keeps samples done at the claim (a report's number is the
+        user's), so the core's rule (:func:`hopsd.core.sizeclaim.progress_doubt`)
+        is asked here, where the reported number is seen; the step then plans
+        the job from its time limit, as any doubted job.
+        """
+        reported = self.sensing.take_beyond(row.id)
+        if reported is None or row.size_doubt:
+            return
+        rule = SizeRule(self.config.size_check_factor, self.config.size_check_slack_s)
+        doubt = progress_doubt(reported, row.total_samples, rule)
+        if doubt:
+            unit.update_job(JobUpdate(row.id, size_doubt=doubt[:500]))
+            log.warning(
+                "event=size-doubted job=%s claimed=%g reported=%.0f reason=%r",
+                row.id,
+                row.total_samples,
+                reported,
+                doubt,
+            )
 
     def _lock_hold(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
         """Make a hops job's hold one its owner cannot release: hops's own (an operator's).
@@ -675,7 +700,8 @@ class Reconciler:
         if progress.at is not None:
             self._report_seen[row.id] = progress.at
         if progress.samples_done is not None:
-            store.note_samples_done(row.id, progress.samples_done)  # beyond the claim: evidence
+            store.note_samples_done(row.id, min(progress.samples_done, row.total_samples))
+            self.sensing.note_beyond(row, progress.samples_done)
         if config is not None:
             self._learn_rate(store, row, progress, config, view.cluster)
 

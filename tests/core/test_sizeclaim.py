@@ -19,7 +19,7 @@ from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, latency_ratio
 from hopsd.core.settings import Settings
-from hopsd.core.sizeclaim import DOUBT, SizeRule, check_sizes, judge
+from hopsd.core.sizeclaim import DOUBT, SizeRule, check_sizes, judge, progress_doubt
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.core.throughput import InMemoryThroughputStore
@@ -127,3 +127,9 @@ def test_in_the_step_a_lie_gains_nothing_over_an_honest_submission() -> None:
     assert step(honest, RULE) == (["waiting"], [])
     # with the rule the liar is planned exactly as the honest job, and the step says why
     assert step(caught, RULE) == (["waiting"], ["liar"])
+
+
+def test_progress_alone_is_judged_by_the_same_rule_where_hopsd_reads_it() -> None:
+    said = progress_doubt(70.0, 64.0, RULE)
+    assert said == f"{DOUBT}: reported 70 samples done, more than the 64 claimed"
+    assert progress_doubt(67.0, 64.0, RULE) == "" and progress_doubt(70.0, 64.0, SizeRule(0)) == ""

@@ -77,7 +77,7 @@ def test_a_claim_its_run_contradicts_is_doubted_once_and_the_doubt_is_kept(
     assert "event=size-doubted" not in caplog.text
 
 
-def test_progress_beyond_the_claim_is_kept_and_doubted_at_once(
+def test_progress_beyond_the_claim_is_doubted_at_once(
     config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
 ) -> None:
     job = port.add_job(HopsTag((1,), 64))
@@ -94,5 +94,11 @@ def test_progress_beyond_the_claim_is_kept_and_doubted_at_once(
     tick.run_once()
     with sessions.begin() as s:
         row = get_job(s, str(job))
-        assert row is not None and row.samples_done == 5000.0  # as reported, not cut to 64
-    assert "reported 5000 samples done, more than the 64 claimed" in doubt_of(sessions, job)
+        assert row is not None and row.samples_done == 64.0  # the ledger keeps it at the claim
+    said = doubt_of(sessions, job)
+    assert said == f"{DOUBT}: reported 5000 samples done, more than the 64 claimed"
+    clock.advance(11)
+    result = tick.run_once()  # the step plans it from then on from its time limit
+    assert result.decision is not None
+    (verdict,) = result.decision.doubted
+    assert not verdict.new and verdict.believed > 64
