@@ -5,8 +5,14 @@ each running job with a placement), points a hops.conf at it and times, as
 separate processes the way a user runs them: ``hops status --all`` (which also
 asks Slurm for its nodes), ``hops version``, one Tab completion of ``hops st``,
 and ``squeue`` (the baseline). Each figure is the median wall time of
-``--runs`` runs after one warm-up. Needs the Slurm test cluster's environment
-(``docker/cluster.sh up``) for ``squeue`` and the node listing.
+``--runs`` runs after one warm-up; ``*_min_s`` is the fastest run and
+``*_cpu_s`` the median CPU time (user + system, the child processes' own, which
+other load on the machine does not inflate). ``import_s`` is the median wall
+time of importing what ``hops status`` imports, in a fresh interpreter, without
+running it. Python's bytecode cache is allowed (``PYTHONDONTWRITEBYTECODE`` is
+dropped for these runs, as an installed hops has its bytecode compiled). Needs
+the Slurm test cluster's environment (``docker/cluster.sh up``) for ``squeue``
+and the node listing.
 
     .venv/bin/python benchmarks/cli_latency.py [--runs 7] [--json]
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,15 +68,29 @@ def build_ledger(path: Path, jobs: int = 1000) -> None:
     ledger.dispose()
 
 
-def timed(argv: list[str], env: dict[str, str], runs: int) -> float:
-    """Median wall seconds of ``argv`` over ``runs`` runs after one warm-up."""
+#: What ``hops status`` imports before it reads the ledger (``import_s``).
+STATUS_IMPORTS = (
+    "import hops_cli.launch, hops_cli.quick, hops_cli.status_report, "
+    "hops_cli.ledger_access, hopsd.views.status, hopsd.ledger.reader"
+)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str], runs: int) -> dict[str, float]:
+    """Median and fastest wall seconds of ``argv`` and its median CPU seconds, after a warm-up."""
     subprocess.run(argv, env=env, check=True, capture_output=True)
-    times = []
+    walls, cpus = [], []
     for _ in range(runs):
+        cpu = _children_cpu()
         started = time.perf_counter()
         subprocess.run(argv, env=env, check=True, capture_output=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - started)
+        cpus.append(_children_cpu() - cpu)
+    return {"": statistics.median(walls), "_min": min(walls), "_cpu": statistics.median(cpus)}
 
 
 def main() -> None:
@@ -87,20 +108,32 @@ def main() -> None:
         conf = Path(tmp) / "hops.conf"
         conf.write_text(f'[ledger]\nurl = "sqlite:///{ledger}"\n')
         env = {**os.environ, "HOPS_CONF": str(conf)}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         complete = {
             **env,
             "_HOPS_COMPLETE": "complete_bash",
             "COMP_WORDS": "hops st",
             "COMP_CWORD": "1",
         }
+        commands = {
+            "status": [hops, "status", "--all"],
+            "version": [hops, "version"],
+            "completion": [hops],
+            "squeue": [squeue],
+            "import": [sys.executable, "-c", STATUS_IMPORTS],
+            "python": [sys.executable, "-c", "pass"],
+        }
         figures = {
-            "status_s": timed([hops, "status", "--all"], env, args.runs),
-            "version_s": timed([hops, "version"], env, args.runs),
-            "completion_s": timed([hops], complete, args.runs),
-            "squeue_s": timed([squeue], env, args.runs),
+            f"{name}{suffix}_s": value
+            for name, argv in commands.items()
+            for suffix, value in timed(
+                argv, complete if name == "completion" else env, args.runs
+            ).items()
         }
     figures = {k: round(v, 4) for k, v in figures.items()}
     figures["ratio_status_to_squeue"] = round(figures["status_s"] / figures["squeue_s"], 2)
+    figures["runs"] = args.runs
+    figures["load_1min"] = round(os.getloadavg()[0], 2)
     if args.json:
         print(json.dumps(figures, indent=2, sort_keys=True))
         return

@@ -9,7 +9,6 @@ Slurm decides who may cancel what; hops only asks, as the user.
 from __future__ import annotations
 
 import getpass
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,9 +17,7 @@ import typer
 from hops_cli.common import EXIT_USAGE, config_of, fail
 
 if TYPE_CHECKING:  # the Slurm port is imported only when a command runs (fast start)
-    from hopsd.slurm.port import SlurmJob, SlurmPort
-
-JOB_ID = re.compile(r"^[0-9]{1,10}(_[0-9]{1,10})?$")
+    from hopsd.slurm.port import JobRef, SlurmJob, SlurmPort
 
 
 @dataclass(frozen=True)
@@ -51,13 +48,16 @@ def cancel(
     """
     from hopsd.slurm.errors import SlurmError
     from hopsd.slurm.factory import port_from_config
+    from hopsd.slurm.port import parse_job_ref
 
     texts = list(job_ids or [])
     if not texts and not me:
         fail("give job ids or --me", EXIT_USAGE)
     for text in texts:
-        if not JOB_ID.match(text):
-            fail(f"{text!r} is not a Slurm job id (e.g. 42 or 26_1)", EXIT_USAGE)
+        try:
+            parse_job_ref(text)
+        except ValueError as exc:
+            fail(str(exc), EXIT_USAGE)
     config = config_of(ctx)
     port = port_from_config(config)
     try:
@@ -72,55 +72,29 @@ def cancel(
 
 def cancel_all(port: SlurmPort, texts: list[str], me: str | None) -> list[Outcome]:
     """Cancel each id (and with ``me``, each unfinished hops job of that user)."""
+    from hopsd.slurm.port import parse_job_ref, resolve_job
+
     jobs = port.list_jobs()
-    known: dict[str, SlurmJob] = {}
-    for job in jobs:
-        known[str(job.job_id)] = job
-        if job.array_id:
-            known[job.array_id] = job
     if me is not None:
         mine = [j for j in jobs if j.user == me and j.tag is not None and not j.finished]
         texts = texts + [str(j.job_id) for j in mine if str(j.job_id) not in texts]
         if not texts:
             return [Outcome("", "none", f"no unfinished hops jobs of {me}")]
-    missing = [int(t) for t in texts if t not in known and t.isdigit()]
+    found = [(text, resolve_job(parse_job_ref(text), jobs)) for text in texts]
+    missing = [int(t) for t, job in found if job is None and t.isdigit()]
     ended = {r.job_id: r.state for r in port.accounting(missing)} if missing else {}
-    return [_cancel_one(port, text, _find(known, text), ended) for text in texts]
-
-
-def _find(known: dict[str, SlurmJob], text: str) -> SlurmJob | str | None:
-    """The job an id names; for a task still inside its array's record, the task id itself."""
-    if text in known:
-        return known[text]
-    base, _, task = text.partition("_")
-    array = known.get(base)
-    if (
-        task
-        and array is not None
-        and not array.finished
-        and _in_tasks(int(task), array.array_tasks)
-    ):
-        return text
-    return None
-
-
-def _in_tasks(task: int, tasks: str) -> bool:
-    """Whether ``task`` is in Slurm's task string (``0-3,7,9-11%2``)."""
-    for part in tasks.split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (high or low).isdigit() and int(low) <= task <= int(high or low):
-            return True
-    return False
+    return [_cancel_one(port, text, job, ended) for text, job in found]
 
 
 def _cancel_one(
-    port: SlurmPort, text: str, job: SlurmJob | str | None, ended: dict[int, str]
+    port: SlurmPort, text: str, job: SlurmJob | JobRef | None, ended: dict[int, str]
 ) -> Outcome:
     from hopsd.slurm.errors import SlurmCommandError
+    from hopsd.slurm.port import JobRef
 
-    if isinstance(job, str):  # a task Slurm keeps inside its array's record
+    if isinstance(job, JobRef):  # a task Slurm keeps inside its array's record
         try:
-            port.cancel(job)
+            port.cancel(str(job))
         except SlurmCommandError as exc:
             return Outcome(text, "refused", f"hops: cannot cancel job {text}: {exc.stderr or exc}")
         return Outcome(text, "cancelled", f"Cancelled job {text}")

@@ -1,7 +1,8 @@
 """What every ``hops`` command shares: configuration, errors, output.
 
 Errors are one line on stderr prefixed ``hops:`` and a non-zero exit, never a
-traceback. ``--json`` output goes to stdout with a stable schema; tables are
+traceback. Nothing here imports typer: ``hops status`` runs without it (see
+:mod:`hops_cli.quick`). ``--json`` output goes to stdout with a stable schema; tables are
 rendered with rich, which drops colour by itself when stdout is not a TTY.
 """
 
@@ -15,9 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-
 if TYPE_CHECKING:  # imported where used: every command loads this module first
+    import typer
     from rich.console import Console
 
     from hopsd.config import HopsConfig
@@ -39,17 +39,34 @@ def state(ctx: typer.Context) -> CliState:
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print one clear line and exit non-zero."""
-    typer.echo(f"hops: {message}", err=True)
-    raise typer.Exit(code)
+    """Print one clear line and exit non-zero (typer and click let SystemExit through)."""
+    warn(message)
+    raise SystemExit(code)
+
+
+def warn(message: str) -> None:
+    """One ``hops:`` line on stderr."""
+    sys.stdout.flush()
+    sys.stderr.write(f"hops: {message}\n")
+    sys.stderr.flush()
+
+
+def say(line: str = "") -> None:
+    """One line on stdout."""
+    sys.stdout.write(line + "\n")
 
 
 def config_of(ctx: typer.Context) -> HopsConfig:
     """The hops.conf in force (``--config``, then ``HOPS_CONF``, then defaults)."""
+    return load_config_or_fail(state(ctx).config_path)
+
+
+def load_config_or_fail(path: str | None) -> HopsConfig:
+    """The hops.conf at ``path`` (else ``HOPS_CONF``, else defaults); a bad one: exit 2."""
     from hopsd.config import ConfigError, load_config
 
     try:
-        return load_config(state(ctx).config_path)
+        return load_config(path)
     except ConfigError as exc:
         fail(f"invalid configuration: {exc}", EXIT_USAGE)
 
@@ -90,7 +107,7 @@ def friendly_errors(action: str) -> Iterator[None]:
 
     try:
         yield
-    except typer.Exit:
+    except SystemExit:
         raise
     except HopsError as exc:
         fail(f"{action}: {exc}")

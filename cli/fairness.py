@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from hops_cli.common import config_of, console, fail, print_json
-from hops_cli.filters import Users, job_filter
+from hops_cli.filter_options import Users
+from hops_cli.filters import job_filter
 from hops_cli.ledger_access import reading
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.records import STARVING_LR

@@ -1,51 +1,74 @@
 """The job filters every read command takes, with Slurm's names.
 
-``JOBID...`` (array ids ``26_1`` accepted as ``26``), ``-u/--user`` (repeatable
+``JOBID...`` (array tasks ``26_1`` too), ``-u/--user`` (repeatable
 or comma-separated), ``--me``, ``-t/--state`` and ``-p/--partition`` mean the
 same on ``hops status``, ``show`` and ``history`` as on squeue and sacct.
+The options themselves are declared in :mod:`hops_cli.filter_options`; this
+module needs no typer, so ``hops status`` can run without it.
 """
 
 from __future__ import annotations
 
 import getpass
 from collections.abc import Iterable, Sequence
-from typing import Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from hops_cli.common import EXIT_USAGE, fail
 from hopsd.views.filters import JobFilter
 
-JobIds = Annotated[
-    list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
-]
-Users = Annotated[
-    list[str] | None,
-    typer.Option("--user", "-u", help="Only these users' jobs (repeat or comma-separate)."),
-]
-Me = Annotated[bool, typer.Option("--me", help="Only your jobs.")]
-States = Annotated[
-    list[str] | None,
-    typer.Option("--state", "-t", help="Only jobs in these states (e.g. running,queued)."),
-]
-Partitions = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--partition", "-p", help="Only jobs placed in these partitions (or on these GPU types)."
-    ),
-]
+if TYPE_CHECKING:
+    from hopsd.config import HopsConfig
+    from hopsd.slurm.port import JobRef, SlurmJob
 
 
 def _split(values: Iterable[str] | None) -> list[str]:
     return [v.strip() for value in values or () for v in value.split(",") if v.strip()]
 
 
-def parse_job_id(text: str) -> int:
-    """``26`` or an array form (``26_1``, ``26_[1-3]``): the job is the Slurm id before ``_``."""
-    head = text.split("_", 1)[0]
-    if not head.isdigit():
-        fail(f"not a job id: {text!r}", EXIT_USAGE)
-    return int(head)
+def parse_job_refs(texts: Iterable[str]) -> list[JobRef]:
+    """Job ids as every command reads them (the port's one parser); bad text: usage error."""
+    from hopsd.slurm.port import parse_job_ref
+
+    refs = []
+    for text in texts:
+        try:
+            refs.append(parse_job_ref(text))
+        except ValueError as exc:
+            fail(str(exc), EXIT_USAGE)
+    return refs
+
+
+def slurm_job_ids(refs: Sequence[JobRef], config: HopsConfig | None) -> frozenset[int]:
+    """The Slurm job ids the refs name, as ``hops cancel`` finds them.
+
+    A plain id is itself. An array task is found in Slurm's job list
+    (:func:`hopsd.slurm.port.resolve_job`): a task split into its own job is that
+    job, one still inside its array's record is the array's job (what hopsd
+    adopted), and a task Slurm no longer lists names no job.
+    """
+    from hopsd.slurm.port import resolve_job
+
+    ids = {r.job_id for r in refs if r.task is None}
+    tasks = [r for r in refs if r.task is not None]
+    if tasks:
+        jobs = _slurm_jobs(config, tasks)
+        for ref in tasks:
+            found = resolve_job(ref, jobs)
+            if found is not None:
+                ids.add(found.job_id)
+    return frozenset(ids)
+
+
+def _slurm_jobs(config: HopsConfig | None, tasks: Sequence[JobRef]) -> list[SlurmJob]:
+    from hopsd.config import HopsConfig as Defaults
+    from hopsd.slurm.errors import SlurmError
+    from hopsd.slurm.factory import port_from_config
+
+    try:
+        jobs: list[SlurmJob] = port_from_config(config or Defaults()).list_jobs()
+    except (SlurmError, ValueError) as exc:
+        fail(f"cannot find array task {tasks[0]} in Slurm: {exc}")
+    return jobs
 
 
 def job_filter(
@@ -56,9 +79,14 @@ def job_filter(
     partitions: Sequence[str] | None,
     default_me: bool = False,
     known_states: Iterable[str] = (),
+    config: HopsConfig | None = None,
 ) -> JobFilter:
-    """The filter the options ask for; without ids or users, ``default_me`` picks yours only."""
-    ids = frozenset(parse_job_id(j) for j in _split(job_ids)) or None
+    """The filter the options ask for; without ids or users, ``default_me`` picks yours only.
+
+    Ids given that name no job match nothing (an empty set, not "no filter").
+    """
+    texts = _split(job_ids)
+    ids = slurm_job_ids(parse_job_refs(texts), config) if texts else None
     names = set(_split(users))
     if me or (default_me and not names and ids is None):
         names.add(getpass.getuser())

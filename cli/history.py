@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
-from hops_cli.filters import JobFilter, JobIds, Me, States, Users, job_filter
+from hops_cli.filter_options import JobIds, Me, States, Users
+from hops_cli.filters import job_filter
 from hops_cli.table import Layout, pick_columns, render
+from hopsd.views.filters import JobFilter
 
 if TYPE_CHECKING:
     from hopsd.ledger.records import JobRecord
@@ -138,7 +140,14 @@ def history(
 
     config = config_of(ctx)
     wanted = job_filter(
-        job_ids, users, me, states, None, default_me=not all_users, known_states=FINISHED
+        job_ids,
+        users,
+        me,
+        states,
+        None,
+        default_me=not all_users,
+        known_states=FINISHED,
+        config=config,
     )
     columns = pick_columns(COLUMNS, fmt, COLUMNS)
     now = time.time()

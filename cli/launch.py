@@ -4,8 +4,10 @@ without loading typer, else hands over to :mod:`hops_cli.main`.
 typer builds every option's converter with pydantic when a command is
 constructed (about 0.3 s before a command runs); a version query and the
 completion of ``hops st<Tab>`` need none of that. Only bash's completion
-protocol of the command name is answered here (one name a line, as typer's
-bash completion prints it); everything else goes to typer.
+protocol of the command name and of ``hops status``'s options is answered
+here (one name a line, as typer's bash completion prints it), and ``hops
+status`` is run by :mod:`hops_cli.quick` when its options are plain;
+everything else goes to typer.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ def quick_answer(argv: list[str], env: os._Environ[str] | dict[str, str]) -> str
         except ValueError:
             return None
         if cword != 1 or len(words) > 2:
-            return None
+            from hops_cli.quick import complete_status
+
+            return complete_status(words, cword)
         incomplete = words[1] if len(words) == 2 else ""
         if incomplete.startswith("-"):
             return None
@@ -56,6 +60,11 @@ def run() -> None:
     if answer is not None:
         sys.stdout.write(answer + "\n" if answer else "")
         sys.exit(0)
+    if "_HOPS_COMPLETE" not in os.environ:
+        from hops_cli.quick import quick_status
+
+        if quick_status(sys.argv[1:]):
+            sys.exit(0)
     from hops_cli.main import app
 
     app()

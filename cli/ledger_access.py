@@ -15,27 +15,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
-from hops_cli.common import fail
+from hops_cli.common import fail, warn
 from hopsd.config import HopsConfig
 from hopsd.ledger.errors import LedgerError
 
 if TYPE_CHECKING:
+    from hopsd.ledger.reader import Reader
     from hopsd.ledger.unit import Unit
 
 
 def read_url(config: HopsConfig) -> str:
     """The URL the CLI reads through: ``read_url``, else ``url`` (warned about on a server)."""
-    from hopsd.ledger.engine import normalise_url
+    from hopsd.ledger.reader import parse_target
 
     if config.ledger_read_url:
         return config.ledger_read_url
-    if normalise_url(config.ledger_url).get_backend_name() != "sqlite":
-        typer.echo(
-            "hops: warning: [ledger] read_url is not set; reading through the daemon's url. "
-            "Give users a read-only role instead (hops db grant-reader ROLE).",
-            err=True,
+    if parse_target(config.ledger_url).backend != "sqlite":
+        warn(
+            "warning: [ledger] read_url is not set; reading through the daemon's url. "
+            "Give users a read-only role instead (hops db grant-reader ROLE)."
         )
     return config.ledger_url
 
@@ -52,12 +50,7 @@ def reading(config: HopsConfig) -> Iterator[Unit]:
     from hopsd.ledger.unit import Ledger
 
     url = normalise_url(read_url(config))
-    missing = url.get_backend_name() == "sqlite" and url.database
-    if missing and not Path(str(url.database)).exists():
-        fail(
-            f"no ledger at {url.database}: start hopsd, or create it with "
-            "'hops db upgrade' (set [ledger] url in hops.conf)"
-        )
+    _require_file(str(url.database or "") if url.get_backend_name() == "sqlite" else "")
     try:
         ledger = Ledger.open(url, timeout_ms=2000, read_only=True)
         ledger.check_schema()
@@ -70,3 +63,35 @@ def reading(config: HopsConfig) -> Iterator[Unit]:
         fail(f"ledger {redact(url)}: {exc}")
     finally:
         ledger.dispose()
+
+
+def _require_file(path: str) -> None:
+    """A missing SQLite file is reported, not silently created (``hops status`` would lie)."""
+    if path and not Path(path).exists():
+        fail(
+            f"no ledger at {path}: start hopsd, or create it with "
+            "'hops db upgrade' (set [ledger] url in hops.conf)"
+        )
+
+
+@contextmanager
+def quick_reading(config: HopsConfig) -> Iterator[Reader]:
+    """A read-only transaction through the database driver alone (no SQLAlchemy import).
+
+    What the quick commands read (see :mod:`hopsd.ledger.reader`); a ledger not at
+    this hops's schema revision is explained by the full check of :func:`reading`.
+    """
+    from hopsd.ledger.reader import parse_target, redacted
+    from hopsd.ledger.reader import reading as driver_reading
+
+    url = read_url(config)
+    target = parse_target(url)
+    _require_file(target.path if target.backend == "sqlite" else "")
+    try:
+        with driver_reading(url, timeout_ms=2000) as reader:
+            if not reader.at_head():
+                with reading(config):  # raises the schema's own explanation
+                    pass
+            yield reader
+    except LedgerError as exc:
+        fail(f"ledger {redacted(url)}: {exc}")

@@ -58,16 +58,34 @@ class OneLineErrors(TyperGroup):
             _usage_error(exc)
 
 
+def quiet_flags(command: Any, ctx: Any) -> Any:
+    """Flags take no value, so their help shows no placeholder (typer's rich help prints
+    ``<bool>`` beside every flag, ``--help`` too); sub-commands of a group alike."""
+    params = [*command.params, command.get_help_option(ctx)]
+    for param in params:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        quiet_flags(sub, ctx)
+    return command
+
+
 class LazyCommands(OneLineErrors):
     """The ``hops`` group: commands in :data:`LAZY` are built from their module on first use."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(n for n in LAZY if n not in self.commands)]
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        quiet_flags(self, ctx)
+        super().format_help(ctx, formatter)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         found = super().get_command(ctx, cmd_name)
-        if found is not None or cmd_name not in LAZY:
-            return found
+        if found is not None:
+            return quiet_flags(found, ctx)
+        if cmd_name not in LAZY:
+            return None
         module, attribute, settings = LAZY[cmd_name]
         target = getattr(importlib.import_module(module), attribute)
         command: Any
@@ -79,7 +97,7 @@ class LazyCommands(OneLineErrors):
             command = typer.main.get_command(single)
         command.name = cmd_name
         self.commands[cmd_name] = command
-        return command
+        return quiet_flags(command, ctx)
 
 
 def _usage_error(exc: Exception) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import config_of, fail, hours, print_json
-from hops_cli.filters import parse_job_id
+from hops_cli.filters import parse_job_refs, slurm_job_ids
 
 if TYPE_CHECKING:
     from hopsd.ledger.records import ThroughputRecord
@@ -113,9 +113,11 @@ def show(
     from hops_cli.ledger_access import reading
 
     config = config_of(ctx)
-    wanted = parse_job_id(job_id)
-    with reading(config) as unit:
-        payload = show_payload(unit, wanted)
+    found = slurm_job_ids(parse_job_refs([job_id]), config)
+    payload = None
+    if found:
+        with reading(config) as unit:
+            payload = show_payload(unit, next(iter(found)))
     if payload is None:
         fail(f"no such hops job: {job_id}")
     elif as_json:

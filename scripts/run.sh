@@ -2,8 +2,9 @@
 # Install hops and run its main job on embedded defaults: a local Slurm test
 # cluster (three GPU generations, per-server speeds), hopsd scheduling it from a
 # SQLite ledger, and a small deep-learning workload submitted with `hops submit`.
-# Shows `hops status` while it runs, then `hops fairness`, `hops nodes`,
-# `hops history` and the whole story of one job (`hops show`).
+# Shows `hops status` while it runs, then `hops fairness`, the per-server speeds
+# hops learned (`hops nodes`), `hops history`, the whole story of each job
+# (`hops show`) and the run replayed under each policy (`hops replay`).
 # The cluster stays up afterwards; stop it with: bash docker/cluster.sh down
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,46 +45,88 @@ workload=(
     "wav2vec2|2|14000|k80=1,v100=2,a100=5"
     "regnet|1,2,4|16000|k80=1,v100=2,a100=4"
 )
-echo "== submitting ${#workload[@]} jobs with hops submit"
-for entry in "${workload[@]}"; do
-    IFS='|' read -r name gpus samples speed <<< "${entry}"
-    script="${demo}/${name}.sh"
+# Then a learning-rate sweep of one model, one GPU per run, two runs kept to
+# each of two GPU types (--types). On the idle cluster the two runs of a type
+# are profiled on its two servers in turn; when they then run on one server (as
+# hops usually packs them), one of them has run on both at the same size: what
+# tells hops each server's own speed beside the type's (hops nodes).
+# name | GPU type | samples (about 20 s on a full-speed server)
+sweep=(
+    "sweep-a-lr0.1|a100|16000" "sweep-a-lr0.2|a100|16000"
+    "sweep-v-lr0.1|v100|8000" "sweep-v-lr0.2|v100|8000"
+)
+since="$(date -u +%Y-%m-%dT%H:%M:%S)"
+jobs=()
+
+# submit NAME GPUS SAMPLES SPEED [hops submit options...]
+submit() {
+    local name="$1" gpus="$2" samples="$3" speed="$4"
+    shift 4
+    local script="${demo}/${name}.sh"
+    # The job ignores hops's checkpoint notice (USR1) until its probe takes it
+    # over: a notice that comes while the script is still starting must not kill it.
     cat > "${script}" <<JOB
 #!/bin/bash
 #SBATCH -J demo-${name}
 #SBATCH -o ${demo}/${name}-%j.out
 #SBATCH --open-mode=append
 #SBATCH -t 60
-export HOPS_SPOOL_DIR=${spool}
+trap '' USR1
 exec ${ROOT}/.venv/bin/python ${ROOT}/examples/train_synthetic.py --samples ${samples} --speed ${speed}
 JOB
     chmod +x "${script}"
-    (cd "${demo}" && hops submit "${script}" --gpus "${gpus}" --samples "${samples}" --model "${name}")
-done
+    local id
+    id="$(cd "${demo}" && hops submit "${script}" --gpus "${gpus}" --samples "${samples}" \
+        --model "${name}" --parsable "$@")"
+    echo "job ${id}: ${name} (GPUs ${gpus}, ${samples} samples${*:+, $*})"
+    jobs+=("${id}")
+}
 
-echo "== waiting for the workload (hops status every 15 s, up to ${TIMEOUT_S} s)"
-started=${SECONDS}
-while true; do
-    active="$(hops status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')"
-    if [ "${active}" = 0 ]; then
-        break
-    fi
-    if (( SECONDS - started > TIMEOUT_S )); then
-        echo "workload not finished after ${TIMEOUT_S} s; see ${demo}/hopsd.log" >&2
+# Shows hops status every 15 s until every job submitted so far has left Slurm's
+# queue and hops has no active job (a job just submitted is in Slurm before
+# hopsd adopts it).
+wait_for_jobs() {
+    local started=${SECONDS} queued active
+    while true; do
+        queued="$(squeue -h -j "$(IFS=,; echo "${jobs[*]}")" -t PD,CF,R,CG,S -o %i | wc -l)"
+        active="$(hops status --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["jobs"]))')"
+        if [ "${queued}" = 0 ] && [ "${active}" = 0 ]; then
+            echo "== all jobs finished in $((SECONDS - started)) s"
+            return
+        fi
+        if (( SECONDS - started > TIMEOUT_S )); then
+            echo "workload not finished after ${TIMEOUT_S} s; see ${demo}/hopsd.log" >&2
+            hops status --all
+            exit 1
+        fi
         hops status --all
-        exit 1
-    fi
-    hops status --all
-    sleep 15
+        sleep 15
+    done
+}
+
+echo "== submitting ${#workload[@]} jobs with hops submit"
+for entry in "${workload[@]}"; do
+    IFS='|' read -r name gpus samples speed <<< "${entry}"
+    submit "${name}" "${gpus}" "${samples}" "${speed}"
 done
-echo "== all jobs finished in $((SECONDS - started)) s"
+echo "== waiting for the workload (hops status every 15 s, up to ${TIMEOUT_S} s)"
+wait_for_jobs
+echo "== a learning-rate sweep of ${#sweep[@]} one-GPU runs, each kept to one GPU type"
+for entry in "${sweep[@]}"; do
+    IFS='|' read -r name type samples <<< "${entry}"
+    submit "${name}" 1 "${samples}" "k80=1,v100=2,a100=4" --types "${type}"
+done
+wait_for_jobs
 hops fairness
+echo "== what hops learned of each server: SPEED is its per-GPU throughput against the"
+echo "   best server of its type, on the same jobs at the same size (hops nodes)"
 hops nodes
-echo "== what happened to each job (hops history, then hops show of the first)"
-hops history --all
-first="$(hops history --all --parsable --noheader -o jobid | head -n 1)"
-if [ -n "${first}" ]; then
-    hops show "${first}"
-fi
+echo "== what happened to each job (hops history, then hops show of each)"
+hops history --all --since "${since}"
+for id in "${jobs[@]}"; do
+    hops show "${id}"
+done
+echo "== the same jobs replayed by the simulator under each policy (hops replay)"
+hops replay --from "${since}"
 echo "The test cluster is still up: 'eval \"\$(bash docker/cluster.sh up | grep ^export)\"' to use it,"
 echo "'bash docker/cluster.sh down' to stop it."

@@ -218,16 +218,25 @@ class Reconciler:
         self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
-        self._refused_logged: set[int] = set()
         # Whether this daemon acts on Slurm (not in shadow mode): holds and requeues.
         self.acts = True
         # Slurm ids whose user hold hopsd asked to make its own (once per job and daemon).
         self._holds_asked: set[int] = set()
-        # Slurm ids with a refusal in the ledger (loaded on the first tick).
+        # Slurm ids with a refusal in the ledger (loaded on first use): a job is
+        # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
         self._report_seen: dict[str, float] = {}
 
     def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
+        """Bring the ledger in step with what Slurm shows, in ``unit``'s transaction."""
+        try:
+            return self._run(unit, obs, view, now)
+        except BaseException:
+            self._refusals = None  # the transaction rolls back: reread what it really holds
+            self._holds_asked = set()  # and the hold intents it recorded: ask again
+            raise
+
+    def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
         report = ReconcileReport()
         self.sensing.note(obs.jobs)
         observed = obs.job_map()
@@ -265,13 +274,17 @@ class Reconciler:
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
         """Drop the refusals of jobs that left Slurm (one query on the first tick, then none
         unless one did)."""
-        if self._refusals is None:
-            self._refusals = unit.refusal_ids()
-        gone = self._refusals - live
+        refusals = self._refusal_ids(unit)
+        gone = refusals - live
         if gone:
             unit.drop_refusals(gone)
-            self._refusals -= gone
-            self._refused_logged -= gone
+            refusals -= gone
+
+    def _refusal_ids(self, unit: Unit) -> set[int]:
+        """The Slurm ids refused in the ledger, read once per process and kept in step."""
+        if self._refusals is None:
+            self._refusals = unit.refusal_ids()
+        return self._refusals
 
     def _one(
         self,
@@ -350,9 +363,7 @@ class Reconciler:
         largest = view.largest_config()
         for job in candidates:
             old = known.get(job.slurm_id)
-            work = partial(
-                self._adopt_one, unit, job, old, (largest, view.per_type()), now, report
-            )
+            work = partial(self._adopt_one, unit, job, old, (largest, view.per_type()), now, report)
             self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
 
     def _adopt_one(
@@ -386,9 +397,10 @@ class Reconciler:
             self._requeue_unplanned(unit, spec.id, job, now)
         else:
             self._lock_hold(unit, spec.id, job, now)
-        if self._refusals is not None and job.slurm_id in self._refusals:
+        refusals = self._refusal_ids(unit)
+        if job.slurm_id in refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
-            self._refusals.discard(job.slurm_id)
+            refusals.discard(job.slurm_id)
         no_preempt = job.tag is not None and job.tag.no_preempt
         if self.profile_new_jobs and not (no_preempt or unplanned):
             unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
@@ -489,7 +501,8 @@ class Reconciler:
             unit.record_allocation(None, row.id, AllocationReason.END, None, now)
             report.ended.append((row.id, JobState.FAILED.value))
         self.sensing.forget(row.id, slurm_id)
-        self._refused_logged.discard(slurm_id)
+        if self._refusals is not None:
+            self._refusals.discard(slurm_id)
         unit.detach_slurm_id(row.id)  # frees the unique Slurm id before the new job takes it
         report.retired.append(row.id)
 
@@ -507,12 +520,11 @@ class Reconciler:
         self, unit: Unit, job: ObservedJob, reason: str, now: float, report: ReconcileReport
     ) -> None:
         """Log a refusal once and keep it in the ledger, where ``hops status`` shows it."""
-        if job.slurm_id in self._refused_logged:
+        refusals = self._refusal_ids(unit)
+        if job.slurm_id in refusals:
             return
-        self._refused_logged.add(job.slurm_id)
+        refusals.add(job.slurm_id)
         unit.record_refusal(job.slurm_id, job.user, reason[:500], now)
-        if self._refusals is not None:
-            self._refusals.add(job.slurm_id)
         report.rejected.append((job.slurm_id, reason))
         log.warning("event=refuse slurm_job=%s user=%s reason=%r", job.slurm_id, job.user, reason)
 

@@ -21,21 +21,14 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from hopsd.ledger.errors import (
-    LedgerError,
-    LedgerFullError,
-    LedgerLockedError,
-    LedgerUnavailableError,
-)
+from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
+from hopsd.ledger.errors import LedgerError, LedgerFullError, LedgerUnavailableError
+
+__all__ = ["classify_dbapi_error", "make_engine", "make_sessionmaker", "normalise_url", "redact"]
 
 SqliteBegin = Literal["deferred", "immediate"]
 
 DEFAULT_TIMEOUT_MS = 5000
-
-# PostgreSQL SQLSTATEs (see Appendix A of its manual) mapped to ledger errors.
-_PG_LOCKED = {"55P03", "40P01", "40001"}  # lock_not_available, deadlock, serialization
-_PG_FULL = {"53100", "53200", "53300"}  # disk_full, out_of_memory, too_many_connections
-_PG_UNAVAILABLE_CLASSES = ("08", "57P")  # connection exceptions, operator intervention
 
 
 def normalise_url(url: str | URL) -> URL:
@@ -178,71 +171,6 @@ def _ensure_power(dbapi_conn: Any) -> None:
         dbapi_conn.create_function("power", 2, math.pow, deterministic=True)
 
 
-def classify_dbapi_error(exc: BaseException) -> type[LedgerError] | None:
-    """Which ledger error a raw driver exception stands for, or None if it is a bug.
-
-    Kept separate from the event hook so it can be checked on constructed
-    exceptions of both drivers.
-    """
-    if isinstance(exc, sqlite3.Error):
-        return _classify_sqlite(exc)
-    sqlstate = getattr(exc, "sqlstate", None)
-    if isinstance(sqlstate, str):
-        return _classify_sqlstate(sqlstate)
-    if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
-        return LedgerUnavailableError
-    return None
-
-
-# SQLite's own messages for the same conditions, for exceptions built without a
-# result code (sqlite_errorcode is only set on errors raised by the library).
-_SQLITE_PHRASES: tuple[tuple[str, type[LedgerError]], ...] = (
-    ("database is locked", LedgerLockedError),
-    ("database table is locked", LedgerLockedError),
-    ("database or disk is full", LedgerFullError),
-    ("unable to open database file", LedgerUnavailableError),
-    ("attempt to write a readonly database", LedgerUnavailableError),
-    ("disk i/o error", LedgerUnavailableError),
-)
-
-_SQLITE_CODES: dict[int, type[LedgerError]] = {
-    sqlite3.SQLITE_BUSY: LedgerLockedError,
-    sqlite3.SQLITE_LOCKED: LedgerLockedError,
-    sqlite3.SQLITE_FULL: LedgerFullError,
-    sqlite3.SQLITE_CANTOPEN: LedgerUnavailableError,
-    sqlite3.SQLITE_READONLY: LedgerUnavailableError,
-    sqlite3.SQLITE_IOERR: LedgerUnavailableError,
-}
-
-
-def _classify_sqlite(exc: sqlite3.Error) -> type[LedgerError] | None:
-    extended = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(extended, int):
-        return _SQLITE_CODES.get(extended & 0xFF)  # primary result code
-    message = str(exc).lower()
-    for phrase, kind in _SQLITE_PHRASES:
-        if phrase in message:
-            return kind
-    return None
-
-
-def _classify_sqlstate(sqlstate: str) -> type[LedgerError] | None:
-    if sqlstate in _PG_LOCKED:
-        return LedgerLockedError
-    if sqlstate in _PG_FULL:
-        return LedgerFullError
-    if sqlstate.startswith(_PG_UNAVAILABLE_CLASSES):
-        return LedgerUnavailableError
-    return None
-
-
-_HINTS: dict[type[LedgerError], str] = {
-    LedgerLockedError: "another connection holds a lock; retry, or find the long transaction",
-    LedgerFullError: "the database or its disk is full; the failed transaction was not applied",
-    LedgerUnavailableError: "check the ledger URL, the server and file permissions",
-}
-
-
 def _translate_error(context: ExceptionContext) -> LedgerError | None:
     """``handle_error`` hook: replace actionable driver errors by ledger errors."""
     if context.is_pre_ping:
@@ -254,4 +182,4 @@ def _translate_error(context: ExceptionContext) -> LedgerError | None:
     if context.is_disconnect and kind is not LedgerFullError:
         kind = LedgerUnavailableError
     where = redact(context.engine.url) if context.engine is not None else "ledger"
-    return kind(f"ledger {where}: {original} ({_HINTS[kind]})")
+    return kind(f"ledger {where}: {original} ({HINTS[kind]})")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, text
-from sqlalchemy.exc import SQLAlchemyError
+if TYPE_CHECKING:  # the CLI's plain reader checks the head without SQLAlchemy
+    from sqlalchemy import Engine
 
 _HERE = Path(__file__).resolve().parent
 #: Where the migration scripts live: inside the package, or at the top of a checkout.
@@ -40,12 +41,22 @@ def script_head(directories: tuple[Path, ...] = VERSION_DIRS) -> str | None:
 
 def at_head(engine: Engine) -> bool:
     """True when the database's recorded revision is the scripts' head (False: look closer)."""
-    head = script_head()
-    if head is None:
-        return False
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
     try:
         with engine.connect() as conn:
-            rows = conn.execute(text("SELECT version_num FROM alembic_version")).all()
+            rows = conn.execute(text(VERSION_QUERY)).all()
     except SQLAlchemyError:
         return False
-    return [r[0] for r in rows] == [head]
+    return is_head([r[0] for r in rows])
+
+
+#: The revision(s) Alembic recorded in the database.
+VERSION_QUERY = "SELECT version_num FROM alembic_version"
+
+
+def is_head(recorded: list[str]) -> bool:
+    """True when the revisions read by :data:`VERSION_QUERY` are exactly the scripts' head."""
+    head = script_head()
+    return head is not None and recorded == [head]

@@ -337,17 +337,71 @@ class SlurmPort(Protocol):
         ...
 
 
-ARRAY_TASK_ID = re.compile(r"[0-9]{1,10}_[0-9]{1,10}")
+#: A job id as Slurm prints it and users type it: ``42``, or ``26_1`` for task 1 of array 26.
+JOB_ID_TEXT = re.compile(r"([0-9]{1,10})(?:_([0-9]{1,10}))?")
 
 
-def job_id_arg(job_id: int | str) -> str:
-    """A job id as Slurm commands take it; ``ARRAY_TASK`` strings are checked, not passed raw."""
+@dataclass(frozen=True)
+class JobRef:
+    """A job named the way users name it: a Slurm job id, or an array task (``26_1``).
+
+    Every command reads job-id text with :func:`parse_job_ref` and finds the job
+    with :func:`resolve_job`, so ``hops status 26_1`` and ``hops cancel 26_1``
+    mean the same job.
+    """
+
+    job_id: int
+    task: int | None = None
+
+    def __str__(self) -> str:
+        return str(self.job_id) if self.task is None else f"{self.job_id}_{self.task}"
+
+
+def parse_job_ref(text: str) -> JobRef:
+    """``42`` or ``26_1`` (ASCII digits only); anything else raises ValueError."""
+    found = JOB_ID_TEXT.fullmatch(text)
+    if found is None or int(found.group(1)) <= 0:
+        raise ValueError(f"not a Slurm job id: {text!r} (e.g. 42, or 26_1 for an array task)")
+    task = found.group(2)
+    return JobRef(int(found.group(1)), None if task is None else int(task))
+
+
+def resolve_job(ref: JobRef, jobs: Sequence[SlurmJob]) -> SlurmJob | JobRef | None:
+    """The job Slurm lists under ``ref``, else None.
+
+    A plain id is the job of that id. An array task Slurm has split into a job
+    of its own (``squeue`` shows it with ``ARRAY_TASK``, e.g. task ``1_1`` as job
+    2) is that job. A task still pending inside its array's record (``0-3`` on
+    the array's own job) has no job of its own yet: the ref itself is returned,
+    which Slurm's commands take as it is.
+    """
+    if ref.task is None:
+        return next((j for j in jobs if j.job_id == ref.job_id), None)
+    text = str(ref)
+    split = next((j for j in jobs if j.array_id == text), None)
+    if split is not None:
+        return split
+    array = next((j for j in jobs if j.job_id == ref.job_id and not j.array_id), None)
+    if array is not None and not array.finished and _in_tasks(ref.task, array.array_tasks):
+        return ref
+    return None
+
+
+def _in_tasks(task: int, tasks: str) -> bool:
+    """Whether ``task`` is in Slurm's task string (``0-3,7,9-11%2``)."""
+    for part in tasks.split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (high or low).isdigit() and int(low) <= task <= int(high or low):
+            return True
+    return False
+
+
+def job_id_arg(job_id: int | str | JobRef) -> str:
+    """A job id as Slurm commands take it: text is parsed (:func:`parse_job_ref`), never raw."""
     if isinstance(job_id, bool):
         raise ValueError(f"not a Slurm job id: {job_id!r}")
     if isinstance(job_id, int):
         if job_id <= 0:
             raise ValueError(f"not a Slurm job id: {job_id!r}")
         return str(job_id)
-    if not ARRAY_TASK_ID.fullmatch(job_id):
-        raise ValueError(f"not a Slurm job or array task id: {job_id!r}")
-    return job_id
+    return str(job_id if isinstance(job_id, JobRef) else parse_job_ref(job_id))

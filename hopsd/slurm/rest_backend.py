@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hopsd.slurm.classify import Failure, failure_of
 from hopsd.slurm.cli_backend import CliSlurm, check_sbatch_args
 from hopsd.slurm.errors import (
     SlurmAuthError,
@@ -42,12 +43,11 @@ from hopsd.slurm.port import (
     SlurmNode,
     job_id_arg,
 )
-from hopsd.slurm.rest_client import ESLURM_INVALID_JOB_ID, RestClient
+from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.rest_submit import job_description
 from hopsd.slurm.tag import HopsTag
 
 log = logging.getLogger(__name__)
-ESLURM_ALREADY_DONE = 2021  # "Job/step already completing or completed"
 T = TypeVar("T")
 
 
@@ -186,9 +186,12 @@ def check_signal_status(
         if not isinstance(error, Mapping) or not error.get("code"):
             continue
         said = str(error.get("message") or error.get("string") or error)
-        if done_is_ok and error.get("code") == ESLURM_ALREADY_DONE:
+        failure = failure_of(said, {error.get("code")})
+        if done_is_ok and failure is Failure.ALREADY_DONE:
             continue
-        if error.get("code") == ESLURM_INVALID_JOB_ID:
+        if failure is Failure.UNAVAILABLE:
+            raise SlurmUnavailableError(f"{' '.join(what)}: {said}")
+        if failure is Failure.NOT_FOUND:
             raise SlurmJobNotFoundError(what, 200, said)
         raise SlurmCommandError(what, 200, said)
 

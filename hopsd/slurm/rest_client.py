@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from hopsd.slurm.classify import UNAVAILABLE_MARKERS
+from hopsd.slurm.classify import Failure, failure_of
 from hopsd.slurm.errors import (
     SlurmAuthError,
     SlurmCommandError,
@@ -29,11 +29,6 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
 )
 
-#: Slurm error numbers (slurm_errno.h) the port tells apart.
-ESLURM_INVALID_JOB_ID = 2017
-SLURM_PROTOCOL_AUTHENTICATION_ERROR = 1007
-ESLURM_AUTH_CRED_INVALID = 6001
-_AUTH_ERRORS = frozenset({SLURM_PROTOCOL_AUTHENTICATION_ERROR, ESLURM_AUTH_CRED_INVALID})
 MAX_TOKEN_BYTES = 16 * 1024
 DATA_PARSERS = ("v0.0.40", "v0.0.41", "v0.0.42")
 
@@ -147,12 +142,12 @@ def error_for(
 ) -> SlurmError:
     """The typed error of a reply that carries Slurm ``errors`` (or a failing status)."""
     said = "; ".join(_describe(e) for e in errors) or f"HTTP {status}"
-    numbers = {e.get("error_number") for e in errors}
-    if status == 401 or numbers & _AUTH_ERRORS:
+    failure = failure_of(said, {e.get("error_number") for e in errors})
+    if status == 401 or failure is Failure.AUTH:
         return SlurmAuthError(f"slurmrestd refused the token ({' '.join(what)}): {said}")
-    if any(m in said for m in UNAVAILABLE_MARKERS):
+    if failure is Failure.UNAVAILABLE:
         return SlurmUnavailableError(f"{' '.join(what)}: {said}")
-    if ESLURM_INVALID_JOB_ID in numbers:
+    if failure is Failure.NOT_FOUND:
         return SlurmJobNotFoundError(what, status, said)
     return SlurmCommandError(what, status, said)
 

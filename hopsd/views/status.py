@@ -7,16 +7,38 @@ One builder for both, so the page and the CLI can never disagree on a schema.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 from hopsd.config import HopsConfig
-from hopsd.ledger.records import ACTIVE_STATES, JobRecord, JobState
-from hopsd.ledger.unit import Unit
+from hopsd.ledger.records import (
+    ACTIVE_STATES,
+    JobRecord,
+    JobState,
+    LeaseInfo,
+    RefusalRecord,
+    RoundInfo,
+)
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 from hopsd.views.filters import JobFilter
 from hopsd.views.joblist import daemon_state, job_record, queue_order, start_estimates
 from hopsd.views.records import raqlr_of, type_summaries
+
+
+class StatusReads(Protocol):
+    """The ledger reads the document needs: the unit of work (hopsd's page) has them, and so
+    has the CLI's driver-only reader (:class:`hopsd.ledger.reader.Reader`)."""
+
+    def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]: ...
+
+    def finished_latency_ratios(self, since: float) -> list[float]: ...
+
+    def lease_info(self) -> LeaseInfo | None: ...
+
+    def latest_round(self) -> RoundInfo | None: ...
+
+    def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
 
 
 def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
@@ -45,7 +67,7 @@ def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str,
 
 
 def status_payload(
-    unit: Unit, config: HopsConfig, wanted: JobFilter | None, window_h: float
+    unit: StatusReads, config: HopsConfig, wanted: JobFilter | None, window_h: float
 ) -> dict[str, Any]:
     """The ``--json`` document of ``hops status`` (stable schema, see README)."""
     wanted = wanted or JobFilter()
@@ -80,7 +102,7 @@ def status_payload(
     }
 
 
-def _leader(unit: Unit, now: float) -> dict[str, Any]:
+def _leader(unit: StatusReads, now: float) -> dict[str, Any]:
     """Which hopsd leads (holds the unexpired lease), since when, under which fencing token."""
     info = unit.lease_info()
     if info is None:

@@ -43,10 +43,35 @@ def test_name_completion_matches_typer(typed: str) -> None:
     assert quick_answer([], env) is not None  # answered without typer
 
 
-def test_option_completion_goes_to_typer() -> None:
-    env = {"_HOPS_COMPLETE": "complete_bash", "COMP_WORDS": "hops status --no", "COMP_CWORD": "2"}
+STATUS_LINES = [
+    "hops status -",
+    "hops status --no",
+    "hops status --me -",
+    "hops status -u x -a --",
+    "hops status -ah -",
+    "hops status 26_1 --window 2 -",
+    "hops status -o",
+]
+
+
+@pytest.mark.parametrize("line", STATUS_LINES)
+def test_status_option_completion_matches_typer(line: str) -> None:
+    env = {"_HOPS_COMPLETE": "complete_bash", "COMP_WORDS": line}
+    env["COMP_CWORD"] = str(len(line.split()) - 1)
+    assert quick_answer([], env) is not None  # answered without typer
+    quick = _run([HOPS], **env)
+    slow = _run(TYPER_ONLY, **env)
+    assert quick.returncode == slow.returncode == 0
+    assert quick.stdout.split() == slow.stdout.split()
+
+
+@pytest.mark.parametrize(
+    ("line", "cword"),
+    [("hops submit --g", 2), ("hops status -o ", 3), ("hops status -o x", 3), ("hops status x", 2)],
+)
+def test_other_completion_goes_to_typer(line: str, cword: int) -> None:
+    env = {"_HOPS_COMPLETE": "complete_bash", "COMP_WORDS": line, "COMP_CWORD": str(cword)}
     assert quick_answer([], env) is None
-    assert "--noheader" in _run([HOPS], **env).stdout.split()
 
 
 def test_version_answers_without_typer_or_the_ledger() -> None:

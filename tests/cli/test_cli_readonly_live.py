@@ -58,14 +58,15 @@ def reader() -> str:
 
 
 def _boot() -> list[str]:
-    """A Python the reader may run, with this environment's packages (the CLI's entry point)."""
+    """A Python the reader may run, with this environment's packages and the ``hops``
+    console script's entry point (``status`` then takes the quick path, without typer)."""
     paths = [p for p in site.getsitepackages() if Path(p).is_dir()]
     code = (
         "import site, sys\n"
         f"for p in {paths!r}: site.addsitedir(p)\n"
         "sys.argv[0] = 'hops'\n"
-        "from hops_cli.main import app\n"
-        "app()\n"
+        "from hops_cli.launch import run\n"
+        "run()\n"
     )
     want = f"{sys.version_info[0]}.{sys.version_info[1]}"
     for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):

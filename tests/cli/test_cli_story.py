@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_cancel import job as slurm_job
 from test_cli_commands import check_golden, runner
 
 from hops_cli.main import app
@@ -185,12 +186,62 @@ def test_status_running_daemon_keeps_recorded_reasons(story: float, port: Any) -
 
 
 def test_status_slurm_filters(story: float, port: Any) -> None:
+    port.jobs = [slurm_job(203, "RUNNING", array_tasks="4-7")]  # task 4 inside array 203's record
     assert [j["job_id"] for j in _status("205", "203_4")["jobs"]] == [203, 205]
     assert [j["job_id"] for j in _status("-u", "bob", "-t", "queued")["jobs"]] == [204, 205]
     assert [j["job_id"] for j in _status("--all", "-p", "a100")["jobs"]] == [203]
     assert [j["job_id"] for j in _status("--all", "-t", "done")["jobs"]] == [201]
     bad = runner.invoke(app, ["status", "-t", "sleeping"])
     assert bad.exit_code == 2 and "unknown state sleeping" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "task", "expected"),
+    [
+        (["status"], "203_1", 205),
+        (["show"], "203_1", 205),
+        (["cancel"], "203_1", 205),
+        (["history", "--all"], "200_1", 201),
+    ],
+)
+def test_every_command_reads_an_array_task_as_cancel_does(
+    story: float, port: Any, command: list[str], task: str, expected: int
+) -> None:
+    """Tasks Slurm split off as jobs of their own (as squeue shows a held array in
+    tests/fixtures/slurm/squeue_array_held.22.05.json): task 1 of array 203 is job 205,
+    task 1 of the finished array 200 is job 201. Every command means that job, not the
+    array's."""
+    port.jobs = [
+        slurm_job(203, array_tasks="2-3"),
+        slurm_job(205, array_id="203_1"),
+        slurm_job(201, "COMPLETED", array_id="200_1"),
+    ]
+    json_flag = [] if command == ["cancel"] else ["--json"]
+    result = runner.invoke(app, [*command, task, *json_flag])
+    assert result.exit_code == 0, result.output
+    if command == ["cancel"]:
+        assert port.cancelled == [expected]
+        return
+    payload = json.loads(result.stdout)
+    found = [payload["job_id"]] if command == ["show"] else [j["job_id"] for j in payload["jobs"]]
+    assert found == [expected]
+
+
+def test_a_task_slurm_no_longer_lists_names_no_job(story: float, port: Any) -> None:
+    port.jobs = [slurm_job(203, array_tasks="2-3")]
+    assert _status("203_9")["jobs"] == []
+    gone = runner.invoke(app, ["show", "203_9"])
+    assert gone.exit_code == 1 and "no such hops job: 203_9" in gone.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "show", "history", "cancel"])
+@pytest.mark.parametrize("text", ["\u00b2", "203_", "_1", "1_2_3", "0", "5;rm"])
+def test_what_is_not_a_job_id_is_one_usage_line_everywhere(
+    story: float, port: Any, command: str, text: str
+) -> None:
+    result = runner.invoke(app, [command, text])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("hops: not a Slurm job id") and port.cancelled == []
 
 
 def test_status_formats_like_squeue(story: float, port: Any) -> None:

@@ -345,3 +345,37 @@ def test_a_refused_job_is_kept_with_its_reason_until_slurm_forgets_it(
     tick.run_once()
     with sessions.begin() as s:
         assert list(s.scalars(select(RefusalRow))) == []
+
+
+def test_a_refusal_is_logged_once_across_restarts(config, port, sessions, clock, caplog):  # type: ignore[no-untyped-def]
+    port.add_job(HopsTag((1,), 10.0, batch_size=32))  # fewer samples than one batch
+    with caplog.at_level("WARNING", logger="hopsd.daemon.reconcile"):
+        make_tick(config, port, sessions, clock).run_once()
+        clock.advance(1)
+        make_tick(config, port, sessions, clock).run_once()  # hopsd restarted
+    assert sum("event=refuse " in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_refusal_lost_with_a_failed_tick_is_recorded_by_the_next(  # type: ignore[no-untyped-def]
+    config, port, sessions, clock, monkeypatch
+):
+    from hopsd.ledger.models import RefusalRow
+
+    tiny = port.add_job(HopsTag((1,), 10.0, batch_size=32))
+    tick = make_tick(config, port, sessions, clock)
+    sensing = tick.reconciler.sensing
+    real_clean = sensing.clean
+
+    def fail_once(*args, **kwargs):  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(sensing, "clean", real_clean)
+        raise RuntimeError("ledger write failed")
+
+    monkeypatch.setattr(sensing, "clean", fail_once)
+    with pytest.raises(RuntimeError, match="ledger write failed"):
+        tick.run_once()
+    with sessions.begin() as s:
+        assert list(s.scalars(select(RefusalRow))) == []  # rolled back with the tick
+    clock.advance(1)
+    tick.run_once()
+    with sessions.begin() as s:
+        assert [r.slurm_job_id for r in s.scalars(select(RefusalRow))] == [tiny]

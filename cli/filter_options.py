@@ -1,0 +1,28 @@
+"""The job filters every read command takes, as typer options (see :mod:`hops_cli.filters`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+__all__ = ["JobIds", "Me", "Partitions", "States", "Users"]
+
+JobIds = Annotated[
+    list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
+]
+Users = Annotated[
+    list[str] | None,
+    typer.Option("--user", "-u", help="Only these users' jobs (repeat or comma-separate)."),
+]
+Me = Annotated[bool, typer.Option("--me", help="Only your jobs.")]
+States = Annotated[
+    list[str] | None,
+    typer.Option("--state", "-t", help="Only jobs in these states (e.g. running,queued)."),
+]
+Partitions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--partition", "-p", help="Only jobs placed in these partitions (or on these GPU types)."
+    ),
+]

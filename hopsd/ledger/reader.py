@@ -1,0 +1,277 @@
+"""The ledger read through the database driver alone, for the CLI's quick read commands.
+
+``hops status`` should answer like ``squeue``; importing SQLAlchemy's engine and
+ORM costs it most of that budget before a row is read. This reader opens the
+database with the driver itself (``sqlite3``, or psycopg for PostgreSQL), with
+the same read-only rules as the engine (SQLite ``mode=ro``, ``immutable`` when
+no writer is left; a PostgreSQL session that starts read-only), and answers the
+reads the status document needs with the same frozen records the unit of work
+returns. Its queries are written here once, as plain SQL; a test checks that
+its records equal the unit of work's on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
+from hopsd.ledger.errors import LedgerError, LedgerUnavailableError
+from hopsd.ledger.records import (
+    DEFAULT_LEASE,
+    JobRecord,
+    JobState,
+    LeaseInfo,
+    LrRule,
+    RefusalRecord,
+    RoundInfo,
+    TagStatus,
+)
+from hopsd.ledger.schema_head import VERSION_QUERY, is_head
+
+#: Every column of a job the records carry, in :class:`JobRecord`'s field order.
+JOB_COLUMNS = tuple(JobRecord.__dataclass_fields__)
+# Column names are quoted: ``user`` is a reserved word in PostgreSQL.
+_SELECT_JOB = ", ".join('"' + c + '"' for c in JOB_COLUMNS)
+_JOBS_IN_STATES = (
+    f"SELECT {_SELECT_JOB} FROM jobs WHERE state IN ({{marks}}) ORDER BY submit_time, id"
+)
+_FINISHED_LRS = (
+    "SELECT latency_ratio FROM jobs WHERE end_time >= {mark} AND latency_ratio IS NOT NULL "
+    "AND first_start_time IS NOT NULL ORDER BY end_time"
+)
+_LEASE = (
+    "SELECT name, holder, acquired_at, heartbeat_at, expires_at, token "
+    "FROM daemon_lease WHERE name = {mark}"
+)
+_LATEST_ROUND = (
+    "SELECT number, started_at, shadow, policy FROM rounds ORDER BY started_at DESC, id DESC "
+    "LIMIT 1"
+)
+_REFUSALS = (
+    'SELECT slurm_job_id, "user", reason, refused_at FROM refusals{where} ORDER BY slurm_job_id'
+)
+# Columns a row written by an older hopsd (or by hand) may hold as NULL.
+_DEFAULTS: dict[str, object] = {
+    "account": "",
+    "script_path": "",
+    "model_name": "",
+    "params": 0.0,
+    "state_reason": "",
+    "wait_time": 0.0,
+    "service_gpu_s": 0.0,
+    "service_norm": 0.0,
+    "restarts": 0,
+    "samples_done": 0.0,
+    "tag_reason": "",
+    "input_problem": "",
+    "plan_reason": "",
+    "lr_rule": LrRule.NONE.value,
+    "tag_status": TagStatus.UNCHECKED.value,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a ledger URL points: an SQLite file, or PostgreSQL connection keywords."""
+
+    backend: str
+    path: str = ""
+    connect: tuple[tuple[str, str], ...] = ()
+
+
+def parse_target(url: str) -> Target:
+    """``sqlite:///PATH`` (or a bare path) or ``postgresql[+psycopg]://USER:PW@HOST:PORT/DB``."""
+    if "://" not in url:
+        return Target("sqlite", str(Path(url).expanduser().resolve()))
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0]
+    if scheme == "sqlite":
+        return Target("sqlite", unquote(url.split("://", 1)[1].split("?", 1)[0][1:]))
+    if scheme not in ("postgresql", "postgres"):
+        raise LedgerUnavailableError(f"unsupported ledger database {scheme!r}")
+    keys = {
+        "host": unquote(parts.hostname or ""),
+        "port": str(parts.port or ""),
+        "user": unquote(parts.username or ""),
+        "password": unquote(parts.password or ""),
+        "dbname": unquote(parts.path.lstrip("/")),
+    }
+    keys.update(parse_qsl(parts.query))
+    return Target("postgresql", connect=tuple((k, v) for k, v in keys.items() if v))
+
+
+def sqlite_read_only_query(path: Path) -> dict[str, str]:
+    """The URI options that open an SQLite ledger without any write (see the engine).
+
+    A reader of a WAL-mode file needs its ``-shm`` index: while hopsd runs the
+    file exists and is read as it is; when hopsd is stopped it is gone, and a
+    user who may not write the directory could not create it. Then nobody
+    writes the file, and it is opened ``immutable`` (no locks, no index).
+    """
+    query = {"mode": "ro"}
+    no_writer = not Path(f"{path}-wal").exists()
+    if no_writer and path.exists() and not os.access(path.parent, os.W_OK):
+        query["immutable"] = "1"
+    return query
+
+
+class Reader:
+    """One read-only transaction's answers, as the unit of work's read methods give them."""
+
+    def __init__(self, conn: Any, mark: str) -> None:
+        self._conn = conn
+        self._mark = mark
+
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        cursor = self._conn.cursor()
+        try:
+            cursor.execute(sql, tuple(args))
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+
+    def at_head(self) -> bool:
+        """Whether the schema is the one this hops reads (else ask the migrations why not)."""
+        try:
+            return is_head([r[0] for r in self._rows(VERSION_QUERY)])
+        except LedgerError:
+            raise
+        except Exception:  # no alembic_version table: an empty or foreign database
+            return False
+
+    def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
+        """Jobs in any of ``states``, oldest submission first."""
+        wanted = [JobState(s).value for s in states]
+        if not wanted:
+            return []
+        marks = ", ".join([self._mark] * len(wanted))
+        return [_job(row) for row in self._rows(_JOBS_IN_STATES.format(marks=marks), wanted)]
+
+    def finished_latency_ratios(self, since: float) -> list[float]:
+        """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR)."""
+        rows = self._rows(_FINISHED_LRS.format(mark=self._mark), [since])
+        return [float(r[0]) for r in rows]
+
+    def lease_info(self, name: str = DEFAULT_LEASE) -> LeaseInfo | None:
+        rows = self._rows(_LEASE.format(mark=self._mark), [name])
+        if not rows:
+            return None
+        n, holder, acquired, beat, expires, token = rows[0]
+        return LeaseInfo(n, holder, acquired, beat, float(expires), int(token or 0))
+
+    def latest_round(self) -> RoundInfo | None:
+        rows = self._rows(_LATEST_ROUND)
+        if not rows:
+            return None
+        number, started_at, shadow, policy = rows[0]
+        return RoundInfo(number, started_at, bool(shadow), policy)
+
+    def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]:
+        """The refused jobs (of some users), oldest first."""
+        names = None if users is None else list(users)
+        where = ""
+        if names is not None:
+            if not names:
+                return []
+            where = f' WHERE "user" IN ({", ".join([self._mark] * len(names))})'
+        rows = self._rows(_REFUSALS.format(where=where), names or ())
+        return [RefusalRecord(int(j), u, r, float(t)) for j, u, r, t in rows]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _job(row: tuple[Any, ...]) -> JobRecord:
+    """A record from a ``jobs`` row, as :func:`hopsd.ledger.jobs.record_of` builds it."""
+    values = dict(zip(JOB_COLUMNS, row, strict=True))
+    for name, default in _DEFAULTS.items():
+        if values[name] is None:
+            values[name] = default
+    values["demands"] = tuple(int(d) for d in _json(values["demands"]))
+    lrs = _json(values["lr_by_demand"])
+    values["lr_by_demand"] = None if lrs is None else dict(lrs)
+    values["state"] = JobState(values["state"])
+    values["lr_rule"] = LrRule(values["lr_rule"])
+    values["tag_status"] = TagStatus(values["tag_status"])
+    parts = _json(values["current_parts"])
+    values["current_parts"] = None if parts is None else tuple((str(n), int(g)) for n, g in parts)
+    record = object.__new__(JobRecord)
+    record.__dict__.update(values)  # complete, and never changed afterwards
+    return record
+
+
+def _connect_sqlite(path: str, timeout_ms: int) -> Any:
+    resolved = Path(path).resolve()
+    query = "&".join(f"{k}={v}" for k, v in sqlite_read_only_query(resolved).items())
+    conn = sqlite3.connect(
+        f"file:{quote(str(resolved))}?{query}", uri=True, timeout=timeout_ms / 1000
+    )
+    conn.isolation_level = None  # BEGIN below: one snapshot for every read
+    conn.execute("BEGIN")
+    return conn
+
+
+def _connect_postgresql(target: Target, timeout_ms: int) -> Any:
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    keys = dict(target.connect)
+    keys.pop("driver", None)
+    options = f"{keys.pop('options', '')} -c lock_timeout={int(timeout_ms)}"
+    options += " -c default_transaction_read_only=on"
+    keys["options"] = options.strip()
+    return psycopg.connect(make_conninfo("", **keys), connect_timeout=10)
+
+
+@contextmanager
+def reading(url: str, timeout_ms: int = 2000) -> Iterator[Reader]:
+    """A :class:`Reader` over one read-only transaction, rolled back at the end.
+
+    Driver errors an operator can act on become the ledger's typed errors, with
+    the same hints the engine gives.
+    """
+    target = parse_target(url)
+    conn = None
+    try:
+        if target.backend == "sqlite":
+            conn = _connect_sqlite(target.path, timeout_ms)
+            yield Reader(conn, "?")
+        else:
+            conn = _connect_postgresql(target, timeout_ms)
+            yield Reader(conn, "%s")
+    except LedgerError:
+        raise
+    except Exception as exc:
+        kind = classify_dbapi_error(exc)
+        if kind is None:
+            raise
+        raise kind(f"{_first_line(exc)} ({HINTS[kind]})") from exc
+    finally:
+        if conn is not None:
+            conn.rollback()
+            conn.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return re.sub(r"\s+", " ", str(exc)).strip()
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, safe to print in error messages."""
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()

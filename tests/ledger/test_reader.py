@@ -1,0 +1,175 @@
+"""The CLI's driver-only reader gives what the unit of work gives, and cannot write.
+
+Run on SQLite and on PostgreSQL (see conftest): every record the status
+document is built from is compared field by field (and type by type) with the
+unit of work's on the same database, and the whole ``hops status`` document
+built from either is the same.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import Engine
+
+from hopsd.config import HopsConfig
+from hopsd.core.model import Configuration
+from hopsd.ledger.errors import LedgerUnavailableError
+from hopsd.ledger.reader import parse_target, reading, redacted
+from hopsd.ledger.records import JobSpec, JobState, JobUpdate, RoundSummary
+from hopsd.ledger.unit import Ledger
+from hopsd.views.filters import JobFilter
+from hopsd.views.status import status_payload
+
+NOW = 1_000_000.0
+
+
+def _fill(url: str, make_spec: Callable[..., JobSpec]) -> None:
+    """Jobs in every state, with placements, per-demand LRs, NULL-able fields; a lease,
+    rounds and refusals."""
+    ledger = Ledger.open(url)
+    with ledger.unit() as unit:
+        for k, state in enumerate(
+            [JobState.QUEUED, JobState.RUNNING, JobState.RUNNING, JobState.DONE, JobState.FAILED]
+        ):
+            job = unit.add_job(
+                make_spec(f"j{k}", user=f"u{k % 2}", slurm_job_id=100 + k, submit_time=NOW - k),
+                NOW - 100 + k,
+            )
+            if state is JobState.QUEUED:
+                unit.transition(job.id, JobState.QUEUED, NOW - 90, "queued: position 1")
+                continue
+            unit.transition(job.id, JobState.QUEUED, NOW - 90)
+            unit.transition(job.id, JobState.RUNNING, NOW - 80)
+            unit.set_placement(job.id, Configuration.of("a100", {"a100n1": 2, "a100n2": 2}))
+            unit.update_job(
+                JobUpdate(job.id, latency_ratio=1.25 + k, ftf_rho=0.5, plan_reason="why")
+            )
+            if state is not JobState.RUNNING:
+                unit.transition(job.id, state, NOW - 10 + k)
+        unit.acquire_lease("head1:42", 600.0, NOW - 5, "hopsd")
+        unit.record_round(RoundSummary(number=1, started_at=NOW - 30, policy="hops"))
+        unit.record_round(RoundSummary(number=1, started_at=NOW - 20, shadow=True))
+        unit.record_refusal(7, "u0", "below one batch", NOW - 50)
+        unit.record_refusal(8, "u1", "no type holds 64 GPUs", NOW - 40)
+    ledger.dispose()
+
+
+@pytest.fixture
+def filled(migrated_url: str, engine: Engine, make_spec: Callable[..., JobSpec]) -> str:
+    _fill(migrated_url, make_spec)
+    return migrated_url
+
+
+def _typed(value: Any) -> Any:
+    """Values with their types: ``JobState.RUNNING`` must not pass for ``"running"``."""
+    return (type(value).__name__, value.__dict__ if hasattr(value, "__dict__") else value)
+
+
+def test_reader_records_equal_the_unit_of_works(filled: str) -> None:
+    ledger = Ledger.open(filled, read_only=True)
+    every = list(JobState)
+    with ledger.reading() as unit, reading(filled) as reader:
+        assert reader.at_head()
+        pairs = [
+            (reader.jobs_in_states(every), unit.jobs_in_states(every)),
+            (reader.jobs_in_states([JobState.RUNNING]), unit.jobs_in_states([JobState.RUNNING])),
+            (reader.finished_latency_ratios(NOW - 100), unit.finished_latency_ratios(NOW - 100)),
+            (reader.lease_info(), unit.lease_info()),
+            (reader.latest_round(), unit.latest_round()),
+            (reader.refusals(), unit.refusals()),
+            (reader.refusals(["u1"]), unit.refusals(["u1"])),
+            (reader.refusals([]), unit.refusals([])),
+        ]
+    ledger.dispose()
+    for mine, theirs in pairs:
+        assert mine == theirs
+        many = mine if isinstance(mine, list) else [mine]
+        assert [_typed(v) for v in many] == [
+            _typed(v) for v in (theirs if isinstance(theirs, list) else [theirs])
+        ]
+    jobs = pairs[0][0]
+    assert len(jobs) == 5 and {type(j.state) for j in jobs} == {JobState}
+    by_id = {j.id: j for j in jobs}
+    assert by_id["j1"].current_parts == (("a100n1", 2), ("a100n2", 2))
+    assert by_id["j0"].current_parts is None and by_id["j3"].state is JobState.DONE
+    assert pairs[3][0] is not None and pairs[3][0].holder == "head1:42"
+    assert pairs[4][0] is not None and pairs[4][0].shadow
+
+
+def test_status_document_is_the_same_from_either(
+    filled: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hopsd.views.status.time.time", lambda: NOW)
+    monkeypatch.setattr("hopsd.views.status._nodes", lambda config: ([], None))
+    config = HopsConfig()
+    ledger = Ledger.open(filled, read_only=True)
+    with ledger.reading() as unit, reading(filled) as reader:
+        for wanted in (
+            None,
+            JobFilter(users=frozenset({"u1"})),
+            JobFilter(states=frozenset({"done"})),
+        ):
+            assert status_payload(reader, config, wanted, 24.0) == status_payload(
+                unit, config, wanted, 24.0
+            )
+    ledger.dispose()
+
+
+def test_reader_cannot_write(filled: str) -> None:
+    with reading(filled) as reader:
+        conn = reader._conn  # the driver connection itself: what an attacker in-process gets
+        with pytest.raises(Exception, match=r"(?i)read-only|readonly"):
+            conn.execute("DELETE FROM jobs")
+    with reading(filled) as reader:
+        assert len(reader.jobs_in_states(list(JobState))) == 5
+
+
+def test_reader_of_an_empty_database_is_not_at_head(empty_url: str) -> None:
+    if empty_url.startswith("sqlite"):
+        sqlite3.connect(parse_target(empty_url).path).close()
+    with reading(empty_url) as reader:
+        assert not reader.at_head()
+
+
+def test_unreachable_server_is_a_ledger_error() -> None:
+    url = "postgresql://nobody:secret@127.0.0.1:1/none?connect_timeout=2"
+    with pytest.raises(LedgerUnavailableError, match="check the ledger URL"), reading(url):
+        pass
+
+
+def test_urls_are_parsed_like_the_engine_reads_them(tmp_path: Any) -> None:
+    assert parse_target(f"sqlite:///{tmp_path}/l.db").path == f"{tmp_path}/l.db"
+    assert parse_target("sqlite:///rel.db").path == "rel.db"
+    pg = dict(
+        parse_target(
+            "postgresql+psycopg://hops%40x:p%2Fw@db:5433/led?options=-csearch_path%3Ds1"
+        ).connect
+    )
+    assert pg == {
+        "host": "db",
+        "port": "5433",
+        "user": "hops@x",
+        "password": "p/w",
+        "dbname": "led",
+        "options": "-csearch_path=s1",
+    }
+    assert redacted("postgresql://u:secret@h/d") == "postgresql://u:***@h/d"
+    with pytest.raises(LedgerUnavailableError, match="unsupported"):
+        parse_target("mysql://u@h/d")
+
+
+def test_reader_imports_no_sqlalchemy() -> None:
+    code = (
+        "import sys, hopsd.ledger.reader, hopsd.views.status, hops_cli.quick, "
+        "hops_cli.status_report, hops_cli.ledger_access; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'typer', 'pydantic', 'click', 'alembic', 'rich')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
