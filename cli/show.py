@@ -93,6 +93,8 @@ def render_show(job: dict[str, Any]) -> None:
         )
     if job["state_reason"]:
         lines.append(f"   StateReason={job['state_reason']}")
+    if job.get("size_doubt"):
+        lines.append(f"   SizeClaim={job['size_doubt']}")
     if job["daemon"]["mode"] != "running":
         lines.append(f"   hopsd: {job['daemon']['mode']}")
     typer.echo("\n".join(lines))

@@ -8,6 +8,7 @@ clear line instead of a traceback.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -99,6 +100,11 @@ class HopsConfig:
     # waits up to checkpoint_grace_s for the probe to report a checkpoint (0: no notice).
     notice_signal: str = "USR1"
     checkpoint_grace_s: float = 120.0
+    # A job's claimed size stops being believed once its work so far passes
+    # size_check_factor times the claim plus size_check_slack_s seconds of its
+    # estimated throughput (hopsd.core.sizeclaim; factor 0: never checked).
+    size_check_factor: float = 2.0
+    size_check_slack_s: float = 300.0
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -149,6 +155,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "solver_time_limit_s": ("solver_time_limit_s", float),
         "reference_throughput": ("reference_throughput", float),
         "max_demand_gpus": ("max_demand_gpus", int),
+        "size_check_factor": ("size_check_factor", float),
+        "size_check_slack_s": ("size_check_slack_s", float),
     },
     "fairshare": {
         "weight": ("fairshare_weight", float),
@@ -260,10 +268,16 @@ def _check(config: HopsConfig) -> None:
         "daemon.spool_retention_s": config.spool_retention_s,
         "ledger.retention_days": config.retention_days,
         "daemon.checkpoint_grace_s": config.checkpoint_grace_s,
+        "scheduler.size_check_slack_s": config.size_check_slack_s,
     }
     for key, value in non_negative.items():
         if value < 0:
             raise ConfigError(f"{key}: must be >= 0, got {value}")
+    if not (config.size_check_factor == 0 or 1 <= config.size_check_factor < math.inf):
+        raise ConfigError(
+            "scheduler.size_check_factor: must be 0 (no check) or >= 1, "
+            f"got {config.size_check_factor}"
+        )
     if not 0 <= config.mip_gap < 1:
         raise ConfigError(f"scheduler.mip_gap: must be in [0, 1), got {config.mip_gap}")
     for user, share in config.shares.items():

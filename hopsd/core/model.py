@@ -207,6 +207,11 @@ class Job:
     ``restart_s`` is what moving or preempting this job costs as learned from
     its runs (:func:`hopsd.core.gains.learned_restart_s`); None: the
     operator's prior ``Settings.restart_penalty_s``.
+
+    ``time_limit_s`` is the Slurm time limit of each of the job's runs (None:
+    unlimited or unknown), ``run_elapsed_s`` how long its current run has run;
+    ``size_doubt`` says why an earlier step stopped believing ``total_samples``
+    ("" while it is believed). :mod:`hopsd.core.sizeclaim` reads the three.
     """
 
     id: str
@@ -224,6 +229,9 @@ class Job:
     share_factor: float = 1.0
     max_gpus: tuple[tuple[str, int], ...] = ()
     restart_s: float | None = None
+    time_limit_s: float | None = None
+    run_elapsed_s: float = 0.0
+    size_doubt: str = ""
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -245,6 +253,10 @@ class Job:
             raise InvalidInputError(f"job {self.id!r}: restart cost must be finite and >= 0")
         if any(limit < 0 for _, limit in self.max_gpus):
             raise InvalidInputError(f"job {self.id!r}: a per-type GPU limit must be >= 0")
+        if self.time_limit_s is not None and not 0 < self.time_limit_s < math.inf:
+            raise InvalidInputError(f"job {self.id!r}: time limit must be finite and > 0")
+        if not 0 <= self.run_elapsed_s < math.inf:
+            raise InvalidInputError(f"job {self.id!r}: run time must be finite and >= 0")
 
     def with_limits(self, limits: tuple[tuple[str, int], ...]) -> Job:
         """This job with further per-type limits (the tighter one wins on a type)."""

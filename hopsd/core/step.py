@@ -8,6 +8,9 @@ to do. The step owns the rules that used to be written once per caller:
 * the **profiling queue** (:mod:`hopsd.core.profiling`): new jobs' short runs
   on each GPU type take idle GPUs first, and the decision says which runs to
   start, stop or hold and whose profiling is over;
+* **size claims**: a job whose claimed size its run time or progress contradicts
+  is planned with the size Slurm's time limit or its progress gives
+  (:mod:`hopsd.core.sizeclaim`), and the step says so;
 * the **fair-share factor** of every job, from the owners' decayed usage the
   snapshot carries (:func:`hopsd.core.fairshare.apply_fair_share`);
 * the **round clock**: a full round when ``round_length_s`` has passed since
@@ -39,6 +42,7 @@ from hopsd.core.model import Assignment, Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision, ProfilingRules, WithDerived, profiling_step
 from hopsd.core.settings import Settings
+from hopsd.core.sizeclaim import DOUBT, SizeRule, SizeVerdict, check_sizes
 from hopsd.core.snapshot import Snapshot
 
 ROUND, FRAGMENT, IDLE = "round", "fragment", "idle"
@@ -73,6 +77,7 @@ class StepOptions:
     fragments: bool = True
     profiling: ProfilingRules = field(default_factory=ProfilingRules)
     fairshare: FairShareRule = field(default_factory=FairShareRule)
+    sizes: SizeRule = field(default_factory=SizeRule)
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,9 @@ class StepResult:
     refilled: bool = False
     profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
     planned: Snapshot | None = None  # what the policy saw (profiling GPUs out, jobs joined)
+    # jobs whose claimed size is not believed (:mod:`hopsd.core.sizeclaim`); ``new`` ones
+    # are to be recorded and logged once
+    doubted: tuple[SizeVerdict, ...] = ()
 
     @property
     def acted(self) -> bool:
@@ -120,10 +128,19 @@ def schedule_step(
             snapshot.profiling, snapshot.cluster, free, opts.profiling, snapshot.now
         )
     snapshot = _prepared(snapshot, profiling, opts)
+    estimator = Estimator(snapshot.cluster, snapshot.store, settings)
+    jobs, doubted = check_sizes(snapshot.jobs, estimator, opts.sizes)
+    if doubted:
+        snapshot = dataclasses.replace(snapshot, jobs=jobs)
     changed = changed or bool(profiling.finish)
     result = _plan_step(snapshot, clock, policy, settings, opts, changed)
     reasons = {**profiling.reasons, **result.reasons}
-    return dataclasses.replace(result, profiling=profiling, reasons=reasons, planned=snapshot)
+    for verdict in doubted:
+        if verdict.job_id in reasons:
+            reasons[verdict.job_id] += f" ({DOUBT})"
+    return dataclasses.replace(
+        result, profiling=profiling, reasons=reasons, planned=snapshot, doubted=doubted
+    )
 
 
 def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOptions) -> Snapshot:

@@ -42,6 +42,8 @@ class Assembled:
     view: ClusterView
     handles: Mapping[str, JobHandle]
     starting: frozenset[str]
+    #: jobs whose intent chains still wait (a notice's grace, a requeue not yet settled)
+    waiting: frozenset[str] = frozenset()
 
 
 def _fits(config: Configuration, view_nodes: Mapping[str, int]) -> bool:
@@ -103,7 +105,16 @@ def assemble(
             ran_s = now - seen.start_time if seen.start_time > 0 else 0.0
             restart_s = unreported_restart_s(ran_s, config.restart_penalty_s)
         ruled = with_tag_rules(core, seen.tag, plain.cluster)
-        jobs.append(dataclasses.replace(ruled, current=current, restart_s=restart_s))
+        ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
+        jobs.append(
+            dataclasses.replace(
+                ruled,
+                current=current,
+                restart_s=restart_s,
+                time_limit_s=seen.time_limit_s,
+                run_elapsed_s=ran,
+            )
+        )
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)

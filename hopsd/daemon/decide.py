@@ -13,10 +13,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsd.config import HopsConfig
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
 from hopsd.core.settings import Settings
+from hopsd.core.sizeclaim import SizeVerdict
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.ledger.records import IntentAction, IntentRequest
@@ -39,6 +41,7 @@ class Decision:
     spared: tuple[str, ...] = ()
     profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
     planned: Snapshot | None = None
+    doubted: tuple[SizeVerdict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def decide(
         step.spared,
         step.profiling,
         step.planned,
+        step.doubted,
     )
     return decision, step.clock
 
@@ -131,6 +135,13 @@ class Notice:
 
     signal: str = "USR1"
     grace_s: float = 120.0
+
+
+def notice_of(config: HopsConfig) -> Notice | None:
+    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
+    if config.checkpoint_grace_s <= 0:
+        return None
+    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> list[IntentRequest]:

@@ -665,4 +665,9 @@ def _judge(step: Step, sim: _Sim, stale: bool) -> str:
         return "job already released or running"
     if step.action == A.CANCEL:
         return "run"  # only hops's cancel of a held requeue whose run had finished
+    if step.action == A.HOLD:
+        if sim.pending:
+            sim.held = True
+            return "run"  # a hold by hops, over the owner's own or none: taken again harmlessly
+        return "drop:job no longer pending"
     return "drop:not resumable"

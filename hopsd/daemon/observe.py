@@ -27,6 +27,7 @@ def job_view(job: SlurmJob) -> ObservedJob:
         tag=job.tag,
         tag_error=job.tag_error,
         work_dir=job.work_dir,
+        time_limit_s=job.time_limit_s,
     )
 
 

@@ -15,11 +15,14 @@ written only when that directory belongs to the job's user, see
 not profiled, and the reason is logged), places the held job on one GPU of a
 type and releases it. The job's probe reads the file, times N iterations,
 appends a ``profile`` record and goes on training; hopsd stores the profile,
-requeue-holds the job, and places it on the next type. When profiling is over,
-the mode file is removed, types the job was not profiled on get its profile
-scaled by the admin's relative type speeds (GPU phases scale, data time does
-not, stored with ``iterations = 0`` so they are known to be derived), and the
-job joins the waiting queue; its wait so far counts, as for any queued job.
+gives the job the checkpoint notice a move gets (signal, then requeue once it
+checkpointed or the grace is over; a job that never reported is requeued at
+once, nothing would hear the signal), requeue-holds it, and places it on the
+next type. When profiling is over, the mode file is removed, types the job
+was not profiled on get its profile scaled by the admin's relative type speeds
+(GPU phases scale, data time does not, stored with ``iterations = 0`` so they
+are known to be derived), and the job joins the waiting queue; its wait so
+far counts, as for any queued job.
 
 What the core is told survives a daemon restart: runs placed so far are the
 job's ``start`` allocations in the ledger and profiles are ledger rows, so a
@@ -103,6 +106,8 @@ class Enacted:
     reasons: dict[str, str] = field(default_factory=dict)
     finished: list[str] = field(default_factory=list)
     handles: dict[str, JobHandle] = field(default_factory=dict)
+    #: stopped runs that never reported anything: no probe would hear a checkpoint notice
+    unheard: set[str] = field(default_factory=set)
 
 
 class Profiler:
@@ -127,10 +132,16 @@ class Profiler:
         obs: Observation,
         view: ClusterView,
         now: float,
+        waiting: frozenset[str] = frozenset(),
     ) -> tuple[Profilee, ...]:
-        """The jobs in their profiling phase that Slurm shows held, released or running."""
+        """The jobs in their profiling phase that Slurm shows held, released or running.
+
+        A job whose stop still waits (its checkpoint notice's grace) is left to that
+        chain: deciding for it again would stop it twice.
+        """
         profiling = [r for r in rows if r.state == JobState.PROFILING]
         self._prune({r.id for r in profiling})
+        profiling = [r for r in profiling if r.id not in waiting]
         if not profiling:
             return ()
         ids = [r.id for r in profiling]
@@ -242,7 +253,15 @@ class Profiler:
             requeue = Action(row.id, seen.slurm_id, PREEMPT, None, "", seen.restarts, True)
             out.actions.append(requeue)
             out.reasons[row.id] = f"profiling: {why}"
-            log.info("event=profile-stop job=%s reason=%r", row.id, why)
+            heard = self.uses_probe(row, seen)
+            if not heard:
+                out.unheard.add(row.id)
+            log.info(
+                "event=profile-stop job=%s reason=%r notice=%s",
+                row.id,
+                why,
+                "yes" if heard else "no (the job never reported: no probe would hear it)",
+            )
 
         def hold(row: JobRecord, seen: ObservedJob, why: str) -> None:
             attempt = self._attempts.pop(row.id, None)
@@ -267,6 +286,20 @@ class Profiler:
             start = partial(self._start, unit, row, seen, view, config, run.node, out, now)
             self.sensing.problems.guard(seen.slurm_id, "profiling", start)
         return out
+
+    def uses_probe(self, row: JobRecord, seen: ObservedJob) -> bool:
+        """Whether the job's probe ever spoke: a report read, progress, or a report file.
+
+        A job that never reported anything does not use the probe (or the probe
+        cannot reach hopsd): a checkpoint notice would go unheard, so stopping
+        its profiling run waits for nothing. The report file outlives a daemon
+        restart, so the answer does too.
+        """
+        return (
+            row.id in self.sensing.reported
+            or row.samples_done > 0
+            or self.sensing.has_report_file(seen.slurm_id)
+        )
 
     def _start(
         self,

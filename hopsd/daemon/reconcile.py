@@ -29,6 +29,8 @@ from hopsd.config import HopsConfig
 from hopsd.core.admission import admit
 from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
+from hopsd.core.sizeclaim import SizeRule, progress_doubt
+from hopsd.daemon.decide import PREEMPT, Action, intent_chain, notice_of
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
@@ -57,6 +59,14 @@ _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
 REUSED = "slurm job id reused"
+#: Slurm's reason for a hold the job's owner placed (and may release).
+USER_HOLD = "JobHeldUser"
+HOLD_USERS = "held by hops until placed (the owner's hold became hops's own)"
+HOLD_RELEASED = "released by its owner before hops placed it; held again until placed"
+UNPLANNED_RUN = (
+    "started by Slurm without a hops decision (its owner released it before hops placed it)"
+)
+UNPLANNED = f"{UNPLANNED_RUN}; requeued held"
 #: A run that failed within this many seconds of its start never really ran.
 LAUNCH_FAILURE_S = 2.0
 #: Launch failures hops requeues a job after, before it lets the job fail.
@@ -208,6 +218,10 @@ class Reconciler:
         self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
+        # Whether this daemon acts on Slurm (not in shadow mode): holds and requeues.
+        self.acts = True
+        # Slurm ids whose user hold hopsd asked to make its own (once per job and daemon).
+        self._holds_asked: set[int] = set()
         # Slurm ids with a refusal in the ledger (loaded on first use): a job is
         # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
@@ -219,6 +233,7 @@ class Reconciler:
             return self._run(unit, obs, view, now)
         except BaseException:
             self._refusals = None  # the transaction rolls back: reread what it really holds
+            self._holds_asked = set()  # and the hold intents it recorded: ask again
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -253,6 +268,7 @@ class Reconciler:
         self.sensing.clean(now, self.config.spool_retention_s, live)
         self.problems.retain(set(observed))
         self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
+        self._holds_asked &= {j.slurm_id for j in obs.jobs if j.pending}
         return report
 
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
@@ -287,7 +303,10 @@ class Reconciler:
             self._follow_profiling(unit, row, seen, view, now, report)
         else:
             self._follow(unit, row, seen, view, now, report)
+        if seen.pending and seen.held:
+            self._lock_hold(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
         self._learn(store, unit.refresh(row), seen, view, now)
+        self._doubt_progress(unit, row)
 
     def _isolated(
         self,
@@ -362,9 +381,10 @@ class Reconciler:
             if not why:
                 return  # adopted before (and finished): never adopted twice
             self._retire(unit, old, why, now, report)
-        if not (job.pending and job.held):
-            if not job.final:
-                self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
+        if job.final:
+            return
+        if not (job.pending or job.state == RUNNING):
+            self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
             return
         spec, reason = check_tag(job, largest[0], self.config.max_demand_gpus, largest[1])
         if spec is None:
@@ -372,11 +392,17 @@ class Reconciler:
             return
         spec = replace(spec, id=self._free_id(unit, job.slurm_id))
         unit.add_job(spec, now)
+        unplanned = job.state == RUNNING
+        if unplanned:
+            self._requeue_unplanned(unit, spec.id, job, now)
+        else:
+            self._lock_hold(unit, spec.id, job, now)
         refusals = self._refusal_ids(unit)
         if job.slurm_id in refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
             refusals.discard(job.slurm_id)
-        if self.profile_new_jobs and not (job.tag is not None and job.tag.no_preempt):
+        no_preempt = job.tag is not None and job.tag.no_preempt
+        if self.profile_new_jobs and not (no_preempt or unplanned):
             unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
         report.adopted.append(spec.id)
         log.info(
@@ -385,6 +411,74 @@ class Reconciler:
             spec.user,
             ",".join(map(str, spec.demands)),
             spec.total_samples,
+        )
+
+    def _doubt_progress(self, unit: Unit, row: JobRecord) -> None:
+        """A job that reported more samples done than it claimed is not believed from now on.
+
+        The ledger keeps samples done at the claim (a report's number is the
+        user's), so the core's rule (:func:`hopsd.core.sizeclaim.progress_doubt`)
+        is asked here, where the reported number is seen; the step then plans
+        the job from its time limit, as any doubted job.
+        """
+        reported = self.sensing.take_beyond(row.id)
+        if reported is None or row.size_doubt:
+            return
+        rule = SizeRule(self.config.size_check_factor, self.config.size_check_slack_s)
+        doubt = progress_doubt(reported, row.total_samples, rule)
+        if doubt:
+            unit.update_job(JobUpdate(row.id, size_doubt=doubt[:500]))
+            log.warning(
+                "event=size-doubted job=%s claimed=%g reported=%.0f reason=%r",
+                row.id,
+                row.total_samples,
+                reported,
+                doubt,
+            )
+
+    def _lock_hold(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
+        """Make a hops job's hold one its owner cannot release: hops's own (an operator's).
+
+        ``sbatch --hold`` (what ``hops submit`` does) is a user hold: its owner may
+        ``scontrol release`` it, and Slurm would start the job with no hops
+        decision. ``scontrol hold`` by hopsd (root, SlurmUser or an operator)
+        turns it into an admin hold (``JobHeldAdmin``, on 22.05 and 24.11 alike),
+        which only such a user can release. A job its owner released before
+        hopsd saw it is held again the same way. The hold is an intent, taken
+        right after reconcile; it is asked once per job and daemon (a hopsd
+        without operator rights would otherwise ask every tick in vain).
+        """
+        owners = not seen.held or seen.reason == USER_HOLD
+        if not (self.acts and seen.pending and owners) or seen.slurm_id in self._holds_asked:
+            return
+        self._holds_asked.add(seen.slurm_id)
+        why = HOLD_RELEASED if not seen.held else HOLD_USERS
+        payload = {"slurm_id": seen.slurm_id, "kind": "hold", "reason": why}
+        unit.record_intents([IntentRequest(job_id, IntentAction.HOLD, payload)], None, now)
+        log.info("event=hold-locked job=%s slurm_job=%s reason=%r", job_id, seen.slurm_id, why)
+
+    def _requeue_unplanned(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
+        """A hops job Slurm started before hopsd adopted it (its owner released it): requeue
+        it held, after the checkpoint notice a preemption gets, and say why.
+
+        The ledger records the run it had (the job ran); a shadow daemon only records it.
+        """
+        started = seen.start_time or now
+        unit.transition(job_id, JobState.RUNNING, min(started, now), UNPLANNED_RUN)
+        if not self.acts:
+            return
+        action = Action(job_id, seen.slurm_id, PREEMPT, None, "", seen.restarts, False)
+        # only a job whose probe has reported can take the notice (see decide.chains)
+        row = unit.jobs([job_id]).get(job_id)
+        notice = notice_of(self.config) if row is not None and row.startup_s is not None else None
+        unit.record_intents(intent_chain(action, UNPLANNED, notice), None, now)
+        unit.update_job(JobUpdate(job_id, plan_reason=UNPLANNED))
+        log.warning(
+            "event=unplanned-start job=%s slurm_job=%s user=%s action=requeue-hold reason=%r",
+            job_id,
+            seen.slurm_id,
+            seen.user,
+            UNPLANNED,
         )
 
     def _retire(
@@ -622,6 +716,7 @@ class Reconciler:
             self._report_seen[row.id] = progress.at
         if progress.samples_done is not None:
             store.note_samples_done(row.id, min(progress.samples_done, row.total_samples))
+            self.sensing.note_beyond(row, progress.samples_done)
         if config is not None:
             self._learn_rate(store, row, progress, config, view.cluster)
 

@@ -398,6 +398,8 @@ class Sensing:
         self._progress: dict[str, _Progress] = {}
         # the time of each job's latest checkpoint report (hops's notice waits for one)
         self.checkpoints: dict[int, float] = {}
+        # progress reported beyond a job's claimed size, until reconcile takes it
+        self.beyond: dict[str, float] = {}
 
     @property
     def spool(self) -> Path | None:
@@ -483,6 +485,7 @@ class Sensing:
             self.reported.add(row.id)
             if report.samples_done is not None:
                 store.note_samples_done(row.id, min(report.samples_done, row.total_samples))
+                self.note_beyond(row, report.samples_done)
             if isinstance(report, CheckpointReport | StartReport):
                 self._note_restart_cost(store, row, seen, report)
                 continue
@@ -508,6 +511,16 @@ class Sensing:
                 self.checkpoints[seen.slurm_id] = report.at
         else:
             store.note_restart_cost(row.id, startup_s=report.startup_s)
+
+    def note_beyond(self, row: JobRecord, samples_done: float) -> None:
+        """Remember progress reported beyond the job's claimed size (kept at the claim in
+        the ledger): evidence against the claim, taken by :meth:`take_beyond`."""
+        if samples_done > row.total_samples:
+            self.beyond[row.id] = max(self.beyond.get(row.id, 0.0), samples_done)
+
+    def take_beyond(self, job_id: str) -> float | None:
+        """The most samples done a job reported beyond its claim since last asked."""
+        return self.beyond.pop(job_id, None)
 
     def checkpointed_since(self, slurm_id: int, since: float) -> bool:
         """The job's current run reported a checkpoint at or after ``since`` (epoch seconds)."""

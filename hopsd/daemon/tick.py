@@ -25,9 +25,18 @@ from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
+from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
-from hopsd.daemon.decide import Action, Decision, Notice, actions_from_plan, chains, decide
+from hopsd.daemon.decide import (
+    Action,
+    Decision,
+    actions_from_plan,
+    chains,
+    decide,
+    intent_chain,
+    notice_of,
+)
 from hopsd.daemon.enact import (
     CRASH_AFTER_INTENT,
     Enactor,
@@ -135,6 +144,7 @@ class Tick:
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
+        self.reconciler.acts = not shadow
         self.enactor = Enactor(
             port,
             self.ledger,
@@ -283,7 +293,7 @@ class Tick:
                 self.reconciler.problems.guard,
             )
             built = self._hold_back(unit, built)
-            profilees = self.profiler.profilees(unit, rows, obs, built.view, now)
+            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)
             snap = dataclasses.replace(
                 built.snapshot, profiling=profilees, usage=self._usage(unit, now)
             )
@@ -302,6 +312,7 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
+            self._record_doubts(unit, decision)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
@@ -325,7 +336,23 @@ class Tick:
             spare_guard_s=guard,
             profiling=self.profiler.options.rules,
             fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+            sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
         )
+
+    @staticmethod
+    def _record_doubts(unit: Unit, decision: Decision) -> None:
+        """Keep (and log, once) why a job's claimed size is no longer believed: the step
+        reads it back from the ledger, so the doubt outlives a restart of hopsd."""
+        fresh = [v for v in decision.doubted if v.new]
+        for verdict in fresh:
+            log.warning(
+                "event=size-doubted job=%s claimed=%g believed=%.0f reason=%r",
+                verdict.job_id,
+                verdict.claimed,
+                verdict.believed,
+                verdict.reason,
+            )
+        unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
     def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
         """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
@@ -359,7 +386,9 @@ class Tick:
         pinned = frozenset(j for j in snap.pinned if j not in waiting)
         snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
         handles = {k: v for k, v in built.handles.items() if k not in waiting}
-        return dataclasses.replace(built, snapshot=snapshot, handles=handles)
+        return dataclasses.replace(
+            built, snapshot=snapshot, handles=handles, waiting=frozenset(waiting)
+        )
 
     def _profile(
         self,
@@ -373,8 +402,11 @@ class Tick:
     ) -> Assembled:
         """Enact the step's profiling decision: intents for its runs, queued jobs for its ends.
 
-        Jobs whose profiling ended were planned in the same step; their handles
-        join the assembled ones so their starts are enacted too.
+        A run that is stopped gets the checkpoint notice moves and preemptions
+        get (the profiling run is the job itself, training on), unless it never
+        reported anything: such a job does not use the probe, so nothing would
+        hear the signal. Jobs whose profiling ended were planned in the same
+        step; their handles join the assembled ones so their starts are enacted too.
         """
         if not decision.profiling.acted or self.shadow:
             return built  # shadow mode enacts nothing, profiling included
@@ -382,7 +414,17 @@ class Tick:
             unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
-            intents = unit.record_intents(chains(enacted.actions, enacted.reasons), None, now)
+            notice = notice_of(self.config)
+            requests = [
+                request
+                for a in enacted.actions
+                for request in intent_chain(
+                    a,
+                    enacted.reasons.get(a.job_id, a.kind),
+                    None if a.job_id in enacted.unheard else notice,
+                )
+            ]
+            intents = unit.record_intents(requests, None, now)
             result.actions = [*result.actions, *enacted.actions]
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
@@ -399,6 +441,9 @@ class Tick:
         estimator = Estimator(snap.cluster, snap.store, self.settings)
         ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
         handles = built.handles
+        # a doubted claim is scored at the size the step plans it with, not at the claim
+        believed, _ = check_sizes(snap.jobs, estimator, self._step_options().sizes)
+        snap = dataclasses.replace(snap, jobs=believed)
         ratios: dict[str, float] = {}
         for job in snap.jobs:
             slurm_id = handles[job.id].slurm_id if job.id in handles else 0
@@ -487,20 +532,13 @@ class Tick:
         # only jobs whose probe has reported can take the notice (see chains)
         heard = unit.jobs([a.job_id for a in actions])
         listening = {job_id for job_id, row in heard.items() if row.startup_s is not None}
-        requests = chains(actions, reasons, _notice_of(self.config), listening)
+        requests = chains(actions, reasons, notice_of(self.config), listening)
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
-
-
-def _notice_of(config: HopsConfig) -> Notice | None:
-    """The checkpoint notice before moves and preemptions (none with a zero grace)."""
-    if config.checkpoint_grace_s <= 0:
-        return None
-    return Notice(config.notice_signal.removeprefix("SIG"), config.checkpoint_grace_s)
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:

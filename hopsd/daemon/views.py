@@ -49,6 +49,8 @@ class ObservedJob:
     tag: HopsTag | None = None
     tag_error: str | None = None
     work_dir: str = ""
+    #: Slurm's time limit of the job's runs, seconds (None: unlimited or unknown)
+    time_limit_s: float | None = None
 
     @property
     def claims_hops(self) -> bool:

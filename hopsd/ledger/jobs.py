@@ -223,6 +223,7 @@ _RECORD_DEFAULTS: Mapping[str, object] = {
     "tag_reason": "",
     "input_problem": "",
     "plan_reason": "",
+    "size_doubt": "",
 }
 
 

@@ -147,6 +147,8 @@ class JobRow(Base):
     input_problem: Mapped[str] = mapped_column(Text, default="", server_default="")
     # Added by revision 0005: the reason the last scheduling step gave the job.
     plan_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # why hops stopped believing the claimed size ("" while believed; hopsd.core.sizeclaim)
+    size_doubt: Mapped[str] = mapped_column(Text, default="", server_default="")
     updated_at: Mapped[float] = mapped_column(Float)
 
 

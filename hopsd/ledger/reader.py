@@ -74,6 +74,7 @@ _DEFAULTS: dict[str, object] = {
     "tag_reason": "",
     "input_problem": "",
     "plan_reason": "",
+    "size_doubt": "",
     "lr_rule": LrRule.NONE.value,
     "tag_status": TagStatus.UNCHECKED.value,
 }

@@ -148,6 +148,8 @@ class JobRecord:
     # what the probe measured of a restart: saving a checkpoint, start to first iteration
     checkpoint_s: float | None = None
     startup_s: float | None = None
+    # why hops stopped believing the claimed size ("" while it is believed)
+    size_doubt: str = ""
 
     @property
     def current(self) -> Configuration | None:
@@ -166,6 +168,7 @@ class JobUpdate:
     state_reason: str | None = None
     input_problem: str | None = None
     plan_reason: str | None = None
+    size_doubt: str | None = None
     latency_ratio: float | None = None
     ftf_rho: float | None = None
     wait_time: float | None = None
@@ -333,6 +336,7 @@ def core_job(job: JobRecord) -> Job:
         attained_service=job.service_norm,
         wait_time=job.wait_time,
         current=job.current if job.state == S.RUNNING else None,
+        size_doubt=job.size_doubt,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from hopsd.slurm.errors import SlurmParseError, SlurmUnavailableError
 
 # A time of 0 or Slurm's NO_VAL/INFINITE sentinels means "not set".
-_UNSET_NUMBERS = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF})
+UNSET_NUMBERS = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF})
 
 
 def load_document(text: str, source: str) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def integer(value: Any, default: int = 0) -> int:
 def timestamp(value: Any) -> float | None:
     """Epoch seconds, ``None`` for 0 and Slurm's sentinel values."""
     got = number(value)
-    if got is None or got <= 0 or int(got) in _UNSET_NUMBERS:
+    if got is None or got <= 0 or int(got) in UNSET_NUMBERS:
         return None
     return got
 

@@ -85,7 +85,21 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         stderr_path=expand_output_pattern(jsonshape.text(rec.get("standard_error")), rec),
         array_id=_array_id(rec),
         array_tasks=jsonshape.text(rec.get("array_task_string")),
+        time_limit_s=_time_limit_s(rec.get("time_limit")),
     )
+
+
+def _time_limit_s(value: Any) -> float | None:
+    """``time_limit`` (minutes) in seconds; None when unset or infinite.
+
+    Recorded: 22.05 prints plain minutes (a running job without a limit shows
+    525600, the year Slurm gives it; a pending one shows none), 24.11 wraps them
+    (``{"set": false, "infinite": true}`` when unlimited).
+    """
+    minutes = jsonshape.number(value)
+    if minutes is None or minutes <= 0 or int(minutes) in jsonshape.UNSET_NUMBERS:
+        return None
+    return minutes * 60.0
 
 
 def _array_id(rec: Mapping[str, Any]) -> str:

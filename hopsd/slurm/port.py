@@ -100,6 +100,9 @@ class SlurmJob:
     array_id: str = ""
     #: The tasks of an array not yet split into jobs of their own (``0-3``), on the array's record.
     array_tasks: str = ""
+    #: The job's time limit in seconds (squeue's TimeLimit); None when unlimited or not yet
+    #: set (22.05 sets a pending job's partition default only when it starts).
+    time_limit_s: float | None = None
 
     @property
     def gpus(self) -> int:

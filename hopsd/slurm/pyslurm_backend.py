@@ -131,7 +131,13 @@ def job_from_pyslurm(job: Any) -> SlurmJob:
         stdout_path=str(job.standard_output or ""),
         priority=None if priority is None else int(priority),
         requested_nodes=_expand(job.required_nodes),
+        time_limit_s=_minutes_s(job.time_limit),
     )
+
+
+def _minutes_s(minutes: Any) -> float | None:
+    """pyslurm's time limit (minutes; None or 0 when unlimited) in seconds."""
+    return float(minutes) * 60.0 if isinstance(minutes, int | float) and minutes > 0 else None
 
 
 def node_from_pyslurm(node: Any) -> SlurmNode:

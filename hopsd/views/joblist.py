@@ -231,6 +231,8 @@ def show_record(
             "lr_rule": str(job.lr_rule),
             "tag": {"status": str(job.tag_status), "reason": job.tag_reason or None},
             "state_reason": job.state_reason or None,
+            # why hops plans the job with another size than it claimed (None: believed)
+            "size_doubt": job.size_doubt or None,
             "submit_time": job.submit_time,
             "start_time": job.first_start_time,
             "end_time": job.end_time,

@@ -17,6 +17,7 @@ def test_example_parses_to_the_embedded_defaults() -> None:
     assert parsed.ledger_url == defaults.ledger_url
     assert parsed.settings() == defaults.settings()
     assert parsed.fairshare_weight == defaults.fairshare_weight
+    assert (parsed.size_check_factor, parsed.size_check_slack_s) == (2.0, 300.0)
 
 
 def test_values_reach_the_planner_settings() -> None:
@@ -75,3 +76,15 @@ def test_hops_conf_env_and_explicit_path(tmp_path: Path) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(str(tmp_path / "absent.conf"), {})
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("size_check_factor = 0.5", "size_check_factor"),
+        ("size_check_slack_s = -1", "size_check_slack_s"),
+    ],
+)
+def test_a_bad_size_check_is_refused_naming_its_key(line: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"scheduler.{key}"):
+        parse_config(f"[scheduler]\n{line}\n")

@@ -31,6 +31,10 @@ class FakeJob:
     restarts: int = 0
     submit_time: float = 0.0
     work_dir: str = "/tmp"
+    #: the hold is the owner's own (``sbatch --hold``): the owner may release it
+    user_hold: bool = False
+    #: Slurm's time limit of the job's runs (seconds; None: unlimited)
+    time_limit_s: float | None = None
 
 
 @dataclass
@@ -72,18 +76,33 @@ class FakePort:
         work_dir: str = "/tmp",
         job_id: int | None = None,
         submit_time: float | None = None,
+        user_hold: bool = False,
     ) -> int:
-        """A new job; ``job_id`` reuses a given id (as a fresh Slurm cluster does)."""
+        """A new job; ``job_id`` reuses a given id (as a fresh Slurm cluster does);
+        ``user_hold``: held as ``sbatch --hold`` holds (the owner may release it)."""
         self._next = max(self._next, job_id or 0) + (0 if job_id else 1)
         new_id = job_id or self._next
         text = comment if comment is not None else (tag.encode() if tag else "")
         when = float(new_id) if submit_time is None else submit_time
         job = FakeJob(new_id, name, user, account, text, held=held, submit_time=when)
         job.work_dir = work_dir
+        job.user_hold = held and user_hold
         if running_on:
             job.state, job.held, job.placement = "RUNNING", False, dict(running_on)
         self.jobs[job.job_id] = job
         return job.job_id
+
+    def owner_release(self, job_id: int, start_on: Mapping[str, int] | None = None) -> None:
+        """``scontrol release`` by the job's owner: refused unless the hold is their own.
+
+        Slurm then starts the job where it likes (``start_on``), with no hops decision.
+        """
+        job = self.jobs[job_id]
+        if not job.user_hold:
+            raise SlurmCommandError(["scontrol", "release"], 1, "Access/permission denied")
+        job.held = job.user_hold = False
+        if start_on:
+            job.state, job.placement = "RUNNING", dict(start_on)
 
     def finish(self, job_id: int, state: str = "COMPLETED") -> None:
         job = self.jobs[job_id]
@@ -171,11 +190,16 @@ class FakePort:
         job.partition, job.target = placement.partition, placement.as_dict()
 
     def release(self, job_id: int) -> None:
-        self._act("release", job_id).held = False
+        job = self._act("release", job_id)
+        job.held = job.user_hold = False
         self._schedule()
 
     def hold(self, job_id: int) -> None:
-        self._act("hold", job_id).held = True
+        """hopsd's hold: an admin's (hopsd runs as root or an operator)."""
+        job = self._act("hold", job_id)
+        if job.state != "PENDING":
+            raise SlurmCommandError(["scontrol", "hold"], 1, "Job is no longer pending")
+        job.held, job.user_hold = True, False
 
     def requeue_hold(self, job_id: int) -> None:
         job = self._act("requeue_hold", job_id)
@@ -218,7 +242,9 @@ class FakePort:
 
     def _view(self, job: FakeJob) -> SlurmJob:
         tag, error = try_decode(job.comment)
-        reason = "JobHeldAdmin" if job.held and job.state == "PENDING" else "None"
+        reason = "None"
+        if job.held and job.state == "PENDING":
+            reason = "JobHeldUser" if job.user_hold else "JobHeldAdmin"
         return SlurmJob(
             job_id=job.job_id,
             name=job.name,
@@ -241,6 +267,7 @@ class FakePort:
             restarts=job.restarts,
             work_dir=job.work_dir,
             stdout_path="/tmp/out",
+            time_limit_s=job.time_limit_s,
         )
 
 

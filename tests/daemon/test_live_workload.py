@@ -84,12 +84,14 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
         assert set(starts[-1]["nodes"]) == last_placement(env, row.id)
         assert row.service_gpu_s > 0 and row.samples_done == row.total_samples
     # reads stay batched: two Slurm reads per tick (one more to re-check jobs right
-    # before requeueing them), plus one call per action taken (two for a requeue: the
-    # operator's hold follows it), plus two batched reads (queue, accounting) per
-    # round of waiting for requeued jobs to leave their nodes
+    # before requeueing them), plus one call per action taken, the intents resumed
+    # right after reconcile included (the hold hopsd makes its own at adoption; two for
+    # a requeue: the operator's hold follows it), plus two batched reads (queue,
+    # accounting) per round of waiting for requeued jobs to leave their nodes
     for r in results:
-        actions = len(r.enacted.done) + len(r.enacted.failed) if r.enacted else 0
-        taken = r.enacted.done if r.enacted else []
+        enacted = [e for e in (r.enacted, r.resumed) if e is not None]
+        actions = sum(len(e.done) + len(e.failed) for e in enacted)
+        taken = [s for e in enacted for s in e.done]
         requeues = sum(1 for s in taken if s.action == IntentAction.REQUEUE_HOLD)
         polls = sum(e.settle_polls for e in (r.enacted, r.resumed) if e is not None)
         bound = 3 + actions + requeues + 2 * polls + (2 if r.resumed else 0)

@@ -70,6 +70,7 @@ def _job() -> JobRow:
         latency_ratio=0.125,
         input_problem="progress file ignored: nested deeper than 2 levels",
         plan_reason="waiting: GPUs that fit go to jobs of higher priority",
+        size_doubt="size claim not believed: reported 70 samples done, more than the 64 claimed",
         updated_at=1_700_000_200.0,
     )
 

@@ -40,8 +40,11 @@ def make_tick(spool: Path, sessions: sessionmaker[Session], port: FakePort, cloc
     return Tick(config_of(spool, profiling), port, sessions, clock=clock, sensing=sensing)
 
 
-def job_probe(spool: Path, job: int, node: str, restarts: int) -> tuple[Probe, list[float]]:
-    """The probe as the job would build it on ``node`` (mode file included), on a fake clock."""
+def job_probe(
+    spool: Path, job: int, node: str, restarts: int, wall: FakeClock | None = None
+) -> tuple[Probe, list[float]]:
+    """The probe as the job would build it on ``node`` (mode file included), on a fake clock
+    (its wall clock ``wall`` when given, the daemon's: report times then line up with hopsd's)."""
     t = [0.0]
     env = {
         "SLURM_JOB_ID": str(job),
@@ -51,7 +54,8 @@ def job_probe(spool: Path, job: int, node: str, restarts: int) -> tuple[Probe, l
         "HOPS_PROBE_WARMUP": "0",
         "HOPS_PROBE_FLUSH_S": "1",
     }
-    return Probe(environ=env, clock=lambda: t[0], wall=lambda: 1e9 + t[0]), t
+    on_wall = (lambda: wall() + t[0]) if wall is not None else (lambda: 1e9 + t[0])
+    return Probe(environ=env, clock=lambda: t[0], wall=on_wall), t
 
 
 def train(
@@ -90,13 +94,22 @@ def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -
     seen_types = []
     for restarts in (0, 1):
         (node,) = port.jobs[job].placement
-        probe, t = job_probe(spool, job, node, restarts)
+        probe, t = job_probe(spool, job, node, restarts, wall=clock)
         assert probe.mode == "profile"
         train(probe, t, 3, PHASES)
         clock.advance(1)
-        tick.run_once()  # profile read, job requeued held
-        assert port.jobs[job].held and port.jobs[job].restarts == restarts + 1
+        tick.run_once()  # profile read: the job is told to checkpoint, as before a move
+        assert port.actions(job)[-1] == "signal" and port.jobs[job].state == "RUNNING"
+        clock.advance(1)
+        tick.run_once()  # within the grace: neither requeued nor stopped a second time
+        assert port.actions(job).count("signal") == restarts + 1
+        assert port.jobs[job].state == "RUNNING"
         seen_types.append(port.jobs[job].partition)
+        probe.checkpointed(0.5)
+        clock.advance(1)
+        tick.run_once()  # the checkpoint report ends the grace: requeued (and placed anew)
+        assert port.actions(job).count("requeue_hold") == restarts + 1
+        assert port.jobs[job].restarts == restarts + 1
         clock.advance(1)
         tick.run_once()  # placed on the next type, or queued and planned
     assert sorted(seen_types) == ["fast", "slow"]
@@ -177,6 +190,7 @@ def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path)
     clock.advance(3)
     tick.run_once()  # 6 s > 5 s: requeued held, no report ever: no probe
     assert port.actions(job)[-1] == "requeue_hold"
+    assert "signal" not in port.actions(job)  # nothing would hear a notice: none is sent
     clock.advance(1)
     tick.run_once()
     row = row_of(sessions, job)

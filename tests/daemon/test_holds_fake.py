@@ -1,0 +1,103 @@
+"""Jobs stay held until hops places them (in-memory Slurm with user and admin holds).
+
+``hops submit`` holds a job with ``sbatch --hold``: a hold its owner may
+release, so Slurm would start it with no hops decision. hopsd makes the hold
+its own (an admin hold) when it adopts the job; a job its owner released
+before that is held again, or requeued held when Slurm already started it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from daemon_fakeport import FakeClock, FakePort
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.config import HopsConfig
+from hopsd.daemon.reconcile import UNPLANNED, UNPLANNED_RUN
+from hopsd.daemon.tick import Tick
+from hopsd.ledger.jobs import get_job
+from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.tag import HopsTag
+
+TAG = HopsTag((4,), 1e7)
+
+
+def row(sessions: sessionmaker[Session], job: int):  # type: ignore[no-untyped-def]
+    with sessions.begin() as s:
+        found = get_job(s, str(job))
+        assert found is not None
+        s.expunge(found)
+        return found
+
+
+def test_the_owners_hold_becomes_hops_own_at_adoption(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
+    blocker = port.add_job(None, held=False, running_on={n.name: 4 for n in port.nodes})
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job)  # before hops: the owner may release a hold of their own
+    port.jobs[job].held = port.jobs[job].user_hold = True  # held again (sbatch --hold)
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.run_once()
+    assert port.actions(job) == ["hold"]  # no GPU free: hops only takes the hold over
+    with pytest.raises(SlurmCommandError, match="denied"):
+        port.owner_release(job)
+    assert port.jobs[job].held and port.jobs[job].state == "PENDING"
+    for _ in range(3):  # asked once: later ticks leave hops's own hold alone
+        clock.advance(1)
+        tick.run_once()
+    assert port.actions(job) == ["hold"]
+    port.finish(blocker)
+    clock.advance(11)
+    tick.run_once()  # hops places and releases it itself
+    assert port.jobs[job].state == "RUNNING" and port.actions(job)[-1] == "release"
+
+
+def test_a_job_released_by_its_owner_before_adoption_is_held_again(
+    config, port, sessions, clock
+) -> None:  # type: ignore[no-untyped-def]
+    port.add_job(None, held=False, running_on={n.name: 4 for n in port.nodes})
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job)  # released, pending: nothing free to start on yet
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.run_once()
+    assert port.actions(job) == ["hold"] and port.jobs[job].held
+    assert not port.jobs[job].user_hold
+    assert row(sessions, job).state == "queued"
+
+
+def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
+    config, port, sessions, clock
+) -> None:  # type: ignore[no-untyped-def]
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job, start_on={"fast1": 4})  # Slurm starts it, no hops decision
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.run_once()
+    assert port.actions(job)[0] == "requeue_hold"
+    assert port.jobs[job].restarts == 1
+    assert row(sessions, job).state_reason == UNPLANNED_RUN  # the run it had, and why
+    with pytest.raises(SlurmCommandError, match="denied"):
+        port.owner_release(job)  # the requeue's hold is hops's own
+
+
+def test_with_a_grace_an_unplanned_start_gets_the_notice_first(
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+) -> None:
+    config = dataclasses.replace(config, checkpoint_grace_s=30.0)
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job, start_on={"fast1": 4})
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.run_once()
+    assert port.actions(job) == ["signal"] and port.jobs[job].state == "RUNNING"
+    assert row(sessions, job).plan_reason == UNPLANNED
+    clock.advance(31)
+    tick.run_once()
+    assert port.actions(job)[:2] == ["signal", "requeue_hold"]
+
+
+def test_a_shadow_daemon_takes_no_hold(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
+    job = port.add_job(TAG, user_hold=True)
+    started = port.add_job(TAG, user_hold=True)
+    port.owner_release(started, start_on={"fast1": 4})
+    Tick(config, port, sessions, clock=clock, shadow=True).run_once()
+    assert port.actions(job) == [] and port.actions(started) == []
