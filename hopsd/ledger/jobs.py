@@ -19,6 +19,7 @@ from hopsd.ledger.models import JobRow
 from hopsd.ledger.records import (
     ACTIVE_STATES,
     LEGAL_TRANSITIONS,
+    RECORD_DEFAULTS,
     TERMINAL_STATES,
     WAITING_STATES,
     JobProgress,
@@ -208,23 +209,6 @@ def config_from_json(gpu_type: str | None, parts: list[list[Any]] | None) -> Con
 
 
 _RECORD_FIELDS = tuple(JobRecord.__dataclass_fields__)
-# Columns a row written by an older hopsd (or by hand) may hold as NULL.
-_RECORD_DEFAULTS: Mapping[str, object] = {
-    "account": "",
-    "script_path": "",
-    "model_name": "",
-    "params": 0.0,
-    "state_reason": "",
-    "wait_time": 0.0,
-    "service_gpu_s": 0.0,
-    "service_norm": 0.0,
-    "restarts": 0,
-    "samples_done": 0.0,
-    "tag_reason": "",
-    "input_problem": "",
-    "plan_reason": "",
-    "size_doubt": "",
-}
 
 
 def record_of(job: JobRow) -> JobRecord:
@@ -237,7 +221,7 @@ def record_of(job: JobRow) -> JobRecord:
     """
     loaded = job.__dict__
     values = {n: loaded[n] if n in loaded else getattr(job, n) for n in _RECORD_FIELDS}
-    for name, default in _RECORD_DEFAULTS.items():
+    for name, default in RECORD_DEFAULTS.items():
         if values[name] is None:
             values[name] = default
     values["demands"] = tuple(int(d) for d in values["demands"])

@@ -27,6 +27,7 @@ from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
 from hopsd.ledger.errors import LedgerError, LedgerUnavailableError
 from hopsd.ledger.records import (
     DEFAULT_LEASE,
+    RECORD_DEFAULTS,
     JobRecord,
     JobState,
     LeaseInfo,
@@ -59,22 +60,9 @@ _LATEST_ROUND = (
 _REFUSALS = (
     'SELECT slurm_job_id, "user", reason, refused_at FROM refusals{where} ORDER BY slurm_job_id'
 )
-# Columns a row written by an older hopsd (or by hand) may hold as NULL.
+# The record defaults, and the enums' own (the ORM's column defaults fill them there).
 _DEFAULTS: dict[str, object] = {
-    "account": "",
-    "script_path": "",
-    "model_name": "",
-    "params": 0.0,
-    "state_reason": "",
-    "wait_time": 0.0,
-    "service_gpu_s": 0.0,
-    "service_norm": 0.0,
-    "restarts": 0,
-    "samples_done": 0.0,
-    "tag_reason": "",
-    "input_problem": "",
-    "plan_reason": "",
-    "size_doubt": "",
+    **RECORD_DEFAULTS,
     "lr_rule": LrRule.NONE.value,
     "tag_status": TagStatus.UNCHECKED.value,
 }

@@ -157,6 +157,26 @@ class JobRecord:
         return config_from_parts(self.current_gpu_type, self.current_parts)
 
 
+#: Columns of a job row that one written by an older hopsd (or by hand) may hold as
+#: NULL, and what a record says for them; one table for the ORM and driver reads.
+RECORD_DEFAULTS: Mapping[str, object] = {
+    "account": "",
+    "script_path": "",
+    "model_name": "",
+    "params": 0.0,
+    "state_reason": "",
+    "wait_time": 0.0,
+    "service_gpu_s": 0.0,
+    "service_norm": 0.0,
+    "restarts": 0,
+    "samples_done": 0.0,
+    "tag_reason": "",
+    "input_problem": "",
+    "plan_reason": "",
+    "size_doubt": "",
+}
+
+
 @dataclass(frozen=True)
 class JobUpdate:
     """New values of some of a job's fields; ``None`` leaves a field as it is."""
