@@ -468,10 +468,7 @@ class Reconciler:
         if not self.acts:
             return
         action = Action(job_id, seen.slurm_id, PREEMPT, None, "", seen.restarts, False)
-        # only a job whose probe has reported can take the notice (see decide.chains)
-        row = unit.jobs([job_id]).get(job_id)
-        notice = notice_of(self.config) if row is not None and row.startup_s is not None else None
-        unit.record_intents(intent_chain(action, UNPLANNED, notice), None, now)
+        unit.record_intents(intent_chain(action, UNPLANNED, notice_of(self.config)), None, now)
         unit.update_job(JobUpdate(job_id, plan_reason=UNPLANNED))
         log.warning(
             "event=unplanned-start job=%s slurm_job=%s user=%s action=requeue-hold reason=%r",

@@ -135,10 +135,13 @@ def profile_both_types(spool: Path, port: FakePort, tick: Tick, clock: FakeClock
     """Drive ``job`` through its profiling runs on the two types (probe reports each)."""
     for restarts in (0, 1):
         (node,) = port.jobs[job].placement
-        probe, t = job_probe(spool, job, node, restarts)
+        probe, t = job_probe(spool, job, node, restarts, wall=clock)
         train(probe, t, 3, PHASES)
         clock.advance(1)
-        tick.run_once()  # profile read, job requeued held
+        tick.run_once()  # profile read: the job is told to checkpoint
+        probe.checkpointed(0.5)
+        clock.advance(1)
+        tick.run_once()  # the checkpoint report ends the grace: requeued held
         clock.advance(1)
         tick.run_once()  # placed on the next type, or queued and planned
 
