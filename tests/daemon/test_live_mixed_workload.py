@@ -68,10 +68,12 @@ def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) ->
     assert nodes and not any(n.startswith("k80") for n in nodes), nodes
 
     deaf = by_label["deaf"]
-    if "plan" in deaf.stops:  # it was moved or preempted: after the grace, within a tick
+    # stopped by the plan or at the end of a profiling run (both start with the notice):
+    # requeued after the grace, within a tick
+    if deaf.stops:
         (over, *_) = notice_over(result, deaf.slurm_id)
         found = re.search(r"waited_s=([0-9.]+)", over)
         assert found is not None and "grace over" in over, over
         assert GRACE_S <= float(found.group(1)) <= GRACE_S + 2 * TICK_S, over
     else:
-        pytest.fail(f"the job that ignores the notice was never moved: {deaf.stops}")
+        pytest.fail(f"the job that ignores the notice was never stopped: {deaf.stops}")
