@@ -40,6 +40,10 @@ def env() -> Iterator[LiveEnv]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+# the longest a tick took under CI load (observe, reconcile, plan, enact)
+SLOW_TICK_S = 4.0
+
+
 def notice_over(result: Outcome, job: int) -> list[str]:
     return [x for x in result.log.splitlines() if "event=notice-over " in x and f"job={job} " in x]
 
@@ -74,6 +78,9 @@ def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) ->
         (over, *_) = notice_over(result, deaf.slurm_id)
         found = re.search(r"waited_s=([0-9.]+)", over)
         assert found is not None and "grace over" in over, over
-        assert GRACE_S <= float(found.group(1)) <= GRACE_S + 2 * TICK_S, over
+        # never before the grace; after it, at the next tick's enact step: a tick runs
+        # every TICK_S but itself takes up to ~3 s on a loaded 2-core machine (6.9 s waited
+        # for a 4 s grace was seen in CI), so wall time allows a slow tick on top
+        assert GRACE_S <= float(found.group(1)) <= GRACE_S + TICK_S + SLOW_TICK_S, over
     else:
         pytest.fail(f"the job that ignores the notice was never stopped: {deaf.stops}")
