@@ -97,15 +97,14 @@ def assemble(
             starting.add(row.id)
         elif not (seen.pending and seen.held):
             continue
+        ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
         restart_s = learned_restart_s(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts
         )
         if row.startup_s is None and row.restarts > 0 and seen.state == RUNNING:
             # it ran before and its probe never reported: it runs without the probe
-            ran_s = now - seen.start_time if seen.start_time > 0 else 0.0
-            restart_s = unreported_restart_s(ran_s, config.restart_penalty_s)
+            restart_s = unreported_restart_s(ran, config.restart_penalty_s)
         ruled = with_tag_rules(core, seen.tag, plain.cluster)
-        ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
         jobs.append(
             dataclasses.replace(
                 ruled,
