@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors
+from hops_cli.notice_guard import submitted_copy
 from hops_cli.submit_args import (
     SubmitError,
     check_options,
@@ -78,6 +79,13 @@ def submit(
     requeueable and tagged; hopsd picks the GPU type, nodes and count from
     --gpus and releases it.
 
+    Before hops moves or preempts a job it gives every process of the job
+    notice (SIGUSR1 by default, daemon.notice_signal), whatever launched it:
+    the script, srun or torchrun. A shell script is sent with one line added
+    before its first command, trap '' USR1, so the shell and the launchers it
+    starts outlive the notice; the probe in each rank catches it and the job
+    checkpoints (examples/pytorch has templates).
+
     Example: hops submit train.sh --gpus 1,2,4 --epochs 90 --dataset-size 1281167
     """
     from hopsd.slurm.errors import TagError
@@ -134,7 +142,8 @@ def submit(
         env = job_environment(config.spool_dir, float(size), batch_size, notice)
         theirs = user_export(extra) or user_export(info.directives)
         args = [*without_export(extra), export_option(env, theirs)]
-        job_id = port.submit(str(info.path), sbatch_args=args, tag=tag)
+        with submitted_copy(info.path, config.notice_signal) as sent:
+            job_id = port.submit(str(sent), sbatch_args=args, tag=tag)
     if parsable:
         typer.echo(str(job_id))
     else:

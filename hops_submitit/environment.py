@@ -61,6 +61,8 @@ class NoticeHandler(job_environment.SignalHandler):
     def on_notice(self, signum: int, frame: types.FrameType | None = None) -> None:
         log = logger.get_logger()
         log.warning(f"hops: checkpoint notice ({signal.Signals(signum).name}) received")
+        if self.env.num_tasks > 1:
+            return  # data-parallel: the ranks checkpoint through their probe, agreed
         if self.env.global_rank != 0:
             return  # only the first task checkpoints and requeues
         delayed = self._delayed

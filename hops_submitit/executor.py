@@ -10,9 +10,17 @@ Parameters (``update_parameters`` or ``AutoExecutor(..., hops_<name>=...)``):
 ``gpus`` the demand set ("1,2,4", a range "2-8", or a count; submitit's
 ``gpus_per_node`` gives a single count), ``samples`` the job's size in samples
 (``hops submit --samples``), ``batch_size``, ``model``, ``params``, ``lr``,
-``lr_scale``, and for Slurm ``job_name``, ``time`` (minutes; ``timeout_min``),
+``lr_scale``, ``types`` and ``exclude_types`` (``hops submit --types``), and
+for Slurm ``job_name``, ``time`` (minutes; ``timeout_min``),
 ``mem`` (``mem_gb``), ``cpus_per_task``, ``stderr_to_stdout`` and
 ``sbatch_args`` (more sbatch options). hopsd chooses nodes and GPU type.
+
+``tasks_per_node`` above 1 makes the job data-parallel: ``srun`` starts one
+task per GPU hops placed the run on (on one node or several, so as many
+tasks as GPUs rather than a fixed count per node), each with submitit's
+``global_rank``. hops's notice reaches every task; the function checkpoints
+through its probe (``hops_probe.pytorch.stop_for_notice``: the ranks agree
+on the step), so submitit's own checkpoint-and-requeue stays out of the way.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "cpus_per_task": None,
     "stderr_to_stdout": False,
     "sbatch_args": (),
+    "types": "",
+    "exclude_types": "",
     "nodes": 1,
     "tasks_per_node": 1,
 }
@@ -113,9 +123,11 @@ class HopsExecutor(core.PicklingExecutor):
         unknown = sorted(set(kwargs) - set(DEFAULTS))
         if unknown:
             raise ValueError(f"unknown hops parameters {unknown}; known: {sorted(DEFAULTS)}")
-        for key in ("nodes", "tasks_per_node"):
-            if key in kwargs and kwargs[key] != 1:
-                raise ValueError(f"{key}: hopsd chooses nodes; a hops job runs one task")
+        if "nodes" in kwargs and kwargs["nodes"] != 1:
+            raise ValueError("nodes: hopsd chooses nodes (and how many GPUs each run gets)")
+        tasks = kwargs.get("tasks_per_node", 1)
+        if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+            raise ValueError(f"tasks_per_node: a positive count, got {tasks!r}")
         merged = {**self.parameters, **kwargs}
         if merged["samples"] is None:  # may still come in a later update
             merged["samples"] = 1
@@ -127,6 +139,7 @@ class HopsExecutor(core.PicklingExecutor):
         return f"{self.python} -u -m submitit.core._submit {shlex.quote(str(self.folder))}"
 
     def _num_tasks(self) -> int:
+        """Result files submitit waits for: rank 0's is the job's result."""
         return 1
 
     def _make_submission_file_text(self, command: str, uid: str) -> str:
@@ -176,10 +189,27 @@ def batch_script(command: str, folder: Path, params: dict[str, Any]) -> str:
         lines.append(f"#SBATCH --error={shlex.quote(str(paths.stderr).replace('%t', '0'))}")
     if params["mem"]:
         lines.append(f"#SBATCH --mem={params['mem']}")
-    if params["cpus_per_task"]:
+    if params["cpus_per_task"] and int(params["tasks_per_node"]) > 1:
+        # one task per GPU: CPUs per GPU, so the CPUs follow the GPUs of each run
+        lines.append(f"#SBATCH --cpus-per-gpu={int(params['cpus_per_task'])}")
+    elif params["cpus_per_task"]:
         lines.append(f"#SBATCH --cpus-per-task={int(params['cpus_per_task'])}")
-    lines += ["", "export SUBMITIT_EXECUTOR=hops", f"exec {command}", ""]
-    return "\n".join(lines)
+    lines += ["", "export SUBMITIT_EXECUTOR=hops"]
+    if int(params["tasks_per_node"]) > 1:
+        lines += data_parallel_launch(command, params)
+    else:
+        lines.append(f"exec {command}")
+    return "\n".join([*lines, ""])
+
+
+def data_parallel_launch(command: str, params: dict[str, Any]) -> list[str]:
+    """One srun task per GPU of this run (its total is in Slurm's AllocTRES)."""
+    cpus = int(params["cpus_per_task"] or 1)
+    return [
+        "gpus=\"$(scontrol show job \"${SLURM_JOB_ID}\" | grep -o 'gres/gpu=[0-9]*' | head -n 1"
+        " | cut -d= -f2)\"",
+        f"exec srun --ntasks=\"${{gpus}}\" --gpus-per-task=1 --cpus-per-task={cpus} {command}",
+    ]
 
 
 def submit_argv(hops: str, script: str, params: dict[str, Any]) -> list[str]:
@@ -192,6 +222,9 @@ def submit_argv(hops: str, script: str, params: dict[str, Any]) -> list[str]:
     argv += ["--model", str(params["model"]), "--params", f"{float(params['params']):g}"]
     if params["lr"] is not None:
         argv += ["--lr", f"{float(params['lr']):g}", "--lr-scale", str(params["lr_scale"])]
+    for option in ("types", "exclude_types"):
+        if params[option]:
+            argv += [f"--{option.replace('_', '-')}", str(params[option])]
     argv.append("--parsable")
     extra = [str(a) for a in params["sbatch_args"]]
     return [*argv, "--", *extra] if extra else argv

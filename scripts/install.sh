@@ -34,3 +34,11 @@ fi
     | sed '/BuildBackendWarning: Editable installation/,/WheelFile(wheel_path/d' \
     | grep -v -e '^WARNING: Location' || true
 .venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }
+# Real training jobs (examples/pytorch, tests/realjobs): PyTorch and Lightning.
+# torch is pinned so pip takes the CPU build this machine kind keeps on disk
+# (elsewhere it downloads the release); the examples accept any torch 2.
+if ! .venv/bin/python -c 'import torch, lightning' 2>/dev/null; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" \
+        -r examples/pytorch/requirements.txt 2>&1 | grep -v -e '^WARNING: Location' || true
+fi
+.venv/bin/python -c 'import torch, lightning' || { echo "PyTorch failed to install" >&2; exit 1; }

@@ -117,7 +117,9 @@ def assemble(
         if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
-        handles[row.id] = JobHandle(int(row.slurm_job_id or 0), seen.restarts, was_requeued)
+        handles[row.id] = JobHandle(
+            int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
+        )
     view = build_cluster_view(obs.nodes, config, held_running)
     capacity = _make_room(view, jobs)
     view = ClusterView(view.cluster, view.partition_of, capacity)

@@ -51,6 +51,7 @@ class JobHandle:
     slurm_id: int
     restarts: int
     was_requeued: bool
+    cpus_per_gpu: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Action:
     partition: str
     restarts: int
     was_requeued: bool
+    cpus_per_gpu: int = 0
 
     def describe(self) -> str:
         if self.config is None:
@@ -117,6 +119,7 @@ def actions_from_plan(
                 partition,
                 handle.restarts,
                 handle.was_requeued,
+                handle.cpus_per_gpu,
             )
         )
 
@@ -170,6 +173,8 @@ def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> l
             "gpu_type": action.config.gpu_type,
             "nodes": [[n, g] for n, g in action.config.parts],
         }
+        if action.cpus_per_gpu > 0:
+            placement["cpus_per_gpu"] = action.cpus_per_gpu
         chain.append(IntentRequest(action.job_id, A.UPDATE, placement))
         if action.kind == MOVE or action.was_requeued or action.restarts > 0:
             chain.append(IntentRequest(action.job_id, A.MAKE_ELIGIBLE, base))

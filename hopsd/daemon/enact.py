@@ -242,7 +242,11 @@ class Enactor:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def _notice(self, step: Step, report: EnactReport) -> bool:
-        """Signal the job once, then True when its requeue may go ahead.
+        """Signal every process of the job once, then True when its requeue may go ahead.
+
+        Every step, the batch step's whole tree included (``batch_only=False``):
+        ranks started by ``srun`` or ``torchrun`` hear the notice themselves;
+        the batch shell survives it by the ``trap`` that ``hops submit`` adds.
 
         That is when the job's probe reported a checkpoint since the signal, or
         the grace recorded in the intent is over, or the signal could not be
@@ -255,7 +259,7 @@ class Enactor:
                 self.guard()
             signal_name = str(step.payload.get("signal", "USR1"))
             try:
-                self.port.signal(step.slurm_id, signal_name)
+                self.port.signal(step.slurm_id, signal_name, batch_only=False)
             except SlurmCommandError as exc:
                 log.warning(
                     "event=notice-failed job=%s slurm_job=%s error=%r note='requeued at once'",
@@ -530,7 +534,9 @@ class Enactor:
         job = step.slurm_id
         if step.action == A.UPDATE:
             nodes = {str(n): int(g) for n, g in step.payload["nodes"]}
-            self.port.update_pending(job, Placement.of(str(step.payload["partition"]), nodes))
+            cpus = int(step.payload.get("cpus_per_gpu", 0) or 0)
+            partition = str(step.payload["partition"])
+            self.port.update_pending(job, Placement.of(partition, nodes, cpus))
         elif step.action == A.RELEASE:
             self.port.release(job)
         elif step.action == A.REQUEUE_HOLD:

@@ -28,6 +28,7 @@ def job_view(job: SlurmJob) -> ObservedJob:
         tag_error=job.tag_error,
         work_dir=job.work_dir,
         time_limit_s=job.time_limit_s,
+        cpus_per_gpu=job.cpus_per_gpu,
     )
 
 

@@ -333,6 +333,7 @@ class Profiler:
                 view.partition_of[node],
                 seen.restarts,
                 seen.restarts > 0,
+                seen.cpus_per_gpu,
             )
         )
         out.reasons[row.id] = f"profiling on {gpu_type} ({node}) at {now:.3f}"

@@ -51,6 +51,8 @@ class ObservedJob:
     work_dir: str = ""
     #: Slurm's time limit of the job's runs, seconds (None: unlimited or unknown)
     time_limit_s: float | None = None
+    #: The job's ``--cpus-per-gpu`` (0: none): hops sets its CPUs to follow its GPUs.
+    cpus_per_gpu: int = 0
 
     @property
     def claims_hops(self) -> bool:

@@ -135,8 +135,8 @@ class CliSlurm:
         self._call([*_as_user(as_user), "scancel", job_id_arg(job_id)])
 
     def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
-        """``scancel --batch --signal=SIG``: the batch script only (hops's checkpoint
-        notice), or ``--full`` for every step of the job."""
+        """``scancel --batch --signal=SIG``: the batch shell alone, or ``--full``:
+        every step, the batch step's processes included (hops's checkpoint notice)."""
         name = signal_word(signal)
         scope = "--batch" if batch_only else "--full"
         self._call(["scancel", scope, f"--signal={name}", str(int(job_id))])
@@ -200,6 +200,10 @@ def update_argv(job_id: int, placement: Placement) -> list[str]:
         argv += ["TresPerJob=", f"Gres=gpu:{placement.gpus_by_node[0][1]}"]
     else:
         argv += ["TresPerNode=", f"TresPerJob=gres:gpu:{placement.total_gpus}"]
+    if placement.cpus:
+        # 22.05 keeps a requeued job's CPU count from its first placement whatever
+        # its --cpus-per-gpu says: a job moved from 1 GPU to 4 got 2 CPUs, not 8
+        argv.append(f"NumCPUs={placement.cpus}")
     return argv
 
 

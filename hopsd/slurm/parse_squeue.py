@@ -86,7 +86,17 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         array_id=_array_id(rec),
         array_tasks=jsonshape.text(rec.get("array_task_string")),
         time_limit_s=_time_limit_s(rec.get("time_limit")),
+        cpus_per_gpu=cpus_per_gpu(jsonshape.text(rec.get("cpus_per_tres"))),
     )
+
+
+def cpus_per_gpu(text: str) -> int:
+    """``--cpus-per-gpu`` from ``cpus_per_tres`` (``gres:gpu:2``, ``gres/gpu:2``); 0 if none."""
+    for part in text.split(","):
+        fields = part.replace("/", ":").split(":")
+        if "gpu" in fields[:2] and fields[-1].isdigit():
+            return int(fields[-1])
+    return 0
 
 
 def _time_limit_s(value: Any) -> float | None:

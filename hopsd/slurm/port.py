@@ -103,6 +103,8 @@ class SlurmJob:
     #: The job's time limit in seconds (squeue's TimeLimit); None when unlimited or not yet
     #: set (22.05 sets a pending job's partition default only when it starts).
     time_limit_s: float | None = None
+    #: CPUs the job asks for per GPU (``--cpus-per-gpu``); 0 when it asks none.
+    cpus_per_gpu: int = 0
 
     @property
     def gpus(self) -> int:
@@ -202,6 +204,8 @@ class Placement:
 
     partition: str
     gpus_by_node: tuple[tuple[str, int], ...]
+    #: The job's ``--cpus-per-gpu``: its CPU count is set to follow its GPUs.
+    cpus_per_gpu: int = 0
 
     def __post_init__(self) -> None:
         if not self.partition or any(c.isspace() or c in ",=" for c in self.partition):
@@ -218,8 +222,13 @@ class Placement:
                 raise PlacementError(f"node {node!r} given {gpus!r} GPUs; need a positive int")
 
     @staticmethod
-    def of(partition: str, gpus_by_node: Mapping[str, int]) -> Placement:
-        return Placement(partition, tuple(sorted(gpus_by_node.items())))
+    def of(partition: str, gpus_by_node: Mapping[str, int], cpus_per_gpu: int = 0) -> Placement:
+        return Placement(partition, tuple(sorted(gpus_by_node.items())), max(cpus_per_gpu, 0))
+
+    @property
+    def cpus(self) -> int:
+        """CPUs the placement should carry (0: leave Slurm's count alone)."""
+        return self.cpus_per_gpu * self.total_gpus
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -321,7 +330,8 @@ class SlurmPort(Protocol):
     def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
         """Send ``signal`` to the job's batch script (``batch_only``) or to all its steps.
 
-        hops's checkpoint notice is ``USR1`` to the batch script.
+        hops's checkpoint notice is ``USR1`` to every step (``batch_only=False``),
+        so ranks launched by ``srun`` or ``torchrun`` hear it too.
         """
         ...
 

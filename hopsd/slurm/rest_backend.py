@@ -168,6 +168,8 @@ def update_body(placement: Placement) -> dict[str, Any]:
         body.update(tres_per_job="", tres_per_node=f"gres/gpu:{placement.gpus_by_node[0][1]}")
     else:
         body.update(tres_per_node="", tres_per_job=f"gres/gpu:{placement.total_gpus}")
+    if placement.cpus:  # CPUs follow the GPUs (see cli_backend.update_argv)
+        body["minimum_cpus"] = placement.cpus
     return body
 
 

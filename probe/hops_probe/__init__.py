@@ -3,9 +3,9 @@
 Dependency-free on purpose (standard library only, nothing else of hopsd), so any
 training script can import it whatever its framework::
 
-    from hopsd.probe import Probe
+    from hops_probe import Probe
 
-    probe = Probe()
+    probe = Probe()   # first thing: the notice handler is in place before heavy imports
     for step in range(steps):
         with probe.iteration(samples=global_batch) as it:
             with it.phase("data"):
@@ -37,6 +37,14 @@ At each start the job can read what hops decided for this run: ``probe.gpus``
 (the GPU count hops placed it on), ``probe.lr`` (the learning rate
 ``hops submit --lr/--lr-scale`` gives for that count) and
 ``probe.total_samples`` (from ``hops submit``); None when unknown.
+
+GPU work is asynchronous: a phase ends when its kernels are queued, not when
+they are done, so on a GPU the forward phase looks short and the wait shows
+up wherever the loop next blocks. Set ``probe.synchronize =
+torch.cuda.synchronize`` (``hops_probe.pytorch.attach`` does) to end each
+timed phase and iteration with a device synchronisation: the phases are then
+true, at the cost of one synchronisation per timed phase (in running mode only
+``data`` and ``sync`` are timed).
 
 A data loader that loads in the background may call ``probe.data_time(seconds)``
 with the real load time of each batch; the ``data`` phase in the loop then only
@@ -127,11 +135,17 @@ def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _rank(env: Mapping[str, str]) -> int:
-    for name in ("RANK", "SLURM_PROCID"):
-        raw = env.get(name, "")
-        if raw.isdigit():
-            return int(raw)
-    return 0
+    """This process's rank: torchrun's ``RANK``; a launcher's child (Lightning starts
+    ranks with ``LOCAL_RANK`` and ``NODE_RANK`` only) is rank 0 only as node 0's first;
+    else srun's ``SLURM_PROCID`` (the batch script's own process is 0)."""
+    raw = env.get("RANK", "")
+    if raw.isdigit():
+        return int(raw)
+    local, node = env.get("LOCAL_RANK", ""), env.get("NODE_RANK", "")
+    if local.isdigit():
+        return int(local) + (int(node) if node.isdigit() else 0)
+    raw = env.get("SLURM_PROCID", "")
+    return int(raw) if raw.isdigit() else 0
 
 
 def open_own_file(path: Path, flags: int) -> int:
@@ -260,6 +274,9 @@ class _Phase:
         self._t0 = self._clock()
 
     def __exit__(self, *exc: object) -> None:
+        sync = self._iteration._probe.synchronize
+        if sync is not None:
+            sync()
         self._iteration.times[self._index] += self._clock() - self._t0
 
 
@@ -285,6 +302,9 @@ class Iteration:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        sync = self._probe.synchronize
+        if sync is not None:
+            sync()
         self._probe._end_iteration(self, self._clock() - self._start)
 
     def phase(self, name: str) -> _Phase | _NullPhase:
@@ -353,6 +373,10 @@ class Probe:
         self._notice = False  # set by the notice signal's handler
         self._notice_seen_at: float | None = None
         self._on_preempt: Callable[[], object] | None = None
+        #: Called at the end of every timed phase and iteration when set, e.g.
+        #: ``torch.cuda.synchronize``: GPU work is asynchronous, and without it a
+        #: phase's time is only the time to queue its kernels (see the docstring).
+        self.synchronize: Callable[[], object] | None = None
         self.notice_signal = _install_notice(env.get("HOPS_NOTICE_SIGNAL", "USR1"), self)
 
     # -- the loop-facing API -----------------------------------------------------------

@@ -54,6 +54,7 @@ class FakePort:
         self.jobs: dict[int, FakeJob] = {}
         self.gone: dict[int, str] = {}
         self.calls: list[tuple[str, int]] = []
+        self.signal_scopes: list[tuple[int, str]] = []
         self.reads = 0
         self.down = False
         self.refuse: set[tuple[str, int]] = set()
@@ -215,6 +216,7 @@ class FakePort:
 
     def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
         job = self._act("signal", job_id)
+        self.signal_scopes.append((job_id, "batch" if batch_only else "full"))
         if job.state != "RUNNING":
             raise SlurmCommandError(["scancel", f"--signal={signal}"], 1, "Job is not running")
 

@@ -89,6 +89,8 @@ def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
     result = tick.run_once()
     assert [a.kind for a in result.actions] == ["move"]
     assert port.actions(job)[-1] == "signal" and port.jobs[job].state == "RUNNING"
+    # every step of the job hears it, the ranks srun or torchrun started included
+    assert port.signal_scopes == [(job, "full")]
     sent = notice_of(sessions, job)
     assert sent["grace_s"] == GRACE and sent["signal"] == "USR1" and sent["sent_at"] == clock()
     others = [port.add_job(HopsTag((4,), 1e7)) for _ in range(3)]

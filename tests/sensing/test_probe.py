@@ -115,11 +115,22 @@ def test_loader_times_replace_in_loop_waits(tmp_path: Path) -> None:
 
 def test_only_rank_zero_writes_and_off_writes_nothing(tmp_path: Path) -> None:
     clock = Clock()
-    for env in ({"RANK": "1"}, {"HOPS_PROBE_MODE": "off"}):
+    # torchrun's rank 1; Lightning's second process on node 0 and first on node 1 (its
+    # launcher sets LOCAL_RANK and NODE_RANK only, in a batch step whose SLURM_PROCID is 0)
+    others = ({"RANK": "1"}, {"LOCAL_RANK": "1", "SLURM_PROCID": "0"},
+              {"LOCAL_RANK": "0", "NODE_RANK": "1", "SLURM_PROCID": "0"})  # fmt: skip
+    for env in (*others, {"HOPS_PROBE_MODE": "off"}):
         p = make(tmp_path, clock, HOPS_PROBE_FLUSH_S="1", **env)
         step(p, clock, 0.5, 0.5, 0.5, 0.5)
         p.close()
     assert records(tmp_path) == []
+
+
+def test_lightnings_first_process_and_an_srun_task_zero_write(tmp_path: Path) -> None:
+    clock = Clock()
+    for env in ({"LOCAL_RANK": "0", "NODE_RANK": "0"}, {"SLURM_PROCID": "0"}):
+        p = make(tmp_path, clock, HOPS_PROBE_FLUSH_S="1", **env)
+        assert p.writer
 
 
 def test_samples_per_record_are_bounded(tmp_path: Path) -> None:

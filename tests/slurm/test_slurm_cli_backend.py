@@ -126,6 +126,14 @@ def test_update_uniform_and_uneven_placements() -> None:
     assert uneven.gres_request == "gres:gpu:4" and uniform.gres_request == "gres:gpu:2"
 
 
+def test_a_job_with_cpus_per_gpu_gets_cpus_that_follow_its_gpus() -> None:
+    """22.05 keeps a requeued job's first CPU count; hops sets it with every placement."""
+    uneven = Placement.of("v100", {"v100n1": 3, "v100n2": 1}, cpus_per_gpu=2)
+    assert update_argv(7, uneven)[-1] == "NumCPUs=8"
+    plain = update_argv(7, Placement.of("v100", {"v100n1": 3}))
+    assert not any(a.startswith("NumCPUs") for a in plain)
+
+
 @pytest.mark.parametrize(
     ("partition", "mapping"),
     [
@@ -233,7 +241,7 @@ def test_factory_falls_back_to_cli_with_a_log_line(caplog: pytest.LogCaptureFixt
     assert "falling back to the CLI backend" in caplog.text
 
 
-def test_checkpoint_notice_goes_to_the_batch_script_only() -> None:
+def test_signal_reaches_the_batch_shell_alone_or_every_step() -> None:
     replay = Replay(ok(), ok())
     backend = CliSlurm(run=replay)
     backend.signal(42, "usr1")

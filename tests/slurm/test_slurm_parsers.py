@@ -209,3 +209,22 @@ def test_squeue_2205_array_tasks_and_the_arrays_own_record() -> None:
     jobs = {j.job_id: j for j in parse_jobs(fixture("squeue_array_held.22.05.json"))}
     assert jobs[1].array_id == "1_0" and jobs[2].array_id == "1_1"
     assert jobs[60].array_id == "" and jobs[60].array_tasks == "0-3"
+
+
+# ------------------------------------------------------------- CPUs per GPU
+def test_squeue_2205_reads_a_jobs_cpus_per_gpu() -> None:
+    """Recorded from two held ``--cpus-per-gpu=2`` jobs after a requeue and a move."""
+    jobs = jobs_by_id("squeue_cpus_per_gpu.22.05.json")
+    assert {j.cpus_per_gpu for j in jobs.values()} == {2}
+    plain = jobs_by_id("squeue.22.05.json")
+    assert all(j.cpus_per_gpu == 0 for j in plain.values())
+
+
+def test_cpus_per_gpu_reads_both_spellings_and_typed_requests() -> None:
+    from hopsd.slurm.parse_squeue import cpus_per_gpu
+
+    assert cpus_per_gpu("gres:gpu:2") == 2
+    assert cpus_per_gpu("gres/gpu:4") == 4
+    assert cpus_per_gpu("gres:gpu:a100:3") == 3
+    assert cpus_per_gpu("") == 0
+    assert cpus_per_gpu("gres:mps:2") == 0

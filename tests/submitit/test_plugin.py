@@ -59,6 +59,7 @@ def test_batch_script_runs_the_job_as_the_batch_process(tmp_path: Path) -> None:
             "stderr_to_stdout": False,
             "mem": "2G",
             "cpus_per_task": 3,
+            "tasks_per_node": 1,
         },
     )
     lines = text.splitlines()
@@ -71,6 +72,20 @@ def test_batch_script_runs_the_job_as_the_batch_process(tmp_path: Path) -> None:
         "export SUBMITIT_EXECUTOR=hops",
         "exec python -u -m submitit.core._submit /f",
     ]
+
+
+def test_a_data_parallel_job_runs_one_srun_task_per_gpu(tmp_path: Path) -> None:
+    params = {"job_name": "ddp", "time": 5, "stderr_to_stdout": True, "mem": None,
+              "cpus_per_task": 2, "tasks_per_node": 2}  # fmt: skip
+    lines = batch_script("python -m submitit.core._submit /f", tmp_path, params).splitlines()
+    assert "gres/gpu=" in lines[-2] and lines[-1] == (
+        'exec srun --ntasks="${gpus}" --gpus-per-task=1 --cpus-per-task=2 '
+        "python -m submitit.core._submit /f"
+    )
+    executor = HopsExecutor(tmp_path, hops="/bin/true")
+    executor.update_parameters(tasks_per_node=2)  # accepted: one task per GPU
+    with pytest.raises(ValueError, match="positive count"):
+        executor.update_parameters(tasks_per_node=0)
 
 
 def test_demand_sets() -> None:

@@ -1,0 +1,73 @@
+"""``torchrun`` that passes hops's notice on to its workers: ``python -m hops_probe.torchrun``.
+
+Slurm signals a batch script's process group, and ``srun`` a step's tasks;
+torchrun starts each worker in a session of its own, so neither reaches them:
+a worker under plain torchrun never hears hops's notice (measured: the
+signal came, the workers trained on, and the job was requeued at the end of
+its grace without a checkpoint). This launcher is torchrun itself (same
+options, ``torch.distributed.run``) with one addition: on the notice signal
+(``HOPS_NOTICE_SIGNAL``, USR1 by default) it sends the same signal to every
+process it started, whose probes then take it as if it came from Slurm.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["descendants", "main"]
+
+
+def _parents() -> dict[int, int]:
+    """``{pid: parent pid}`` of every process, from ``/proc/<pid>/stat``."""
+    out: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            out[int(entry.name)] = int(fields[1])
+    return out
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root``, children first."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in _parents().items():
+        children.setdefault(parent, []).append(pid)
+    found: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop(0)
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def _forward(signum: int, frame: Any) -> None:
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def main(argv: list[str] | None = None) -> None:
+    name = os.environ.get("HOPS_NOTICE_SIGNAL", "USR1").strip().upper().removeprefix("SIG")
+    number = getattr(signal, "SIG" + name, None)
+    if isinstance(number, signal.Signals):
+        signal.signal(number, _forward)
+    from torch.distributed.run import main as torchrun
+
+    torchrun(argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
