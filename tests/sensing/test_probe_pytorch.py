@@ -68,9 +68,11 @@ def test_rendezvous_keeps_what_is_set_and_gives_each_run_its_own_port() -> None:
     assert hops.rendezvous({"MASTER_ADDR": "n1", "MASTER_PORT": "29500"}) == ("n1", 29500)
 
 
-def test_a_synchronize_hook_ends_every_timed_phase_and_iteration() -> None:
+def test_a_synchronize_hook_ends_every_timed_phase_and_iteration(tmp_path: Path) -> None:
     calls: list[str] = []
-    probe = Probe(environ={"HOPS_PROBE_MODE": "profile", "HOPS_NOTICE_SIGNAL": "none"})
+    env = {"HOPS_PROBE_MODE": "profile", "HOPS_NOTICE_SIGNAL": "none",
+           "HOPS_SPOOL_DIR": str(tmp_path)}  # fmt: skip
+    probe = Probe(environ=env)
     probe.synchronize = lambda: calls.append("sync")
     with probe.iteration(samples=8) as it:
         with it.phase("forward"):
