@@ -7,8 +7,10 @@ a user who could read them could also lock them and stop every write. Instead
 descriptor of a copy trimmed to what Slurm's ``PrivateData`` lets that user
 see (root, hopsd's own account, SlurmUser and Slurm operators see all).
 
-One thread serves requests one at a time, each with a timeout: a user who
-floods or stalls the socket delays other users' reads, never a tick (the
+One thread serves requests one at a time, each with a timeout, and a viewer's
+copy is handed out again for :data:`REUSE_S` (the same unlinked file, read
+with ``pread``): a user who floods or stalls the socket costs hopsd at most one
+copy per :data:`REUSE_S` and delays other users' reads, never a tick (the
 copy is made on a WAL read connection of its own, which the writer does not
 wait for).
 """
@@ -40,6 +42,8 @@ log = logging.getLogger("hopsd.readservice")
 #: How long Slurm's privacy settings are trusted before they are asked again.
 PRIVACY_TTL_S = 300.0
 CLIENT_TIMEOUT_S = 5.0
+#: How long one viewer's copy is handed out again instead of making a new one.
+REUSE_S = 2.0
 
 
 class Privacy:
@@ -68,6 +72,7 @@ class ReadService:
         self.ledger = ledger
         self.path = socket_path(ledger)
         self.privacy = privacy
+        self._copies: dict[Viewer, tuple[float, int]] = {}
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
         self.served = 0
@@ -90,6 +95,9 @@ class ReadService:
 
     def close(self) -> None:
         self._stop.set()
+        for _made, fd in self._copies.values():
+            os.close(fd)
+        self._copies.clear()
         if self._sock is not None:
             self._sock.close()
             with contextlib.suppress(FileNotFoundError):
@@ -103,6 +111,15 @@ class ReadService:
             return Viewer(f"uid{uid}")
         trusted = uid in (0, os.geteuid()) or name in self.privacy().trusted
         return Viewer(name, trusted)
+
+    def _copy(self, viewer: Viewer) -> int:
+        """The viewer's copy: the one made less than :data:`REUSE_S` ago, or a new one."""
+        now = time.monotonic()
+        for old in [v for v, (made, _) in self._copies.items() if now - made > REUSE_S]:
+            os.close(self._copies.pop(old)[1])
+        if viewer not in self._copies:
+            self._copies[viewer] = (now, copy_for(self.ledger, viewer, self.privacy().rules))
+        return self._copies[viewer][1]
 
     def _answering(self) -> bool:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
@@ -132,12 +149,8 @@ class ReadService:
             _pid, uid, _gid = peer_credentials(conn)
             if conn.recv(len(REQUEST)) != REQUEST:
                 return
-            viewer = self.viewer(uid)
-            fd = copy_for(self.ledger, viewer, self.privacy().rules)
-            try:
-                socket.send_fds(conn, [b"ok\n"], [fd])
-            finally:
-                os.close(fd)
+            fd = self._copy(self.viewer(uid))
+            socket.send_fds(conn, [b"ok\n"], [fd])
             self.served += 1
         except Exception as exc:  # one caller's failure must not stop the service
             log.warning("event=read-copy-failed error=%r", str(exc))

@@ -157,10 +157,14 @@ def _store(fd: int) -> Path:
     """The copy's bytes in a fresh file of the caller's (mode 0600), and the descriptor closed."""
     out, name = tempfile.mkstemp(prefix="hops-ledger-", suffix=".sqlite")
     try:
-        with os.fdopen(fd, "rb") as src, os.fdopen(out, "wb") as dst:
-            while chunk := src.read(1 << 20):
+        with os.fdopen(out, "wb") as dst:
+            offset = 0  # pread: hopsd may hand the same open file to several readers
+            while chunk := os.pread(fd, 1 << 20, offset):
                 dst.write(chunk)
+                offset += len(chunk)
     except BaseException:
         os.unlink(name)
         raise
+    finally:
+        os.close(fd)
     return Path(name)

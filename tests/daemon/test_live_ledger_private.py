@@ -179,7 +179,7 @@ def _copy_bytes_as(user: str, ledger: Path) -> bytes:
         "import socket, sys, os\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'copy\\n')\n"
         "msg, fds, _, _ = socket.recv_fds(s, 4096, 1)\n"
-        "sys.stdout.buffer.write(os.read(fds[0], 1 << 26))\n"
+        "sys.stdout.buffer.write(os.pread(fds[0], 1 << 26, 0))\n"
     )
     out = subprocess.run(
         ["runuser", "-u", user, "--", SYSTEM_PYTHON, "-c", code, str(socket_path(ledger))],
