@@ -187,6 +187,7 @@ def check_tag(
         tag_status=TagStatus.VALID,
         state=JobState.QUEUED,
         adopted_tag=job.comment,
+        name=job.name,
     )
     return spec, ""
 

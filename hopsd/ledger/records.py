@@ -152,6 +152,8 @@ class JobRecord:
     size_doubt: str = ""
     # the hops tag (Slurm comment) as adopted: the job's constraints come from it
     adopted_tag: str = ""
+    # the job's Slurm name (the script's file name unless -J gave another)
+    name: str = ""
 
     @property
     def current(self) -> Configuration | None:
@@ -177,6 +179,7 @@ RECORD_DEFAULTS: Mapping[str, object] = {
     "plan_reason": "",
     "size_doubt": "",
     "adopted_tag": "",
+    "name": "",
 }
 
 
@@ -223,6 +226,7 @@ class JobSpec:
     tag_reason: str = ""
     state: JobState = JobState.SUBMITTED
     adopted_tag: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,7 @@ def test_private_data_is_honoured_by_every_read_path(env: LiveEnv, private_data:
         assert ATTACKER.encode() in raw
         own = hops_as(VICTIM, conf, "status", "--json")
         assert [j["job_id"] for j in json.loads(own.stdout)["jobs"]] == [theirs], own.stderr
+        assert json.loads(own.stdout)["jobs"][0]["name"] == f"{env.prefix}{VICTIM}"  # Slurm's
         page = _get(port, "/status.json") + _get(port, "/status") + _get(port, "/fairness.json")
         assert VICTIM not in page and ATTACKER not in page
         everyone = hops_as("root", conf, "status", "--all", "--json")

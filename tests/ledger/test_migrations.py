@@ -57,6 +57,7 @@ def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -
         ("0005", "plan_reason", "waiting: 3 GPUs free, needs at least 4", ""),
         ("0009", "size_doubt", "size claim not believed: ran about 320 s", ""),
         ("0010", "adopted_tag", 'hops1:{"d":[1],"n":100,"t":["k80"]}', ""),
+        ("0010", "name", "train.sh", ""),
     ],
 )
 def test_a_column_comes_and_goes_with_its_revision(
