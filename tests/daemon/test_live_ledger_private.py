@@ -10,6 +10,9 @@ nobody reads more of it than Slurm's ``PrivateData`` lets them.
   ``show``, ``history --all``, ``fairness``, the bytes of the copy hopsd hands
   them, and ``/status.json`` carry nothing of another user's job; the other
   user and root see theirs.
+* **tag edit** -- the owner drops ``--types k80`` from the job's comment after
+  adoption (``scontrol update comment=``): the job stays on k80 and its owner
+  reads why in ``hops status``.
 """
 
 from __future__ import annotations
@@ -159,12 +162,12 @@ def private_data() -> Iterator[None]:
         subprocess.run(["scontrol", "reconfigure"], check=True, timeout=60)
 
 
-def _submit_as(env: LiveEnv, user: str, samples: float) -> int:
+def _submit_as(env: LiveEnv, user: str, samples: float, types: tuple[str, ...] = ()) -> int:
     script = env.root / f"{user}.sh"
     script.write_text("#!/bin/bash\nsleep 600\n")
     script.chmod(0o755)
     port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
-    tag = HopsTag((1,), samples, 32, model=f"secretmodel{user}")
+    tag = HopsTag((1,), samples, 32, model=f"secretmodel{user}", types=types)
     job = port.submit(
         str(script), sbatch_args=["-J", f"{env.prefix}{user}", "-o", "/dev/null", "-t", "10"],
         tag=tag,
@@ -244,3 +247,34 @@ def _get(port: int, path: str) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def test_an_owner_edit_of_the_tag_after_adoption_is_reported_and_ignored(env: LiveEnv) -> None:
+    """The owner drops ``--types k80`` from the comment once hopsd adopted the job; before,
+    the next round moved the job to a faster type."""
+    job = _submit_as(env, VICTIM, 1e9, types=("k80",))
+    daemon = hopsd_process(env)
+    try:
+        started = lambda: env.rows().get(job) is not None and _node(job)  # noqa: E731
+        assert drive(lambda: None, started, deadline_s=60), (env.root / "hopsd.log").read_text()
+        edited = HopsTag((1,), 1e9, 32, model=f"secretmodel{VICTIM}").encode()
+        done = AsUser(VICTIM)(["scontrol", "update", f"jobid={job}", f"comment={edited}"], 20)
+        assert done.ok, done.stderr
+        places = set()
+        for _ in range(30):  # about four rounds of 8 s
+            places.add(_node(job))
+            time.sleep(1)
+        assert places <= {"k80n1", ""}, places
+        own = hops_as(VICTIM, env.config_path, "status", "--json")
+        problem = json.loads(own.stdout)["jobs"][0]["problem"]
+        assert "changed after hopsd adopted it" in problem, own.stdout
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+
+
+def _node(job: int) -> str:
+    out = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%T %N"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    state, _, node = out.stdout.strip().partition(" ")
+    return node if state == "RUNNING" else ""
