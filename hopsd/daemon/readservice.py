@@ -41,7 +41,8 @@ log = logging.getLogger("hopsd.readservice")
 
 #: How long Slurm's privacy settings are trusted before they are asked again.
 PRIVACY_TTL_S = 300.0
-CLIENT_TIMEOUT_S = 5.0
+#: A client sends its request right after connecting: one that stalls waits no longer.
+CLIENT_TIMEOUT_S = 2.0
 #: How long one viewer's copy is handed out again instead of making a new one.
 REUSE_S = 2.0
 

@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from hopsd.core.privacy import PrivateData, Viewer
 from hopsd.ledger.errors import LedgerUnavailableError
@@ -58,7 +59,7 @@ def copy_for(ledger: Path, viewer: Viewer, rules: PrivateData) -> int:
     fd, name = tempfile.mkstemp(prefix=".hops-copy-", dir=ledger.parent)
     os.close(fd)
     try:
-        source = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5.0)
+        source = sqlite3.connect(f"file:{quote(str(ledger))}?mode=ro", uri=True, timeout=5.0)
         try:
             source.execute("VACUUM INTO ?", (name,))
         finally:
