@@ -239,7 +239,6 @@ def test_the_owner_cannot_release_a_job_hops_requeue_held(users: None) -> None:
     job = victim.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
     try:
         hops.release(job)
-
         def running() -> bool:
             return any(j.job_id == job and j.state == "RUNNING" for j in hops.list_jobs())
 

@@ -169,7 +169,8 @@ def test_a_run_started_without_slurms_start_time_is_timed_from_its_process_start
     did: never before it was spawned (``btime`` is whole seconds, so counting from it put the
     start up to a second early and priced every restart up to a second too dear)."""
     code = (
-        "import time, hopsd.probe as p; print(repr(p._run_start({}, time.time)), repr(time.time()))"
+        "import time, hopsd.probe as p; "
+        "print(repr(p._run_start({}, time.time)), repr(time.time()))"
     )
     spawned = time.time()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
