@@ -4,10 +4,9 @@ SQLite's locks are ``fcntl`` byte-range locks, and a *shared* lock needs only
 read access: anyone who can open the ledger or its ``-shm`` index for reading
 can hold the WAL write-lock byte and stop every write of hopsd. So hopsd keeps
 its SQLite files private (mode 0600: :func:`make_private`), and a user reads a
-copy made for them (:func:`copy_for`): ``VACUUM INTO`` on hopsd's own read
-connection (a WAL reader, which never blocks the writer), then trimmed to what
-Slurm's ``PrivateData`` lets that user see (:mod:`hopsd.core.privacy`), with
-``secure_delete`` so nothing removed stays in the file's free pages. The copy
+copy made for them (:func:`copy_for`) on hopsd's own read connection (a WAL
+reader, which never blocks the writer), holding only the rows Slurm's
+``PrivateData`` lets that user see (:mod:`hopsd.core.privacy`). The copy
 is handed over as an open descriptor of an unlinked file (see
 :mod:`hopsd.daemon.readservice`): the user's locks on it reach nobody else.
 """
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import sqlite3
 import tempfile
@@ -50,65 +50,116 @@ def make_private(ledger: Path) -> list[str]:
 
 
 def copy_for(ledger: Path, viewer: Viewer, rules: PrivateData) -> int:
-    """A read-only descriptor of a copy of ``ledger`` trimmed for ``viewer``.
+    """A read-only descriptor of a copy of ``ledger`` for ``viewer``.
 
-    The copy is written in the ledger's directory (hopsd's, mode 0600 by
-    ``mkstemp``) and unlinked before the descriptor is returned: no path to it
-    remains, so no other user can open it.
+    A trusted viewer (or no rule) gets ``VACUUM INTO``; anyone else a copy
+    written with only the rows they may see (:data:`TABLES`), so nothing hidden
+    is ever in the file, not even in free pages. The copy is written in the
+    ledger's directory (hopsd's, mode 0600 by ``mkstemp``) and unlinked before
+    the descriptor is returned: no path to it remains for another user to open.
     """
     fd, name = tempfile.mkstemp(prefix=".hops-copy-", dir=ledger.parent)
     os.close(fd)
     try:
         source = sqlite3.connect(f"file:{quote(str(ledger))}?mode=ro", uri=True, timeout=5.0)
         try:
-            source.execute("VACUUM INTO ?", (name,))
+            if viewer.privileged or not rules.any:
+                source.execute("VACUUM INTO ?", (name,))
+            else:
+                _write_visible(source, name, viewer.user, rules)
         finally:
             source.close()
-        if not viewer.privileged and rules.any:
-            _trim(name, viewer.user, rules)
         return os.open(name, os.O_RDONLY)
     finally:
         os.unlink(name)
 
 
-def _trim(path: str, user: str, rules: PrivateData) -> None:
-    """Remove from the copy what ``user`` may not see; overwritten, not just unlinked."""
-    conn = sqlite3.connect(path, isolation_level=None)
+#: Every ledger table and which of Slurm's rules hide its rows: ``jobs`` hides other
+#: users' jobs and all that hangs on them; a table added later must be named here
+#: (a test compares this with the ledger's tables).
+TABLES: dict[str, str] = {
+    "alembic_version": "",
+    "daemon_lease": "",
+    "jobs": "jobs",
+    "rounds": "jobs",  # a round's note lists the jobs it acted on
+    "allocations": "jobs",
+    "intents": "jobs",
+    "throughput": "jobs",
+    "profiles": "jobs",
+    "refusals": "jobs",
+    "usage": "usage",
+}
+
+
+def _write_visible(source: sqlite3.Connection, dest: str, user: str, rules: PrivateData) -> None:
+    """The ledger's tables in ``dest``, each with the rows ``user`` may see."""
+    source.isolation_level = None
+    source.execute("ATTACH DATABASE ? AS copy", (f"file:{quote(dest)}?mode=rwc",))
+    source.execute("PRAGMA copy.journal_mode = OFF")  # a new file, unlinked if this fails
+    source.execute("BEGIN")  # one snapshot of every table
     try:
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("BEGIN")
-        if rules.jobs:
-            conn.execute('DELETE FROM jobs WHERE "user" != ?', (user,))
-            conn.execute('DELETE FROM refusals WHERE "user" != ?', (user,))
-            conn.execute("DELETE FROM intents WHERE job_id IS NULL")
-            conn.execute("UPDATE rounds SET note = ''")
-        if rules.usage:
-            conn.execute('DELETE FROM usage WHERE "user" != ?', (user,))
-        if rules.accounts:
-            _hide_accounts(conn, user)
-        conn.execute("COMMIT")
-        conn.execute("VACUUM")
+        schema = source.execute("SELECT type, name, sql FROM sqlite_master WHERE sql NOT NULL")
+        ddl = [(kind, sql) for kind, name, sql in schema if not name.startswith("sqlite_")]
+        for kind, sql in ddl:
+            if kind == "table":
+                source.execute(sql.replace("CREATE TABLE ", "CREATE TABLE copy.", 1))
+        for table in TABLES:
+            _copy_rows(source, table, user, rules)
+        for kind, sql in ddl:
+            if kind == "index":
+                source.execute(re.sub(r"^CREATE (UNIQUE )?INDEX ", r"CREATE \1INDEX copy.", sql))
     finally:
-        conn.close()
+        source.execute("COMMIT")
+        source.execute("DETACH DATABASE copy")
 
 
-def _hide_accounts(conn: sqlite3.Connection, user: str) -> None:
-    """Other users' work with its account blanked; their usage summed over accounts."""
-    conn.execute("UPDATE jobs SET account = '' WHERE \"user\" != ?", (user,))
+def _copy_rows(conn: sqlite3.Connection, table: str, user: str, rules: PrivateData) -> None:
+    columns = [r[1] for r in conn.execute(f'PRAGMA main.table_info("{table}")')]
+    chosen = {c: f'"{c}"' for c in columns}
+    where, args = "1", []
+    hidden = rules.jobs and TABLES[table] == "jobs"
+    if table == "jobs" and rules.accounts:
+        chosen["account"] = "CASE WHEN \"user\" = ? THEN account ELSE '' END"
+        args.append(user)
+    if hidden and table in ("jobs", "refusals"):
+        where = '"user" = ?'
+        args.append(user)
+    elif hidden and table == "rounds":
+        chosen["note"] = "''"
+    elif hidden:
+        where = "job_id IN (SELECT id FROM copy.jobs)"
+    if table == "usage":
+        _copy_usage(conn, user, rules)
+        return
+    names = ", ".join(f'"{c}"' for c in columns)
+    picked = ", ".join(chosen[c] for c in columns)
     conn.execute(
-        'CREATE TEMP TABLE merged AS SELECT "user", interval_start, max(interval_end) AS e, '
-        'sum(gpu_s) AS g, sum(gpu_s_norm) AS n FROM usage WHERE "user" != ? '
-        '  GROUP BY "user", interval_start',
+        f'INSERT INTO copy."{table}" ({names}) SELECT {picked} FROM main."{table}" WHERE {where}',
+        args,
+    )
+
+
+def _copy_usage(conn: sqlite3.Connection, user: str, rules: PrivateData) -> None:
+    """The viewer's usage as it is; other users' unless ``usage`` hides it, summed over
+    their accounts (named none) when ``accounts`` hides those."""
+    cols = '"user", account, interval_start, interval_end, gpu_s, gpu_s_norm'
+    conn.execute(
+        f'INSERT INTO copy.usage ({cols}) SELECT {cols} FROM main.usage WHERE "user" = ?', (user,)
+    )
+    if rules.usage:
+        return
+    if not rules.accounts:
+        conn.execute(
+            f'INSERT INTO copy.usage ({cols}) SELECT {cols} FROM main.usage WHERE "user" != ?',
+            (user,),
+        )
+        return
+    conn.execute(
+        f"INSERT INTO copy.usage ({cols}) SELECT \"user\", '', interval_start, "
+        "max(interval_end), sum(gpu_s), sum(gpu_s_norm) FROM main.usage "
+        'WHERE "user" != ? GROUP BY "user", interval_start',
         (user,),
     )
-    conn.execute('DELETE FROM usage WHERE "user" != ?', (user,))
-    conn.execute(
-        'INSERT INTO usage ("user", account, interval_start, interval_end, gpu_s, gpu_s_norm) '
-        "SELECT \"user\", '', interval_start, e, g, n FROM merged"
-    )
-    conn.execute("DROP TABLE merged")
 
 
 def fetch_copy(ledger: Path, owner_uid: int, timeout_s: float = 30.0) -> Path:

@@ -18,7 +18,7 @@ from hopsd.core.privacy import PrivateData, Viewer
 from hopsd.daemon.readservice import ReadService
 from hopsd.ledger.errors import LedgerUnavailableError
 from hopsd.ledger.migrate import upgrade
-from hopsd.ledger.private_copy import copy_for, fetch_copy, make_private
+from hopsd.ledger.private_copy import TABLES, copy_for, fetch_copy, make_private
 from hopsd.ledger.records import JobSpec, JobState, TagStatus
 from hopsd.ledger.unit import Ledger
 from hopsd.slurm.privacy import SlurmPrivacy, parse_admins, parse_config
@@ -111,3 +111,9 @@ def test_slurm_privacy_is_parsed_from_the_controllers_own_output() -> None:
     assert parse_config(config) == (ALL, "slurm")
     assert parse_config("PrivateData             = none\n")[0] == PrivateData()
     assert parse_admins("root|Administrator\nalice|None\nop|Operator\n") == {"root", "op"}
+
+
+def test_every_ledger_table_has_a_privacy_rule(ledger: Path) -> None:
+    conn = sqlite3.connect(ledger)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {n for n in names if not n.startswith("sqlite_")} == set(TABLES)
