@@ -10,6 +10,9 @@ sit in a file every user reads.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,17 +28,46 @@ if TYPE_CHECKING:
 
 
 def read_url(config: HopsConfig) -> str:
-    """The URL the CLI reads through: ``read_url``, else ``url`` (warned about on a server)."""
+    """The URL the CLI reads through: ``read_url``, else ``url`` (warned about on a server).
+
+    An SQLite ledger the caller may not read (hopsd keeps it private) is read
+    through the copy hopsd makes for them (:func:`private_copy`).
+    """
     from hopsd.ledger.reader import parse_target
 
     if config.ledger_read_url:
         return config.ledger_read_url
-    if parse_target(config.ledger_url).backend != "sqlite":
+    target = parse_target(config.ledger_url)
+    if target.backend != "sqlite":
         warn(
             "warning: [ledger] read_url is not set; reading through the daemon's url. "
             "Give users a read-only role instead (hops db grant-reader ROLE)."
         )
+    elif Path(target.path).exists() and not os.access(target.path, os.R_OK):
+        return "sqlite:///" + str(private_copy(Path(target.path)))
     return config.ledger_url
+
+
+_COPIES: dict[Path, Path] = {}
+
+
+def private_copy(ledger: Path) -> Path:
+    """This process's copy of a private ledger, asked of hopsd once and removed at exit."""
+    from hopsd.ledger.private_copy import fetch_copy
+
+    if ledger not in _COPIES:
+        try:
+            copy = fetch_copy(ledger, ledger.stat().st_uid)
+        except LedgerError as exc:
+            fail(str(exc))
+        _COPIES[ledger] = copy
+        atexit.register(_remove, copy)
+    return _COPIES[ledger]
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 @contextmanager

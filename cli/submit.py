@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,11 +18,21 @@ from hops_cli.submit_args import (
 )
 from hops_cli.submit_env import export_option, job_environment, user_export, without_export
 from hopsd.core.admission import admit
-from hopsd.core.inventory import NodeFacts, gpus_per_type, managed_nodes
+from hopsd.core.inventory import (
+    ManagedNode,
+    NodeFacts,
+    gpus_per_type,
+    managed_nodes,
+    partitions_for_types,
+)
+
+if TYPE_CHECKING:
+    from hopsd.slurm.tag import HopsTag
 
 
-def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
-    """GPUs per managed GPU type, so a demand no partition can hold is refused up front."""
+def _managed(ctx: typer.Context) -> list[ManagedNode]:
+    """The managed nodes: GPUs per type (a demand no partition can hold is refused up front)
+    and the partitions of each type (a job limited to some types is submitted to theirs)."""
     from hopsd.slurm.factory import port_from_config
 
     config = config_of(ctx)
@@ -30,7 +40,22 @@ def _largest_partition_gpus(ctx: typer.Context) -> dict[str, int]:
     facts = [
         NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in port.list_nodes()
     ]
-    return gpus_per_type(managed_nodes(facts, config.partitions, config.node_types))
+    return managed_nodes(facts, config.partitions, config.node_types)
+
+
+def _partition_option(
+    managed: list[ManagedNode], tag: HopsTag, given: tuple[str, ...]
+) -> list[str]:
+    """``--partition`` of the types the job may use (none without --types/--exclude-types)."""
+    if not (tag.types or tag.exclude_types):
+        return []
+    if any(o.split("=", 1)[0] in ("-p", "--partition") or o.startswith("-p") for o in given):
+        fail(
+            "--types/--exclude-types choose the job's partitions; remove -p/--partition",
+            EXIT_USAGE,
+        )
+    parts = partitions_for_types(managed, tag.types, tag.exclude_types)
+    return [f"--partition={','.join(parts)}"] if parts else []
 
 
 def submit(
@@ -115,7 +140,8 @@ def submit(
     except (SubmitError, TagError) as exc:
         fail(str(exc), EXIT_USAGE)
     with friendly_errors("cannot submit"):
-        capacity = _largest_partition_gpus(ctx)
+        managed = _managed(ctx)
+        capacity = gpus_per_type(managed)
         if capacity and demands[-1] > max(capacity.values()):
             fail(
                 f"--gpus: {demands[-1]} GPUs is more than any managed GPU type has "
@@ -142,6 +168,7 @@ def submit(
         env = job_environment(config.spool_dir, float(size), batch_size, notice)
         theirs = user_export(extra) or user_export(info.directives)
         args = [*without_export(extra), export_option(env, theirs)]
+        args += _partition_option(managed, tag, (*extra, *info.directives))
         with submitted_copy(info.path, config.notice_signal) as sent:
             job_id = port.submit(str(sent), sbatch_args=args, tag=tag)
     if parsable:

@@ -5,6 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Users run `hops` from this venv: by default make it from a Python every user
+# can execute (a python3 under a private home, such as pyenv's in /root, is not).
+if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ] && [ "$(id -u)" -eq 0 ] \
+    && ! runuser -u nobody -- "$(readlink -f "$(command -v python3)")" -c '' 2>/dev/null \
+    && /usr/bin/python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+    PYTHON=/usr/bin/python3
+fi
 PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
     echo "hops needs Python >= 3.11 as '$PYTHON'" >&2
@@ -34,7 +41,7 @@ fi
     | sed '/BuildBackendWarning: Editable installation/,/WheelFile(wheel_path/d' \
     | grep -v -e '^WARNING: Location' || true
 .venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }
-# Real training jobs (examples/pytorch, tests/realjobs): PyTorch and Lightning.
+# Real training jobs (examples/pytorch, tests/daemon/test_live_real_pytorch.py): PyTorch and Lightning.
 # torch is pinned so pip takes the CPU build this machine kind keeps on disk
 # (elsewhere it downloads the release); the examples accept any torch 2.
 if ! .venv/bin/python -c 'import torch, lightning' 2>/dev/null; then
@@ -42,3 +49,5 @@ if ! .venv/bin/python -c 'import torch, lightning' 2>/dev/null; then
         -r examples/pytorch/requirements.txt 2>&1 | grep -v -e '^WARNING: Location' || true
 fi
 .venv/bin/python -c 'import torch, lightning' || { echo "PyTorch failed to install" >&2; exit 1; }
+# Tell (do not fail: the test suite runs as root) when users could not run hops from here.
+bash scripts/venv_users.sh .venv || true

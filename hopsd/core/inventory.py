@@ -76,3 +76,19 @@ def gpus_per_type(nodes: Iterable[ManagedNode]) -> dict[str, int]:
     for node in nodes:
         totals[node.gpu_type] = totals.get(node.gpu_type, 0) + node.gpus
     return totals
+
+
+def partitions_for_types(
+    nodes: Sequence[ManagedNode], types: Sequence[str], exclude_types: Sequence[str]
+) -> tuple[str, ...]:
+    """The managed partitions whose GPU type a job may use, in the cluster's order.
+
+    A job is submitted to these only, so Slurm itself keeps it off other types
+    even if its owner releases it before hopsd adopts it.
+    """
+    out: list[str] = []
+    for node in nodes:
+        allowed = (not types or node.gpu_type in types) and node.gpu_type not in exclude_types
+        if allowed and node.partition not in out:
+            out.append(node.partition)
+    return tuple(out)

@@ -26,6 +26,7 @@ from hopsd.core.throughput import ThroughputStore
 from hopsd.daemon.decide import JobHandle
 from hopsd.daemon.snapshot_builder import (
     ClusterView,
+    adopted_tag,
     build_cluster_view,
     observed_config,
     with_tag_rules,
@@ -104,7 +105,8 @@ def assemble(
         if row.startup_s is None and row.restarts > 0 and seen.state == RUNNING:
             # it ran before and its probe never reported: it runs without the probe
             restart_s = unreported_restart_s(ran, config.restart_penalty_s)
-        ruled = with_tag_rules(core, seen.tag, plain.cluster)
+        tag = adopted_tag(row, seen)
+        ruled = with_tag_rules(core, tag, plain.cluster)
         jobs.append(
             dataclasses.replace(
                 ruled,
@@ -114,7 +116,7 @@ def assemble(
                 run_elapsed_s=ran,
             )
         )
-        if seen.tag is not None and seen.tag.no_preempt and seen.state == RUNNING:
+        if tag is not None and tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)
         handles[row.id] = JobHandle(

@@ -32,6 +32,7 @@ from hopsd.config import ConfigError, HopsConfig, load_config
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.logging import setup_logging
 from hopsd.daemon.metrics import DaemonMetrics
+from hopsd.daemon.readservice import Privacy, serve_reads
 from hopsd.daemon.service import Service
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick import Tick
@@ -43,6 +44,7 @@ from hopsd.ledger.health import ping, probe_engine
 from hopsd.ledger.records import LeaseInfo
 from hopsd.ledger.unit import LEDGER_FAILURES, Ledger, LedgerLike, as_ledger
 from hopsd.slurm.factory import port_from_config
+from hopsd.slurm.privacy import read_privacy
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.solver_banner import silence_solver_banner
 from hopsd.views.page import documents
@@ -216,8 +218,10 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     # The status page reads through an engine of its own (deferred BEGIN): a page
     # view never takes SQLite's write lock nor waits for a tick's.
     reader = Ledger.open(config.ledger_url, timeout_ms=2000, sqlite_begin="deferred")
+    privacy = Privacy(lambda: read_privacy(SubprocessRunner()))
+    reads = serve_reads(config.ledger_url, privacy.get)
     try:
-        metrics.serve(config.metrics_address, checks, documents(reader, config))
+        metrics.serve(config.metrics_address, checks, documents(reader, config, privacy.rules))
     except OSError as exc:
         log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
     log.info(
@@ -243,6 +247,8 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
                 unit.release_lease(holder)
         ledger.dispose()
         reader.dispose()
+        if reads is not None:
+            reads.close()
         probe.dispose()
     return 1 if service.fatal is not None else 0
 

@@ -50,7 +50,12 @@ from hopsd.core.profiling import (
 from hopsd.core.throughput import PhaseProfile
 from hopsd.daemon.decide import HOLD, PREEMPT, PROFILE, Action, JobHandle
 from hopsd.daemon.sensing import Sensing
-from hopsd.daemon.snapshot_builder import ClusterView, observed_config, with_tag_rules
+from hopsd.daemon.snapshot_builder import (
+    ClusterView,
+    adopted_tag,
+    observed_config,
+    with_tag_rules,
+)
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.records import AllocationReason, JobRecord, JobState, core_job
 from hopsd.ledger.unit import Unit
@@ -159,7 +164,8 @@ class Profiler:
             if run is None and not (seen.pending and seen.held):
                 continue  # starting or completing: its GPUs are out of the capacity anyway
             job = self.sensing.problems.guard(seen.slurm_id, "planning", partial(core_job, row))
-            job = None if job is None else with_tag_rules(job, seen.tag, view.cluster)
+            tag = adopted_tag(row, seen)
+            job = None if job is None else with_tag_rules(job, tag, view.cluster)
             out.append(
                 Profilee(
                     row.id,

@@ -116,6 +116,13 @@ def reuse_reason(row: JobRecord, job: ObservedJob) -> str:
     return ""
 
 
+#: What a job's owner is told when they edit its Slurm comment after adoption.
+TAG_CHANGED = (
+    "the job's hops tag (Slurm comment) was changed after hopsd adopted it; the change is "
+    "ignored: the job keeps the demands, size and GPU types it was adopted with"
+)
+
+
 @dataclass
 class ReconcileReport:
     """What changed this tick; the tick logs it and feeds metrics from it."""
@@ -179,6 +186,8 @@ def check_tag(
         submit_time=job.submit_time,
         tag_status=TagStatus.VALID,
         state=JobState.QUEUED,
+        adopted_tag=job.comment,
+        name=job.name,
     )
     return spec, ""
 
@@ -305,8 +314,22 @@ class Reconciler:
             self._follow(unit, row, seen, view, now, report)
         if seen.pending and seen.held:
             self._lock_hold(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
+        self._keep_tag(unit, row, seen)
         self._learn(store, unit.refresh(row), seen, view, now)
         self._doubt_progress(unit, row)
+
+    def _keep_tag(self, unit: Unit, row: JobRecord, seen: ObservedJob) -> None:
+        """A job keeps the tag it was adopted with; a comment edited since is reported to its
+        owner (``hops status``) and otherwise ignored (:func:`adopted_tag`).
+
+        A row adopted before the ledger kept tags records the valid tag Slurm shows now.
+        """
+        if not row.adopted_tag:
+            if seen.tag is not None:
+                unit.update_job(JobUpdate(row.id, adopted_tag=seen.comment))
+            return
+        if seen.comment != row.adopted_tag:
+            self.problems.note(seen.slurm_id, TAG_CHANGED, "tag")
 
     def _isolated(
         self,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from hopsd.config import HopsConfig
 from hopsd.core.admission import type_limits
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
 from hopsd.daemon.views import ObservedJob, ObservedNode
-from hopsd.slurm.tag import HopsTag
+from hopsd.ledger.records import JobRecord
+from hopsd.slurm.tag import HopsTag, try_decode
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,25 @@ def observed_config(job: ObservedJob, cluster: Cluster) -> Configuration | None:
     return Configuration(kinds.pop(), tuple(ordered))
 
 
+def adopted_tag(row: JobRecord, seen: ObservedJob) -> HopsTag | None:
+    """The tag a job was adopted with: its owner may edit the Slurm comment later, and an
+    edited comment must not change the job's constraints (the reconciler reports it).
+
+    A row adopted before the ledger kept tags gets Slurm's current one recorded by
+    this tick's reconcile; until then that one stands.
+    """
+    if not row.adopted_tag:
+        return seen.tag
+    return _decoded(row.adopted_tag)
+
+
+@lru_cache(maxsize=4096)
+def _decoded(comment: str) -> HopsTag | None:
+    return try_decode(comment)[0]
+
+
 def with_tag_rules(job: Job, tag: HopsTag | None, cluster: Cluster) -> Job:
-    """The core job with its tag's GPU-type constraints (read from Slurm each tick)."""
+    """The core job with its adopted tag's GPU-type constraints (:func:`adopted_tag`)."""
     if tag is None or not (tag.types or tag.exclude_types):
         return job
     managed = sorted(cluster.gpu_types)

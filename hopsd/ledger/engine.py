@@ -1,8 +1,10 @@
 """Engine and session factory for the ledger, on SQLite (default) or PostgreSQL.
 
-SQLite is opened in WAL mode so CLI readers never block the daemon's writes (and
+SQLite is opened in WAL mode so readers never block the daemon's writes (and
 vice versa), with a busy timeout instead of failing at the first contention, and
-with foreign keys enforced. PostgreSQL gets a lock timeout for the same reason.
+with foreign keys enforced; PostgreSQL gets a lock timeout for the same reason.
+Users do not open hopsd's SQLite files at all (they could lock them): they read
+copies (:mod:`hopsd.ledger.private_copy`).
 Driver errors an operator can act on are turned into the typed errors of
 :mod:`hopsd.ledger.errors` right where SQLAlchemy raises them, so every caller
 sees ``LedgerLockedError`` / ``LedgerFullError`` / ``LedgerUnavailableError``

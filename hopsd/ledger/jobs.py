@@ -74,6 +74,8 @@ def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
         samples_done=0.0,
         tag_status=spec.tag_status,
         tag_reason=spec.tag_reason,
+        adopted_tag=spec.adopted_tag,
+        name=spec.name,
         updated_at=now,
     )
     session.add(row)

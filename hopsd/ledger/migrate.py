@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL
 
 from hopsd.ledger.engine import make_engine, normalise_url, redact
 from hopsd.ledger.errors import SchemaNewerError, SchemaOutdatedError
+from hopsd.ledger.private_copy import make_private
 
 # The migration scripts ship inside the package (a wheel carries them as package
 # data), so an installed hops migrates without a source checkout.
@@ -55,12 +56,20 @@ def upgrade(url: str | URL, revision: str = "head") -> None:
     """Migrate the ledger at ``url`` up to ``revision`` (creating it when empty).
 
     A new SQLite ledger's directory is created too, so the embedded default
-    (``/var/lib/hops/ledger.sqlite``) works on a fresh machine.
+    (``/var/lib/hops/ledger.sqlite``) works on a fresh machine, and its files
+    are made private (users read copies from hopsd: :mod:`hopsd.ledger.private_copy`).
     """
     parsed = normalise_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+    sqlite_file = parsed.get_backend_name() == "sqlite" and parsed.database not in (
+        None,
+        "",
+        ":memory:",
+    )
+    if sqlite_file:
         Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
     _run(url, lambda cfg: command.upgrade(cfg, revision))
+    if sqlite_file:
+        make_private(Path(str(parsed.database)))
 
 
 def downgrade(url: str | URL, revision: str) -> None:

@@ -149,6 +149,8 @@ class JobRow(Base):
     plan_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     # why hops stopped believing the claimed size ("" while believed; hopsd.core.sizeclaim)
     size_doubt: Mapped[str] = mapped_column(Text, default="", server_default="")
+    adopted_tag: Mapped[str] = mapped_column(Text, default="", server_default="")
+    name: Mapped[str] = mapped_column(Text, default="", server_default="")
     updated_at: Mapped[float] = mapped_column(Float)
 
 

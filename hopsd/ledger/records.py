@@ -150,6 +150,10 @@ class JobRecord:
     startup_s: float | None = None
     # why hops stopped believing the claimed size ("" while it is believed)
     size_doubt: str = ""
+    # the hops tag (Slurm comment) as adopted: the job's constraints come from it
+    adopted_tag: str = ""
+    # the job's Slurm name (the script's file name unless -J gave another)
+    name: str = ""
 
     @property
     def current(self) -> Configuration | None:
@@ -174,6 +178,8 @@ RECORD_DEFAULTS: Mapping[str, object] = {
     "input_problem": "",
     "plan_reason": "",
     "size_doubt": "",
+    "adopted_tag": "",
+    "name": "",
 }
 
 
@@ -189,6 +195,7 @@ class JobUpdate:
     input_problem: str | None = None
     plan_reason: str | None = None
     size_doubt: str | None = None
+    adopted_tag: str | None = None
     latency_ratio: float | None = None
     ftf_rho: float | None = None
     wait_time: float | None = None
@@ -218,6 +225,8 @@ class JobSpec:
     tag_status: TagStatus = TagStatus.UNCHECKED
     tag_reason: str = ""
     state: JobState = JobState.SUBMITTED
+    adopted_tag: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,9 @@ def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) ->
 
 
 def job_name(job: JobRecord) -> str:
-    """The job's script's file name (Slurm's default name), else its model, else hops's id."""
-    return os.path.basename(job.script_path) or job.model_name or job.id
+    """The job's Slurm name (``squeue``'s NAME: the script's file name unless ``-J`` gave
+    another), else its script's file name, else its model, else hops's id."""
+    return job.name or os.path.basename(job.script_path) or job.model_name or job.id
 
 
 def elapsed_of(job: JobRecord, now: float) -> float:

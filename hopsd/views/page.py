@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.privacy import PrivateData
 from hopsd.ledger.records import RoundSummary
 from hopsd.ledger.unit import Ledger
 from hopsd.views.fairness import fairness_payload
+from hopsd.views.privacy import public_fairness, public_status
 from hopsd.views.status import status_payload
 
 #: A route's answer: content type and body.
@@ -57,17 +59,24 @@ def _round(r: RoundSummary) -> dict[str, Any]:
 
 
 def documents(
-    ledger: Ledger, config: HopsConfig, window_h: float = 24.0
+    ledger: Ledger,
+    config: HopsConfig,
+    rules: Callable[[], PrivateData] = PrivateData,
+    window_h: float = 24.0,
 ) -> dict[str, Callable[[], Document]]:
-    """The routes hopsd serves beside /metrics: the page and the JSON behind it."""
+    """The routes hopsd serves beside /metrics: the page and the JSON behind it.
+
+    Nobody is identified over HTTP, so every document is what Slurm's
+    ``PrivateData`` (``rules``) lets any user see (:mod:`hopsd.views.privacy`).
+    """
 
     def status() -> dict[str, Any]:
         with ledger.reading() as unit:
-            return status_payload(unit, config, None, window_h)
+            return public_status(status_payload(unit, config, None, window_h), rules())
 
     def fairness() -> dict[str, Any]:
         with ledger.reading() as unit:
-            return fairness_payload(unit, config, window_h)
+            return public_fairness(fairness_payload(unit, config, window_h), rules())
 
     def as_json(build: Callable[[], dict[str, Any]]) -> Callable[[], Document]:
         return lambda: ("application/json", json.dumps(build()).encode() + b"\n")

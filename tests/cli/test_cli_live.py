@@ -11,6 +11,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,3 +173,39 @@ def test_cancel_is_honest_about_finished_unknown_and_array_ids(
         assert gone.strip() == "", gone
     finally:
         subprocess.run(["scancel", job_id, array], check=False)
+
+
+def _node_of(job_id: str, deadline_s: float = 60.0) -> str:
+    """The node a job runs on once Slurm started it ('' if it never did in time)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %N"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        state, _, node = out.stdout.strip().partition(" ")
+        if state == "RUNNING":
+            return node
+        time.sleep(0.5)
+    return ""
+
+
+def test_a_job_its_owner_releases_before_adoption_still_runs_only_on_its_types(
+    users: None, as_user: list[str], shared_dir: Path
+) -> None:
+    """No hopsd runs: the owner's ``scontrol release`` lets Slurm start the job at once.
+    Before, it went to the default partition (any type: Slurm chose a100n1); now ``hops submit``
+    gave Slurm the partitions of ``--types`` and Slurm keeps it there."""
+    conf = shared_dir / "hops.conf"
+    conf.write_text('[slurm]\npartitions = ["k80", "v100", "a100"]\n')
+    path = _script(shared_dir)
+    base = ["--config", str(conf), "submit", str(path), "--gpus", "1", "--samples", "100"]
+    refused = runner.invoke(app, [*base, "--types", "a100", "--", "-p", "all"])
+    assert refused.exit_code == 2 and "remove -p/--partition" in refused.stderr
+    submitted = runner.invoke(app, [*base, "--types", "k80", "--parsable"])
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    try:
+        released = AsUser(OWNER)(["scontrol", "release", job_id], 20)
+        assert released.ok, released.stderr
+        assert _node_of(job_id).startswith("k80"), _job_state(job_id)
+    finally:
+        subprocess.run(["scancel", job_id], check=False)

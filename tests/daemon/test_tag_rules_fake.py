@@ -79,3 +79,21 @@ def test_profiling_skips_no_preempt_jobs(config, port, sessions, clock, caplog):
     }
     assert profiled == {str(plain)}  # the plain job entered profiling, the pinned one never
     assert port.jobs[pinned].state == "RUNNING"
+
+
+def test_a_constraint_dropped_from_the_comment_after_adoption_is_reported_and_ignored(  # type: ignore[no-untyped-def]
+    config, port, sessions, clock
+):
+    """The owner edits the comment (``scontrol update comment=``) to drop ``--exclude-types
+    a100`` once the job is adopted: the adopted tag still rules, and the owner is told."""
+    tag = HopsTag((4,), 1e5, exclude_types=("a100",))
+    tick, job = _on_slow_with_fast_free(config, port, sessions, clock, tag)
+    port.jobs[job].comment = HopsTag((4,), 1e5).encode()
+    for _ in range(4):
+        assert tick.run_once().actions == []
+        assert set(port.jobs[job].placement) <= {"slow1", "slow2"}
+        clock.advance(11)
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.adopted_tag == tag.encode()
+        assert "changed after hopsd adopted it" in row.input_problem

@@ -30,7 +30,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_ship_inside_the_package() -> None:
     assert Path(migrate.__file__).parent / "migrations" == SQL_DIR
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0009"
+    assert head_revision() == "0010"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
@@ -56,6 +56,8 @@ def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -
         ("0004", "ftf_rho", 1.25, None),
         ("0005", "plan_reason", "waiting: 3 GPUs free, needs at least 4", ""),
         ("0009", "size_doubt", "size claim not believed: ran about 320 s", ""),
+        ("0010", "adopted_tag", 'hops1:{"d":[1],"n":100,"t":["k80"]}', ""),
+        ("0010", "name", "train.sh", ""),
     ],
 )
 def test_a_column_comes_and_goes_with_its_revision(

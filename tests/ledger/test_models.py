@@ -71,6 +71,8 @@ def _job() -> JobRow:
         input_problem="progress file ignored: nested deeper than 2 levels",
         plan_reason="waiting: GPUs that fit go to jobs of higher priority",
         size_doubt="size claim not believed: reported 70 samples done, more than the 64 claimed",
+        adopted_tag='hops1:{"d":[2,4],"n":1000,"xt":["k80"]}',
+        name="train.sh",
         updated_at=1_700_000_200.0,
     )
 
