@@ -6,8 +6,10 @@ hopsd neither a thread, nor a traceback in its log, nor its tick interval:
 
 * one thread waits (``selectors``) on every connection until its request head
   is complete; a client still sending gets no thread, only a slot among
-  ``max_connections`` (a connection beyond them is closed at once) and a buffer
-  of at most ``MAX_HEAD_BYTES``;
+  ``max_connections`` and a buffer of at most ``MAX_HEAD_BYTES``; when every
+  slot is taken the longest-waiting connection gives its slot to the new one,
+  so a scraper that sends its request at once is served while slow clients
+  crowd the endpoint;
 * the head must arrive whole within ``head_timeout_s`` -- a deadline, not a
   per-read timeout, so a client trickling a byte a second is cut off too;
 * complete requests go to a fixed pool of ``workers`` threads through a
@@ -39,7 +41,7 @@ WORKERS = 4
 PENDING = 32
 MAX_CONNECTIONS = 256
 BACKLOG = 128
-HEAD_TIMEOUT_S = 5.0
+HEAD_TIMEOUT_S = 2.0
 WRITE_TIMEOUT_S = 5.0
 
 
@@ -172,9 +174,7 @@ class BoundedServer:
                 self.failures.note("accept")
                 return
             if len(self._waiting) >= self.max_connections:
-                self.failures.note("refused")
-                conn.close()
-                continue
+                self._drop(next(iter(self._waiting)), "evicted")
             conn.setblocking(False)
             deadline = time.monotonic() + self.head_timeout_s
             self._waiting[conn] = _Waiting(address, deadline)
@@ -191,8 +191,9 @@ class BoundedServer:
         if not chunk:
             self._drop(conn, "disconnected")
             return
+        tail = waiting.data[-3:] + chunk
         waiting.data += chunk
-        if head_complete(waiting.data):
+        if head_complete(tail):
             self._dispatch(conn, waiting)
         elif len(waiting.data) > MAX_HEAD_BYTES:
             self._drop(conn, "head-too-large")
@@ -207,7 +208,13 @@ class BoundedServer:
             conn.close()
 
     def _expire(self, now: float) -> None:
-        late = [conn for conn, w in self._waiting.items() if w.deadline <= now]
+        """Drop connections past their deadline; accepted in deadline order, so the
+        scan stops at the first one still in time."""
+        late = []
+        for conn, waiting in self._waiting.items():
+            if waiting.deadline > now:
+                break
+            late.append(conn)
         for conn in late:
             self._drop(conn, "incomplete")
 
