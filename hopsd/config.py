@@ -10,24 +10,25 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import signal
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hopsd.config_checks import (
+    ConfigError,
+    check_ledger_url,
+    check_notice_signal,
+    check_numbers,
+    split_address,
+)
 from hopsd.core.model import GpuType
 from hopsd.core.policies import is_policy, policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
 
 DEFAULT_LEDGER_URL = "sqlite:///" + str(Path("/var/lib/hops/ledger.sqlite"))
-
-
-class ConfigError(ValueError):
-    """A hops.conf that cannot be used; the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -219,8 +220,8 @@ def _read_gpu_types(raw: Mapping[str, Any]) -> dict[str, GpuTypeConfig]:
                     f"gpu_types.{name}.{key}: unknown key (known: speed, b_link, b_net)"
                 )
             number = _typed(f"gpu_types.{name}.{key}", value, float)
-            if number <= 0:
-                raise ConfigError(f"gpu_types.{name}.{key}: must be > 0, got {number}")
+            if not 0 < number < math.inf:
+                raise ConfigError(f"gpu_types.{name}.{key}: must be finite and > 0, got {number}")
             fields[key] = number
         out[name] = GpuTypeConfig(**fields)
     return out
@@ -243,61 +244,20 @@ def _check(config: HopsConfig) -> None:
     if config.priority not in priority_names():
         known = ", ".join(priority_names())
         raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")
-    positive = {
-        "scheduler.round_length_s": config.round_length_s,
-        "scheduler.queue_refresh_s": config.queue_refresh_s,
-        "scheduler.sigma": config.sigma,
-        "scheduler.solver_time_limit_s": config.solver_time_limit_s,
-        "scheduler.reference_throughput": config.reference_throughput,
-        "scheduler.profiling_iterations": config.profiling_iterations,
-        "scheduler.profiling_timeout_s": config.profiling_timeout_s,
-        "scheduler.max_demand_gpus": config.max_demand_gpus,
-        "slurm.timeout_s": config.slurm_timeout_s,
-        "fairshare.half_life_h": config.fairshare_half_life_h,
-        "daemon.lease_ttl_s": config.lease_ttl_s,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}: must be > 0, got {value}")
-    non_negative = {
-        "daemon.requeue_quiet_s": config.requeue_quiet_s,
-        "daemon.requeue_wait_s": config.requeue_wait_s,
-        "scheduler.lambda": config.lam,
-        "scheduler.restart_penalty_s": config.restart_penalty_s,
-        "fairshare.weight": config.fairshare_weight,
-        "daemon.spool_retention_s": config.spool_retention_s,
-        "ledger.retention_days": config.retention_days,
-        "daemon.checkpoint_grace_s": config.checkpoint_grace_s,
-        "scheduler.size_check_slack_s": config.size_check_slack_s,
-    }
-    for key, value in non_negative.items():
-        if value < 0:
-            raise ConfigError(f"{key}: must be >= 0, got {value}")
-    if not (config.size_check_factor == 0 or 1 <= config.size_check_factor < math.inf):
-        raise ConfigError(
-            "scheduler.size_check_factor: must be 0 (no check) or >= 1, "
-            f"got {config.size_check_factor}"
-        )
-    if not 0 <= config.mip_gap < 1:
-        raise ConfigError(f"scheduler.mip_gap: must be in [0, 1), got {config.mip_gap}")
-    for user, share in config.shares.items():
-        if not isinstance(share, int | float) or isinstance(share, bool) or share <= 0:
-            raise ConfigError(f"fairshare.shares.{user}: must be a number > 0, got {share!r}")
+    check_numbers(config)
     for node, gpu_type in config.node_types.items():
         if not isinstance(gpu_type, str) or not gpu_type:
             raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")
-    if not re.fullmatch(r"(SIG)?[A-Z0-9]{2,8}", config.notice_signal) or not hasattr(
-        signal, "SIG" + config.notice_signal.removeprefix("SIG")
-    ):
-        raise ConfigError(
-            f"daemon.notice_signal: not a signal name (e.g. USR1), got {config.notice_signal!r}"
-        )
+    check_notice_signal(config.notice_signal)
     if config.spool_dir and (not config.spool_dir.startswith("/") or "," in config.spool_dir):
         raise ConfigError(
             f"daemon.spool_dir: must be an absolute path without commas, got {config.spool_dir!r}"
         )
-    if ":" not in config.metrics_address and config.metrics_address != "":
-        raise ConfigError(f"metrics.address: expected HOST:PORT, got {config.metrics_address!r}")
+    if config.metrics_address:
+        split_address("metrics.address", config.metrics_address)
+    check_ledger_url("ledger.url", config.ledger_url)
+    if config.ledger_read_url:
+        check_ledger_url("ledger.read_url", config.ledger_read_url)
 
 
 def _check_rest(config: HopsConfig) -> None:

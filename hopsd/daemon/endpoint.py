@@ -4,7 +4,8 @@ read-only status page (``/status``) with the JSON documents behind it.
 ``/healthz`` answers 200 when every check passes and 503 otherwise, with a JSON
 body naming each failing check and why (ledger unreachable, Slurm failing, no
 tick for too long), so a load balancer or an on-call admin sees the cause
-without reading logs. The server runs in daemon threads beside the scheduler.
+without reading logs. The server (:mod:`hopsd.daemon.httpserve`) runs a few
+daemon threads beside the scheduler, however many clients connect.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from hopsd.config_checks import split_address
+from hopsd.daemon.httpserve import BoundedHandler, BoundedServer
 
 log = logging.getLogger("hopsd.endpoint")
 
@@ -42,7 +45,7 @@ def health(checks: Mapping[str, Check]) -> tuple[int, dict[str, object]]:
 
 
 class Endpoint:
-    """A small threaded HTTP server; ``port`` is the bound one (useful with port 0)."""
+    """The endpoint's server and its accept thread; ``port`` is the bound one (port 0)."""
 
     def __init__(
         self,
@@ -51,10 +54,9 @@ class Endpoint:
         address: str,
         pages: Mapping[str, Page] | None = None,
     ) -> None:
-        host, _, port = address.rpartition(":")
+        host, port = split_address("metrics.address", address)
         handler = _handler(registry, checks, pages or {})
-        self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
-        self.server.daemon_threads = True
+        self.server = BoundedServer((host or "0.0.0.0", port), handler)
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(
             target=self.server.serve_forever, name="hopsd-http", daemon=True
@@ -68,8 +70,8 @@ class Endpoint:
 
 def _handler(
     registry: CollectorRegistry, checks: Mapping[str, Check], pages: Mapping[str, Page]
-) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+) -> type[BoundedHandler]:
+    class Handler(BoundedHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
@@ -98,8 +100,5 @@ def _handler(
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Scrapes every few seconds would flood the log; nothing is logged."""
 
     return Handler

@@ -10,7 +10,9 @@ tick, if shorter) and leads once the holder's lease has run out, i.e. within the
 TTL plus one poll of the leader's death. ``--once`` and ``--no-standby`` do not
 wait.
 
-Exit codes: 0 fine, 2 bad configuration or usage, 3 ledger schema or database
+Exit codes: 0 fine, 2 bad configuration or usage (a ``metrics.address`` that
+cannot be listened on included: a daemon without its health endpoint would look
+dead to its probes), 3 ledger schema or database
 problem, 4 another hopsd holds the ledger lease (not a standby).
 """
 
@@ -20,12 +22,12 @@ import argparse
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import hopsd
 from hopsd.config import ConfigError, HopsConfig, load_config
@@ -37,6 +39,7 @@ from hopsd.daemon.service import Service
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
+from hopsd.holder import holder_name, local_dead
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import redact
 from hopsd.ledger.errors import LeaseHeldError, LedgerError
@@ -89,26 +92,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def holder_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _local_dead(holder: str | None) -> bool:
-    """The lease holder is a hopsd of this host that no longer runs (killed or crashed)."""
-    if not holder or ":" not in holder:
-        return False
-    host, _, pid = holder.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> LeaseInfo:
     """Take the lease (expiry and fencing token); take over a dead local hopsd's, refuse a
     live one."""
@@ -118,7 +101,7 @@ def take_lease(ledger: LedgerLike, config: HopsConfig, holder: str) -> LeaseInfo
             with ledger.unit() as unit:
                 return unit.ensure_lease(holder, config.lease_ttl_s, time.time())
         except LeaseHeldError as exc:
-            if not _local_dead(exc.holder):
+            if not local_dead(exc.holder):
                 raise
             # The holder was a hopsd of this host that no longer exists (killed or
             # crashed): nobody can act under that lease any more, so give it up for it.
@@ -189,13 +172,6 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEDGER
     holder = holder_name()
-    info: LeaseInfo | None = None
-    if args.once or args.no_standby or not config.standby:
-        try:
-            info = take_lease(ledger, config, holder)
-        except LeaseHeldError as exc:
-            print(f"hopsd: {exc}", file=sys.stderr)
-            return EXIT_LEASE
     lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
     runner = CountingRunner(SubprocessRunner())
     port = port_from_config(config, run=runner)
@@ -221,9 +197,29 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
     privacy = Privacy(lambda: read_privacy(SubprocessRunner()))
     reads = serve_reads(config.ledger_url, privacy.get)
     try:
+        # Before the lease: a daemon that cannot serve its endpoint exits holding nothing.
         metrics.serve(config.metrics_address, checks, documents(reader, config, privacy.rules))
     except OSError as exc:
-        log.error("event=metrics-unavailable address=%s error=%r", config.metrics_address, str(exc))
+        print(
+            f"hopsd: metrics.address {config.metrics_address}: cannot listen: "
+            f"{exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        if reads is not None:
+            reads.close()
+        _dispose(ledger, reader, probe)
+        return EXIT_CONFIG
+    info: LeaseInfo | None = None
+    if args.once or args.no_standby or not config.standby:
+        try:
+            info = take_lease(ledger, config, holder)
+        except LeaseHeldError as exc:
+            print(f"hopsd: {exc}", file=sys.stderr)
+            metrics.close()
+            if reads is not None:
+                reads.close()
+            _dispose(ledger, reader, probe)
+            return EXIT_LEASE
     log.info(
         "event=start version=%s ledger=%s shadow=%s holder=%s",
         hopsd.__version__,
@@ -245,12 +241,21 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         with ledger.unit() as unit:
             if (info := unit.lease_info()) is not None and info.holder == holder:
                 unit.release_lease(holder)
-        ledger.dispose()
-        reader.dispose()
+        metrics.close()
         if reads is not None:
             reads.close()
-        probe.dispose()
+        _dispose(ledger, reader, probe)
     return 1 if service.fatal is not None else 0
+
+
+class _Disposable(Protocol):
+    def dispose(self) -> None: ...
+
+
+def _dispose(*engines: _Disposable) -> None:
+    """Close the daemon's database connections (each engine keeps a pool)."""
+    for engine in engines:
+        engine.dispose()
 
 
 def _stand_by(

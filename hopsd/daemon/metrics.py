@@ -184,6 +184,12 @@ class DaemonMetrics:
             return
         self.endpoint = Endpoint(self.registry, checks or {}, address, pages)
 
+    def close(self) -> None:
+        """Stop serving and free the port (a no-op when nothing is served)."""
+        if self.endpoint is not None:
+            self.endpoint.close()
+            self.endpoint = None
+
 
 def nearest_rank(ordered: Sequence[float], q: float) -> float:
     """The ``q`` quantile of sorted values by the nearest-rank rule (a value that occurred)."""

@@ -49,7 +49,15 @@ from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
-from hopsd.daemon.spool import JobSpool, Spools, UnsafeSpool, read_owned, remove_file, write_file
+from hopsd.daemon.spool import (
+    JobSpool,
+    Spools,
+    UnsafeSpool,
+    empty_owned,
+    read_owned,
+    remove_file,
+    write_file,
+)
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.records import JobRecord
 from hopsd.ledger.unit import MeasurementStore
@@ -305,6 +313,9 @@ class ReportReader:
         if problem:
             self.complain(slurm_id, problem)
             return []
+        if info.st_size > MAX_FILE_BYTES:
+            self._over_quota(path, info.st_uid, slurm_id)
+            return []
         start = self._offsets.get(slurm_id, 0)
         if info.st_size < start:
             start = 0
@@ -329,9 +340,21 @@ class ReportReader:
             return f"owner {user!r} unknown to the system"
         if info.st_uid != uid:
             return f"owned by uid {info.st_uid}, the job's user {user!r} is uid {uid}"
-        if info.st_size > MAX_FILE_BYTES:
-            return f"{info.st_size} bytes, above the {MAX_FILE_BYTES} limit"
         return ""
+
+    def _over_quota(self, path: Path, uid: int, slurm_id: int) -> None:
+        """Empty a report past its quota while its job runs, and tell the job's owner."""
+        try:
+            size = empty_owned(path, uid)
+        except UnsafeSpool as exc:
+            self.complain(slurm_id, f"report above its {MAX_FILE_BYTES}-byte quota: {exc}")
+            return
+        self._offsets.pop(slurm_id, None)
+        self.complain(
+            slurm_id,
+            f"report of {size} bytes emptied: above its {MAX_FILE_BYTES}-byte quota; "
+            "its records so far were not read",
+        )
 
     def _read_chunk(self, path: Path, start: int, uid: int, slurm_id: int) -> bytes | None:
         """The bytes from ``start``, re-checking link, type and owner on the opened file."""
@@ -433,7 +456,10 @@ class Sensing:
                 spool.path / f"{slurm_id}.progress.json", uid, MAX_PROGRESS_BYTES + 1
             )
             if size > MAX_PROGRESS_BYTES:
-                raise UnsafeSpool(f"progress file of {size} bytes")
+                empty_owned(spool.path / f"{slurm_id}.progress.json", uid)
+                raise UnsafeSpool(
+                    f"{size} bytes emptied: above its {MAX_PROGRESS_BYTES}-byte quota"
+                )
             return parse_progress(data)
         except (UnsafeSpool, UserDataError) as exc:
             self.problems.note(slurm_id, f"progress file ignored: {exc}", "progress")

@@ -297,6 +297,29 @@ def read_owned(path: Path, uid: int, limit: int, start: int = 0) -> tuple[bytes,
         os.close(fd)
 
 
+def empty_owned(path: Path, uid: int) -> int:
+    """Truncate a job's file that outgrew its quota to nothing; the size it had.
+
+    Emptied, not removed: the job's writer keeps its descriptor, so a removed
+    file would go on filling the disk unseen, while an emptied one frees its
+    blocks at once and the probe (which appends) carries on at its new end.
+    Only a regular file owned by ``uid`` with no other name is touched, through
+    a descriptor opened without following a link; :class:`UnsafeSpool` says why not.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnsafeSpool(f"cannot open it to enforce its quota: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid or info.st_nlink != 1:
+            raise UnsafeSpool("not a regular file of the job's user with one name")
+        os.ftruncate(fd, 0)
+        return info.st_size
+    finally:
+        os.close(fd)
+
+
 def _open_dir(directory: Path, owner_uid: int | None) -> int:
     """A descriptor of ``directory`` (never through a final link), checked for its owner."""
     try:

@@ -87,5 +87,8 @@ class FencedError(LeaseLostError):
 
 
 def _utc(epoch: float) -> str:
-    """ISO 8601 UTC, as hops logs times."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO 8601 UTC, as hops logs times; a time no calendar holds is named, not raised."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{epoch!r} (not a time)"

@@ -9,14 +9,16 @@ after ``ttl_s`` and another may take over.
 
 from __future__ import annotations
 
-from sqlalchemy import case, or_, select, update
+from sqlalchemy import and_, case, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.limits import MAX_LEASE_TTL_S
 from hopsd.ledger.errors import FencedError, LeaseHeldError, LeaseLostError
 from hopsd.ledger.models import LeaseRow
-from hopsd.ledger.records import DEFAULT_LEASE, LeaseInfo
+from hopsd.ledger.records import DEFAULT_LEASE, LeaseInfo, believed_expiry
 
 __all__ = ["DEFAULT_LEASE", "LeaseInfo"]
 
@@ -58,7 +60,7 @@ def renew_lease(
     _check(holder, ttl_s)
     stmt = (
         update(LeaseRow)
-        .where(LeaseRow.name == name, LeaseRow.holder == holder, LeaseRow.expires_at > now)
+        .where(LeaseRow.name == name, LeaseRow.holder == holder, _unexpired(now))
         .values(heartbeat_at=now, expires_at=now + ttl_s)
         .execution_options(synchronize_session=False)
     )
@@ -97,7 +99,23 @@ def lease_info(session: Session, name: str = DEFAULT_LEASE) -> LeaseInfo | None:
     ).first()
     if row is None:
         return None
-    return LeaseInfo(row[0], row[1], row[2], row[3], float(row[4]), int(row[5] or 0))
+    heartbeat = None if row[3] is None else float(row[3])
+    expires = believed_expiry(heartbeat, row[4])
+    return LeaseInfo(row[0], row[1], row[2], heartbeat, expires, int(row[5] or 0))
+
+
+def _unexpired(now: float) -> ColumnElement[bool]:
+    """Held at ``now``: before the stored expiry and within the longest TTL of the heartbeat.
+
+    A row written under a valid configuration always satisfies the second test
+    while it satisfies the first, so it only ever retires rows no valid hopsd
+    wrote (an infinite expiry, a NaN stored as NULL).
+    """
+    return and_(
+        LeaseRow.expires_at > now,
+        LeaseRow.heartbeat_at.is_not(None),
+        LeaseRow.heartbeat_at > now - MAX_LEASE_TTL_S,
+    )
 
 
 def check_fence(session: Session, holder: str, token: int, name: str = DEFAULT_LEASE) -> None:
@@ -128,7 +146,7 @@ def _take(session: Session, holder: str, ttl_s: float, now: float, name: str) ->
         update(LeaseRow)
         .where(
             LeaseRow.name == name,
-            or_(LeaseRow.holder.is_(None), LeaseRow.holder == holder, LeaseRow.expires_at <= now),
+            or_(LeaseRow.holder.is_(None), LeaseRow.holder == holder, ~_unexpired(now)),
         )
         .values(
             holder=holder,
@@ -138,7 +156,7 @@ def _take(session: Session, holder: str, ttl_s: float, now: float, name: str) ->
             # A new acquisition (another holder, or ours after it ran out) raises the
             # fencing token; renewing an unexpired lease of our own keeps it.
             token=case(
-                ((LeaseRow.holder == holder) & (LeaseRow.expires_at > now), LeaseRow.token),
+                ((LeaseRow.holder == holder) & _unexpired(now), LeaseRow.token),
                 else_=LeaseRow.token + 1,
             ),
             heartbeat_at=now,
@@ -171,5 +189,5 @@ def _create(session: Session, holder: str, ttl_s: float, now: float, name: str) 
 def _check(holder: str, ttl_s: float) -> None:
     if not holder:
         raise InvalidInputError("a lease holder needs a non-empty name")
-    if ttl_s <= 0:
-        raise InvalidInputError(f"lease ttl must be > 0, got {ttl_s}")
+    if not 0 < ttl_s <= MAX_LEASE_TTL_S:
+        raise InvalidInputError(f"lease ttl must be in (0, {MAX_LEASE_TTL_S:g}] s, got {ttl_s}")

@@ -35,6 +35,7 @@ from hopsd.ledger.records import (
     RefusalRecord,
     RoundInfo,
     TagStatus,
+    believed_expiry,
 )
 from hopsd.ledger.schema_head import VERSION_QUERY, is_head
 
@@ -155,7 +156,8 @@ class Reader:
         if not rows:
             return None
         n, holder, acquired, beat, expires, token = rows[0]
-        return LeaseInfo(n, holder, acquired, beat, float(expires), int(token or 0))
+        beat = None if beat is None else float(beat)
+        return LeaseInfo(n, holder, acquired, beat, believed_expiry(beat, expires), int(token or 0))
 
     def latest_round(self) -> RoundInfo | None:
         rows = self._rows(_LATEST_ROUND)

@@ -10,10 +10,12 @@ SQLAlchemy. The enumerations are stored as their string values (see
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsd.core.limits import MAX_LEASE_TTL_S
 from hopsd.core.model import Configuration, Job, Plan
 
 
@@ -341,6 +343,20 @@ class LeaseInfo:
 
     def held_at(self, now: float) -> bool:
         return self.holder is not None and self.expires_at > now
+
+
+def believed_expiry(heartbeat_at: float | None, stored: float | None) -> float:
+    """The expiry a valid configuration could have granted at the last heartbeat.
+
+    An older hopsd with ``lease_ttl_s = inf`` (or a hand-edited row) may have
+    stored an infinite, NaN or far-future expiry; believing it would name a dead
+    holder forever and keep every successor out.
+    """
+    expiry = math.nan if stored is None else float(stored)
+    if heartbeat_at is None or not math.isfinite(heartbeat_at):
+        return expiry if math.isfinite(expiry) else 0.0
+    cap = heartbeat_at + MAX_LEASE_TTL_S
+    return min(expiry, cap) if math.isfinite(expiry) else cap
 
 
 def config_from_parts(gpu_type: str | None, parts: Any) -> Configuration | None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hopsd.holder import local_dead
 from hopsd.ledger.records import (
     TERMINAL_STATES,
     JobRecord,
@@ -53,13 +54,13 @@ class DaemonState:
 def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) -> DaemonState:
     """From the lease row (who holds it, until when) and the latest round (shadow or not).
 
-    No holder or an expired lease means no hopsd heartbeats: it is not running,
-    whatever the last round said.
+    No holder, an expired lease or a holder gone from this host means no hopsd
+    heartbeats: it is not running, whatever the last round said.
     """
     holder = None if lease is None else lease.holder
     beat = None if lease is None else lease.heartbeat_at
     at = None if last is None else last.started_at
-    if lease is None or not lease.held_at(now):
+    if lease is None or not lease.held_at(now) or local_dead(holder):
         return DaemonState("stopped", holder, beat, at)
     return DaemonState(
         "shadow" if last is not None and last.shadow else "running", holder, beat, at

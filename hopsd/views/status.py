@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from hopsd.config import HopsConfig
+from hopsd.holder import local_dead
 from hopsd.ledger.records import (
     ACTIVE_STATES,
     JobRecord,
@@ -107,7 +108,7 @@ def _leader(unit: StatusReads, now: float) -> dict[str, Any]:
     info = unit.lease_info()
     if info is None:
         return {"holder": None, "since": None, "expires_at": None, "token": 0}
-    holder = info.holder if info.held_at(now) else None
+    holder = info.holder if info.held_at(now) and not local_dead(info.holder) else None
     return {
         "holder": holder,
         "since": info.acquired_at if holder else None,

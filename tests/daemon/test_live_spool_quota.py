@@ -1,0 +1,118 @@
+"""Live, as an unprivileged user: a job that appends to its report without bound does not
+fill hopsd's spool.
+
+The job (``hopsmallory``'s, submitted with ``sbatch`` as that user) appends
+2 MiB to its report every 0.2 s (10 MiB/s) once placed. hopsd empties the
+report each tick it finds it above its quota and tells the owner in ``hops
+status``; the test samples the file's size and disk use meanwhile, and prints
+them. Before, hopsd stopped reading the file at its limit but let it grow.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from daemon_live import LiveEnv, drive, hopsd_process
+from test_live_hostile import ATTACKER, AsUser, status_of
+
+from hopsd.daemon.sensing import MAX_FILE_BYTES
+from hopsd.ledger.models import JobState
+from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.tag import HopsTag
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(
+        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
+    ),
+    pytest.mark.skipif(os.geteuid() != 0, reason="creating the attacker's account needs root"),
+]
+
+RATE_MIB_S = 10
+# written at most this much in all (the job gives up then), so a hopsd without the
+# quota cannot fill the test machine's disk either
+CAP_MIB = 400
+FLOOD = (
+    "chunk=$(head -c 2097152 /dev/zero | tr '\\0' 'x')\n"
+    f"for i in $(seq {CAP_MIB // 2}); do\n"
+    '  printf "%s\\n" "$chunk" >> "$HOPS_SPOOL_DIR/$SLURM_JOB_ID.jsonl"; sleep 0.2\n'
+    "done\nsleep 300\n"
+)
+
+
+@pytest.fixture(scope="module")
+def attacker() -> str:
+    try:
+        pwd.getpwnam(ATTACKER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", ATTACKER], check=True)
+    return ATTACKER
+
+
+@pytest.fixture
+def env() -> Iterator[LiveEnv]:
+    root = Path(tempfile.mkdtemp(prefix="hops-quota-"))
+    root.chmod(0o755)
+    live = LiveEnv.create(root)
+    yield live
+    live.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def submit_flood(env: LiveEnv, user: str) -> int:
+    script = env.root / "flood.sh"
+    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool_of(user)}\n{FLOOD}")
+    script.chmod(0o755)
+    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    args = ["-J", f"{env.prefix}flood", "-o", "/dev/null", "-t", "10"]
+    job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    env.submitted.append(job)
+    return job
+
+
+def test_a_report_past_its_quota_is_emptied_while_the_job_runs(
+    env: LiveEnv, attacker: str
+) -> None:
+    daemon = hopsd_process(env)
+    try:
+        job = submit_flood(env, attacker)
+        report = env.spool_of(attacker) / f"{job}.jsonl"
+        def running() -> bool:
+            row = env.rows().get(job)
+            return row is not None and row.state == JobState.RUNNING
+
+        assert drive(lambda: None, running, deadline_s=60), (env.root / "hopsd.log").read_text()
+        sizes: list[int] = []
+        used: list[int] = []
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if report.exists():
+                info = report.stat()
+                sizes.append(info.st_size)
+                used.append(info.st_blocks * 512)
+            time.sleep(0.2)
+        assert daemon.poll() is None, "hopsd died"
+        tick = env.config.queue_refresh_s
+        bound = MAX_FILE_BYTES + RATE_MIB_S * 2**20 * (2 * tick + 2.0)
+        written = RATE_MIB_S * 30 * 2**20
+        print(
+            f"\nspool quota: wrote ~{written / 2**20:.0f} MiB in 30 s; report max "
+            f"{max(sizes) / 2**20:.1f} MiB, disk max {max(used) / 2**20:.1f} MiB "
+            f"(quota {MAX_FILE_BYTES / 2**20:.0f} MiB, bound {bound / 2**20:.1f} MiB)"
+        )
+        assert max(used) <= bound and max(sizes) <= bound
+        shown = status_of(env, job)
+        assert "emptied" in str(shown["problem"]) and shown["user"] == attacker
+        log = (env.root / "hopsd.log").read_text()
+        assert "event=tick-failed" not in log
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
