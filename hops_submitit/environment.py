@@ -12,6 +12,7 @@ checkpoint. Unlike submitit's timeout handling, a notice never counts against
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import types
@@ -61,8 +62,8 @@ class NoticeHandler(job_environment.SignalHandler):
     def on_notice(self, signum: int, frame: types.FrameType | None = None) -> None:
         log = logger.get_logger()
         log.warning(f"hops: checkpoint notice ({signal.Signals(signum).name}) received")
-        if self.env.num_tasks > 1:
-            return  # data-parallel: the ranks checkpoint through their probe, agreed
+        if os.environ.get("HOPS_SUBMITIT_DATA_PARALLEL"):
+            return  # data-parallel (even on 1 GPU): the ranks checkpoint through their probe
         if self.env.global_rank != 0:
             return  # only the first task checkpoints and requeues
         delayed = self._delayed

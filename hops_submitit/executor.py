@@ -37,6 +37,9 @@ from hops_submitit.port import configured_port
 from hops_submitit.watcher import HopsInfoWatcher
 from hopsd.slurm.errors import SlurmError
 
+#: Set in a data-parallel job (``tasks_per_node`` > 1), whatever its GPU count this run.
+DATA_PARALLEL_ENV = "HOPS_SUBMITIT_DATA_PARALLEL"
+
 DEFAULTS: dict[str, Any] = {
     "gpus": "1",
     "samples": None,
@@ -196,6 +199,7 @@ def batch_script(command: str, folder: Path, params: dict[str, Any]) -> str:
         lines.append(f"#SBATCH --cpus-per-task={int(params['cpus_per_task'])}")
     lines += ["", "export SUBMITIT_EXECUTOR=hops"]
     if int(params["tasks_per_node"]) > 1:
+        lines.append(f"export {DATA_PARALLEL_ENV}=1")
         lines += data_parallel_launch(command, params)
     else:
         lines.append(f"exec {command}")

@@ -200,8 +200,8 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     callback.samples_per_step = trainer.world_size * args.batch
     trainer.fit(task, ckpt_path=hops_pl.resume_from(path))
+    trainer.save_checkpoint(path)  # every rank calls it (a collective); rank 0 writes
     if trainer.global_rank == 0:
-        trainer.save_checkpoint(path)
         with torch.no_grad():
             loss = float(F.cross_entropy(task.net(task.images), task.labels).item())
         print(f"done: {task.position} samples, loss {loss:.6f}", flush=True)

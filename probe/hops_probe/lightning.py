@@ -42,7 +42,7 @@ from lightning.pytorch.plugins.environments import (
 )
 
 from hops_probe import Probe
-from hops_probe.pytorch import attach, notice_line, wait_for_requeue
+from hops_probe.pytorch import attach, heard_soon, notice_line, wait_for_requeue
 
 __all__ = ["HopsCallback", "environment", "resume_from"]
 
@@ -122,6 +122,7 @@ class HopsCallback(pl.Callback):
         trainer.strategy.barrier("hops-notice")
         self.probe.checkpointed(time.perf_counter() - started)
         self.stopped = True
+        heard = heard_soon(self.probe, heard)
         print(notice_line(trainer.global_rank, trainer.world_size, heard, trainer.global_step),
               flush=True)  # fmt: skip
         wait_for_requeue()

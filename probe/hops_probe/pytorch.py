@@ -47,6 +47,7 @@ __all__ = [
     "agree_on_notice",
     "attach",
     "cpu_threads",
+    "heard_soon",
     "init_distributed",
     "notice_line",
     "rendezvous",
@@ -242,6 +243,20 @@ def stop_for_notice(probe: Probe, rank: World, save: Callable[[], object]) -> bo
     _barrier()
     probe.checkpointed(time.perf_counter() - started)
     return True
+
+
+def heard_soon(probe: Probe, heard: bool, within_s: float = 3.0) -> bool:
+    """Whether this rank heard the notice itself, allowing for its signal to come late.
+
+    hopsd's signal reaches the nodes of a job a few milliseconds apart: a rank
+    may learn of the notice from the others' agreement before its own signal
+    is delivered. Asked after the checkpoint, it waits up to ``within_s``.
+    """
+    end = time.monotonic() + within_s
+    while not heard and time.monotonic() < end:
+        time.sleep(0.05)
+        heard = probe.preempt_requested()
+    return heard
 
 
 def notice_line(rank: int, world_size: int, heard: bool, position: float) -> str:

@@ -78,6 +78,7 @@ def test_a_data_parallel_job_runs_one_srun_task_per_gpu(tmp_path: Path) -> None:
     params = {"job_name": "ddp", "time": 5, "stderr_to_stdout": True, "mem": None,
               "cpus_per_task": 2, "tasks_per_node": 2}  # fmt: skip
     lines = batch_script("python -m submitit.core._submit /f", tmp_path, params).splitlines()
+    assert "export HOPS_SUBMITIT_DATA_PARALLEL=1" in lines
     assert "gres/gpu=" in lines[-2] and lines[-1] == (
         'exec srun --ntasks="${gpus}" --gpus-per-task=1 --cpus-per-task=2 '
         "python -m submitit.core._submit /f"
