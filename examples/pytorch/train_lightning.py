@@ -174,6 +174,10 @@ class CNNTask(pl.LightningModule):
         self.position, self.history = saved["position"], saved["history"]
         torch.set_rng_state(saved["rng"])
 
+    def on_train_batch_end(self, *args: Any) -> None:
+        if self.position >= self.args.samples:
+            self.trainer.should_stop = True
+
     def on_train_end(self) -> None:
         if self.log_file is not None:
             self.log_file.close()
@@ -194,7 +198,11 @@ def main(argv: list[str]) -> int:
         accelerator="auto", devices=devices,
         num_nodes=int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
         strategy="ddp" if devices > 1 or rank.world_size > 1 else "auto",
-        max_epochs=1, use_distributed_sampler=False, logger=False, enable_progress_bar=False,
+        # an "epoch" is what is left of the job from where the run began; should
+        # Lightning end one early (it counts a resumed epoch's batches from its
+        # checkpoint), the next starts at the job's own position
+        max_epochs=1_000_000, reload_dataloaders_every_n_epochs=1,
+        use_distributed_sampler=False, logger=False, enable_progress_bar=False,
         enable_checkpointing=False, enable_model_summary=False,
         callbacks=[callback], plugins=[hops_pl.environment()],
     )  # fmt: skip
