@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -80,9 +81,13 @@ def submitted_copy(path: Path, signal: str) -> Iterator[Path]:
         return
     folder = Path(tempfile.mkdtemp(prefix="hops-submit-"))
     try:
+        # sbatch may run as another identity than this process (an operator's
+        # ``hops submit`` for a user): the copy is exactly as readable as the
+        # original, in a folder others may enter but not list.
+        folder.chmod(0o711)
         copy = folder / path.name
         copy.write_text(guarded, encoding="utf-8")
-        copy.chmod(0o700)
+        copy.chmod(stat.S_IMODE(path.stat().st_mode) | stat.S_IRUSR)
         yield copy
     finally:
         shutil.rmtree(folder, ignore_errors=True)

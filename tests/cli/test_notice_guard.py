@@ -60,9 +60,13 @@ def test_no_notice_signal_means_no_guard() -> None:
 def test_the_copy_keeps_the_scripts_name_and_is_removed_after(tmp_path: Path) -> None:
     script = tmp_path / "train.sh"
     script.write_text(SCRIPT)
+    script.chmod(0o750)
     with submitted_copy(script, "USR1") as sent:
         assert sent != script and sent.name == "train.sh"
         assert "trap '' USR1" in sent.read_text()
+        # as readable as the original, in a folder others may enter but not list
+        assert sent.stat().st_mode & 0o777 == 0o750
+        assert sent.parent.stat().st_mode & 0o777 == 0o711
     assert not sent.exists() and script.read_text() == SCRIPT
     python = tmp_path / "train.py"
     python.write_text("#!/usr/bin/env python3\nprint(1)\n")
