@@ -262,8 +262,7 @@ def train(args: argparse.Namespace) -> int:
         PROBE.progress(state.position)
         heard = PROBE.preempt_requested()  # this rank's own signal, before the agreement
         if hops.stop_for_notice(PROBE, rank, lambda: save(trainer)):
-            heard = hops.heard_soon(PROBE, heard)
-            print(hops.notice_line(rank.rank, size, heard, state.position), flush=True)
+            hops.tell_notice(PROBE, rank.rank, size, heard, state.position)
             hops.wait_for_requeue()
         elif state.steps % args.checkpoint_steps == 0 and rank.is_main:
             save(trainer)

@@ -42,7 +42,7 @@ from lightning.pytorch.plugins.environments import (
 )
 
 from hops_probe import Probe
-from hops_probe.pytorch import attach, heard_soon, notice_line, wait_for_requeue
+from hops_probe.pytorch import attach, tell_notice, wait_for_requeue
 
 __all__ = ["HopsCallback", "environment", "resume_from"]
 
@@ -122,9 +122,8 @@ class HopsCallback(pl.Callback):
         trainer.strategy.barrier("hops-notice")
         self.probe.checkpointed(time.perf_counter() - started)
         self.stopped = True
-        heard = heard_soon(self.probe, heard)
-        print(notice_line(trainer.global_rank, trainer.world_size, heard, trainer.global_step),
-              flush=True)  # fmt: skip
+        tell_notice(self.probe, trainer.global_rank, trainer.world_size, heard,
+                    trainer.global_step)  # fmt: skip
         wait_for_requeue()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

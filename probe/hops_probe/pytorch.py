@@ -53,6 +53,7 @@ __all__ = [
     "rendezvous",
     "scaled_lr",
     "stop_for_notice",
+    "tell_notice",
     "wait_for_requeue",
     "world",
 ]
@@ -259,12 +260,20 @@ def heard_soon(probe: Probe, heard: bool, within_s: float = 3.0) -> bool:
     return heard
 
 
-def notice_line(rank: int, world_size: int, heard: bool, position: float) -> str:
+def notice_line(rank: int, world_size: int, heard: str, position: float) -> str:
     """What a rank prints when it stops for a notice: which run, whether it heard the
-    signal itself (``heard=yes``) or learned of it from the others."""
+    signal itself (``heard=yes``, ``late`` once it came after the agreement) or not."""
     run = os.environ.get("SLURM_RESTART_COUNT", "0")
-    return (f"notice: run {run} rank {rank}/{world_size} heard={'yes' if heard else 'no'} "
+    return (f"notice: run {run} rank {rank}/{world_size} heard={heard} "
             f"stopped at {position:g}; waiting to be requeued")  # fmt: skip
+
+
+def tell_notice(probe: Probe, rank: int, world_size: int, heard: bool, position: float) -> None:
+    """Print the rank's notice line at once (hopsd requeues within a second of the
+    checkpoint), then, if its own signal had not come yet, a second when it does."""
+    print(notice_line(rank, world_size, "yes" if heard else "no", position), flush=True)
+    if not heard and heard_soon(probe, False):
+        print(notice_line(rank, world_size, "late", position), flush=True)
 
 
 def _barrier() -> None:

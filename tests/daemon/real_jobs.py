@@ -186,10 +186,10 @@ def ranks(job: RealJob) -> Ranks:
     out = Ranks()
     for run, _rank, size in re.findall(r"start: run (\d+) rank (\d+)/(\d+)", job.output()):
         out.world[int(run)] = int(size)
-    pattern = r"notice: run (\d+) rank (\d+)/(\d+) heard=(yes|no)"
+    pattern = r"notice: run (\d+) rank (\d+)/(\d+) heard=(yes|no|late)"
     for run, rank, _size, heard in re.findall(pattern, job.output()):
         out.stopped.setdefault(int(run), set()).add(int(rank))
-        if heard == "yes":
+        if heard in ("yes", "late"):
             out.noticed.setdefault(int(run), set()).add(int(rank))
     return out
 

@@ -161,3 +161,16 @@ def test_the_torchrun_launcher_passes_the_notice_to_workers_in_their_own_session
         assert child.communicate(timeout=20)[0].strip() == "heard"
     finally:
         child.kill()
+
+
+def test_a_rank_whose_signal_comes_after_the_agreement_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    probe = Probe(environ={"HOPS_PROBE_MODE": "off", "HOPS_NOTICE_SIGNAL": "USR1",
+                           "HOPS_SPOOL_DIR": str(tmp_path)})  # fmt: skip
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    hops.tell_notice(probe, 1, 2, False, 640)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[5] for line in lines] == ["heard=no", "heard=late"]
