@@ -254,15 +254,15 @@ def train(args: argparse.Namespace) -> int:
     )
     PROBE.progress(state.position)
     log = sample_log(args, rank, restart)
+    told = 0  # notice signals this rank had heard at its last stop
     while state.position < args.samples:
         mine = trainer.step()
         if log is not None:
             log.write(" ".join(map(str, mine.tolist())) + "\n")
             log.flush()
         PROBE.progress(state.position)
-        heard = PROBE.preempt_requested()  # this rank's own signal, before the agreement
         if hops.stop_for_notice(PROBE, rank, lambda: save(trainer)):
-            hops.tell_notice(PROBE, rank.rank, size, heard, state.position)
+            told = hops.tell_notice(PROBE, rank.rank, size, told, state.position)
             hops.wait_for_requeue()
         elif state.steps % args.checkpoint_steps == 0 and rank.is_main:
             save(trainer)

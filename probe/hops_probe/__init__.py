@@ -371,6 +371,8 @@ class Probe:
         self._sync_sum = 0.0
         self._reset_interval(None)
         self._notice = False  # set by the notice signal's handler
+        #: Notice signals this process received (a checkpoint does not reset it).
+        self.notices_heard = 0
         self._notice_seen_at: float | None = None
         self._on_preempt: Callable[[], object] | None = None
         #: Called at the end of every timed phase and iteration when set, e.g.
@@ -625,6 +627,7 @@ def _install_notice(name: str, probe: Probe) -> str:
 
     def note(signum: int, frame: Any) -> None:
         probe._notice = True
+        probe.notices_heard += 1
         if callable(previous):
             previous(signum, frame)
 

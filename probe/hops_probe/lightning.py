@@ -84,6 +84,7 @@ class HopsCallback(pl.Callback):
         self._iteration: Any = None
         self._phase: Any = None
         self.stopped = False
+        self._told = 0
 
     def _enter(self, name: str) -> None:
         self._leave()
@@ -122,8 +123,8 @@ class HopsCallback(pl.Callback):
         trainer.strategy.barrier("hops-notice")
         self.probe.checkpointed(time.perf_counter() - started)
         self.stopped = True
-        tell_notice(self.probe, trainer.global_rank, trainer.world_size, heard,
-                    trainer.global_step)  # fmt: skip
+        self._told = tell_notice(self.probe, trainer.global_rank, trainer.world_size,
+                                 self._told, trainer.global_step)  # fmt: skip
         wait_for_requeue()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

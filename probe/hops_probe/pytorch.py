@@ -246,18 +246,18 @@ def stop_for_notice(probe: Probe, rank: World, save: Callable[[], object]) -> bo
     return True
 
 
-def heard_soon(probe: Probe, heard: bool, within_s: float = 3.0) -> bool:
-    """Whether this rank heard the notice itself, allowing for its signal to come late.
+def heard_soon(probe: Probe, since: int, within_s: float = 3.0) -> bool:
+    """Whether this rank heard a notice signal itself since ``since`` signals, allowing
+    for its signal to come late.
 
     hopsd's signal reaches the nodes of a job a few milliseconds apart: a rank
     may learn of the notice from the others' agreement before its own signal
     is delivered. Asked after the checkpoint, it waits up to ``within_s``.
     """
     end = time.monotonic() + within_s
-    while not heard and time.monotonic() < end:
+    while probe.notices_heard <= since and time.monotonic() < end:
         time.sleep(0.05)
-        heard = probe.preempt_requested()
-    return heard
+    return probe.notices_heard > since
 
 
 def notice_line(rank: int, world_size: int, heard: str, position: float) -> str:
@@ -268,12 +268,15 @@ def notice_line(rank: int, world_size: int, heard: str, position: float) -> str:
             f"stopped at {position:g}; waiting to be requeued")  # fmt: skip
 
 
-def tell_notice(probe: Probe, rank: int, world_size: int, heard: bool, position: float) -> None:
+def tell_notice(probe: Probe, rank: int, world_size: int, since: int, position: float) -> int:
     """Print the rank's notice line at once (hopsd requeues within a second of the
-    checkpoint), then, if its own signal had not come yet, a second when it does."""
+    checkpoint): did its own signal come since ``since`` signals; if not yet, a
+    second line when it does. The signal count to pass next time."""
+    heard = probe.notices_heard > since
     print(notice_line(rank, world_size, "yes" if heard else "no", position), flush=True)
-    if not heard and heard_soon(probe, False):
+    if not heard and heard_soon(probe, since):
         print(notice_line(rank, world_size, "late", position), flush=True)
+    return probe.notices_heard
 
 
 def _barrier() -> None:

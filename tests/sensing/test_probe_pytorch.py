@@ -171,6 +171,6 @@ def test_a_rank_whose_signal_comes_after_the_agreement_says_so(
     probe = Probe(environ={"HOPS_PROBE_MODE": "off", "HOPS_NOTICE_SIGNAL": "USR1",
                            "HOPS_SPOOL_DIR": str(tmp_path)})  # fmt: skip
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-    hops.tell_notice(probe, 1, 2, False, 640)
+    assert hops.tell_notice(probe, 1, 2, probe.notices_heard, 640) == 1
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[5] for line in lines] == ["heard=no", "heard=late"]
