@@ -23,7 +23,10 @@ BIG = b"x" * (4 << 20)
 
 
 @pytest.fixture
-def endpoint() -> Iterator[Endpoint]:
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[Endpoint]:
+    # an earlier test's hopsd main() may have left a root handler on a stderr that
+    # pytest has since closed: the endpoint's few log lines go to caplog alone
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
     pages = {"/big": lambda: ("text/plain", BIG)}
     served = Endpoint(CollectorRegistry(), {}, "127.0.0.1:0", pages)
     yield served
