@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -44,3 +45,10 @@ def device_pace(rates_text: str) -> float:
     rate = rates.get(os.environ.get("SLURM_JOB_PARTITION", ""), 0.0)
     speed = float(os.environ.get("HOPS_NODE_SPEED", "1") or 1)
     return 1.0 / (rate * speed) if rate > 0 and speed > 0 else 0.0
+
+
+def hold_device(since: float, seconds: float) -> None:
+    """Wait out what is left of ``seconds`` since ``since``: the fake GPU's share of a phase."""
+    left = seconds - (time.perf_counter() - since)
+    if left > 0:
+        time.sleep(left)

@@ -49,7 +49,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from data import GlobalOrder, make_dataset  # noqa: E402
 from hops_probe import pytorch as hops  # noqa: E402
-from model import SmallCNN, decay, device_pace  # noqa: E402
+from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
 from torch import nn  # noqa: E402
 
 
@@ -120,12 +120,6 @@ class Trainer:
     progress: list[float]
     pace_s_per_sample: float = 0.0  # on fake GPUs: a step lasts at least this per sample
 
-    def _hold(self, since: float, seconds: float) -> None:
-        """Wait out what is left of ``seconds`` since ``since`` (the device's share)."""
-        left = seconds - (time.perf_counter() - since)
-        if left > 0:
-            time.sleep(left)
-
     def step(self) -> torch.Tensor:
         """One global step at the current position; the ids this rank trained."""
         args, state = self.args, self.state
@@ -140,12 +134,12 @@ class Trainer:
             with it.phase("forward"):
                 began = time.perf_counter()
                 loss = F.cross_entropy(self.model(x), y, reduction="sum") * (w / count)
-                self._hold(began, device_s / 3)
+                hold_device(began, device_s / 3)
             with it.phase("backward"):
                 began = time.perf_counter()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                self._hold(began, 2 * device_s / 3)
+                hold_device(began, 2 * device_s / 3)
             with it.phase("update"):
                 self.optimizer.step()
         state.position += count

@@ -32,7 +32,7 @@ import torch.nn.functional as F  # noqa: E402
 from data import GlobalOrder, make_dataset  # noqa: E402
 from hops_probe import lightning as hops_pl  # noqa: E402
 from hops_probe import pytorch as hops  # noqa: E402
-from model import SmallCNN, decay, device_pace  # noqa: E402
+from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
 
@@ -96,6 +96,7 @@ class CNNTask(pl.LightningModule):
         self.pace_s = device_pace(args.device_rate)
         self.log_file: Any = None
         self._began = 0.0
+        self._last = 0  # samples of this rank's current batch, for its backward's pace
 
     # -- data -----------------------------------------------------------------
     def train_dataloader(self) -> DataLoader[Any]:
@@ -133,7 +134,7 @@ class CNNTask(pl.LightningModule):
         count = min(world * self.args.batch, self.args.samples - self.position)
         began = time.perf_counter()
         loss = F.cross_entropy(self.net(x), y, reduction="sum") * (world / count)
-        self._hold(began, self.pace_s * len(y) / 3)
+        hold_device(began, self.pace_s * len(y) / 3)
         if self.log_file is not None:  # the ids of this step's share, as the sampler cut it
             rank = self.trainer.global_rank
             ids = self.order.ids(self.position, count)[rank * count // world :]
@@ -149,13 +150,7 @@ class CNNTask(pl.LightningModule):
         self._began = time.perf_counter()
 
     def on_after_backward(self) -> None:
-        self._hold(self._began, 2 * self.pace_s * getattr(self, "_last", 0) / 3)
-
-    @staticmethod
-    def _hold(since: float, seconds: float) -> None:
-        left = seconds - (time.perf_counter() - since)
-        if left > 0:
-            time.sleep(left)
+        hold_device(self._began, 2 * self.pace_s * self._last / 3)
 
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.SGD(self.net.parameters(), lr=self.args.lr, momentum=0.9,
