@@ -239,6 +239,14 @@ def loss_gap(job: RealJob) -> tuple[float, float]:
     return live, abs(live - reference) / reference
 
 
+def placement(env: LiveEnv, slurm_id: int) -> dict[str, int]:
+    """``{node: GPUs}`` of the job while Slurm runs it, else empty."""
+    for seen in env.port.list_jobs():
+        if seen.job_id == slurm_id and seen.running:
+            return seen.placement
+    return {}
+
+
 def slurm_state(slurm_id: int) -> str:
     out = subprocess.run(
         ["sacct", "-X", "-n", "-P", "-j", str(slurm_id), "-o", "state"],

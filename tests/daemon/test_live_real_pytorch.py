@@ -39,6 +39,7 @@ from real_jobs import (
     wait_for,
     world_sizes,
 )
+from real_jobs import placement as running_on
 
 pytestmark = LIVE
 pytest.importorskip("torch")
@@ -83,10 +84,7 @@ def _env(scheduler: str) -> Iterator[LiveEnv]:
 
 
 def placement(env: LiveEnv, job: RealJob) -> dict[str, int]:
-    for seen in env.port.list_jobs():
-        if seen.job_id == job.slurm_id and seen.running:
-            return seen.placement
-    return {}
+    return running_on(env, job.slurm_id)
 
 
 def state(env: LiveEnv, job: RealJob) -> str:

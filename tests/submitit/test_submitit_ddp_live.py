@@ -26,6 +26,7 @@ from real_jobs import (
     RealJob,
     block_gpus,
     loss_gap,
+    placement,
     ranks,
     reported_runs,
     requeues_by_kind,
@@ -63,13 +64,6 @@ def env() -> Iterator[LiveEnv]:
     daemon.wait(timeout=30)
     live.cleanup()
     shutil.rmtree(root, ignore_errors=True)
-
-
-def placement(env: LiveEnv, slurm_id: int) -> dict[str, int]:
-    for seen in env.port.list_jobs():
-        if seen.job_id == slurm_id and seen.running:
-            return seen.placement
-    return {}
 
 
 def test_submitit_with_two_tasks_per_node_moves_and_keeps_every_sample(env: LiveEnv) -> None:
