@@ -50,41 +50,15 @@ import torch.nn.functional as F  # noqa: E402
 from data import GlobalOrder, make_dataset  # noqa: E402
 from hops_probe import pytorch as hops  # noqa: E402
 from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
+from options import job_parser, parse, set_precision  # noqa: E402
 from torch import nn  # noqa: E402
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    env = os.environ
-    parser.add_argument(
-        "--samples", type=lambda text: int(float(text)), default=env.get("HOPS_TOTAL_SAMPLES"),
-        help="samples to train on in all (default: hops submit's --samples)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--batch", type=int, default=int(env.get("HOPS_BATCH_SIZE") or 32),
-        help="per-GPU batch size, fixed (default: hops submit's --batch-size)",
-    )  # fmt: skip
-    parser.add_argument("--lr", type=float, default=0.02, help="learning rate at --base-gpus")
-    parser.add_argument("--lr-scale", default="linear", choices=("linear", "sqrt", "none"))
-    parser.add_argument("--base-gpus", type=int, default=1, help="GPU count --lr is meant for")
-    parser.add_argument("--dataset-size", type=int, default=4096)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--width", type=int, default=16, help="channels of the CNN")
-    parser.add_argument("--checkpoint", default="", help="default: ckpt-<job id>.pt here")
+    parser = job_parser(__doc__.splitlines()[0])
     parser.add_argument("--checkpoint-steps", type=int, default=500, help="save every N steps")
-    parser.add_argument("--sample-log", default="", help="directory: ids each rank trained")
-    parser.add_argument("--result", default="", help="file: final loss and history (JSON)")
     parser.add_argument("--reference", default="", help="replay a --result's world sizes")
-    parser.add_argument(
-        "--device-rate", default="",
-        help="on fake GPUs: samples/s of one GPU per type, e.g. a100=800,v100=400; each "
-             "step lasts at least as long as on that GPU (times HOPS_NODE_SPEED)",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    if args.samples is None:
-        parser.error("--samples is needed outside hops (hops submit --samples sets it)")
-    args.samples = int(float(args.samples))
-    return args
+    return parse(parser, argv)
 
 
 # ---------------------------------------------------------------- data and model
@@ -279,7 +253,8 @@ def finish(trainer: Trainer, rank: hops.World) -> int:
         print(f"done: {trainer.state.position} samples, loss {loss:.6f}", flush=True)
         if trainer.args.result:
             result = {"loss": loss, "samples": trainer.state.position,
-                      "steps": trainer.state.steps, "history": trainer.state.history}  # fmt: skip
+                      "steps": trainer.state.steps, "history": trainer.state.history,
+                      "precision": trainer.args.precision}  # fmt: skip
             Path(trainer.args.result).write_text(json.dumps(result))
     PROBE.close()
     if torch.distributed.is_initialized():
@@ -290,7 +265,10 @@ def finish(trainer: Trainer, rank: hops.World) -> int:
 
 def reference(args: argparse.Namespace) -> int:
     """One process trains through the world sizes (and rates) a finished job ran at."""
-    history = json.loads(Path(args.reference).read_text())["history"]
+    finished = json.loads(Path(args.reference).read_text())
+    history = finished["history"]
+    args.precision = int(finished.get("precision", 32))
+    set_precision(args.precision)
     segments = [h for h in history if h["position"] < args.samples]
     args.checkpoint = str(Path(args.reference).with_suffix(".ref.pt"))
     checkpoint_path(args).unlink(missing_ok=True)

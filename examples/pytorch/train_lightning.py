@@ -33,31 +33,12 @@ from data import GlobalOrder, make_dataset  # noqa: E402
 from hops_probe import lightning as hops_pl  # noqa: E402
 from hops_probe import pytorch as hops  # noqa: E402
 from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
+from options import job_parser, parse  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
-    env = os.environ
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--samples", type=lambda t: int(float(t)), default=env.get("HOPS_TOTAL_SAMPLES")
-    )
-    parser.add_argument("--batch", type=int, default=int(env.get("HOPS_BATCH_SIZE") or 32))
-    parser.add_argument("--lr", type=float, default=0.02)
-    parser.add_argument("--lr-scale", default="linear", choices=("linear", "sqrt", "none"))
-    parser.add_argument("--base-gpus", type=int, default=1)
-    parser.add_argument("--dataset-size", type=int, default=4096)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--width", type=int, default=16)
-    parser.add_argument("--checkpoint", default="")
-    parser.add_argument("--sample-log", default="")
-    parser.add_argument("--result", default="")
-    parser.add_argument("--device-rate", default="")
-    args = parser.parse_args(argv)
-    if args.samples is None:
-        parser.error("--samples is needed outside hops (hops submit --samples sets it)")
-    args.samples = int(float(args.samples))
-    return args
+    return parse(job_parser(__doc__.splitlines()[0]), argv)
 
 
 class GlobalBatches(Sampler[list[int]]):
@@ -191,6 +172,7 @@ def main(argv: list[str]) -> int:
     callback = hops_pl.HopsCallback(PROBE, path)
     trainer = pl.Trainer(
         accelerator="auto", devices=devices,
+        precision="64-true" if args.precision == 64 else "32-true",
         num_nodes=int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
         strategy="ddp" if devices > 1 or rank.world_size > 1 else "auto",
         # an "epoch" is what is left of the job from where the run began; should
@@ -210,7 +192,8 @@ def main(argv: list[str]) -> int:
         print(f"done: {task.position} samples, loss {loss:.6f}", flush=True)
         if args.result:
             Path(args.result).write_text(json.dumps(
-                {"loss": loss, "samples": task.position, "history": task.history}))  # fmt: skip
+                {"loss": loss, "samples": task.position, "history": task.history,
+                 "precision": args.precision}))  # fmt: skip
     return 0
 
 

@@ -18,7 +18,13 @@ from typing import Protocol, cast
 
 from hopsd.core.configgen import ConfigGroup, TypeLayout
 from hopsd.core.estimator import Estimator
-from hopsd.core.gains import move_cost_s, normalised_gains, preemption_price, restart_discount
+from hopsd.core.gains import (
+    move_cost_s,
+    normalised_gains,
+    preemption_price,
+    restart_discount,
+    resume_discount,
+)
 from hopsd.core.ilp import AssignmentProblem
 from hopsd.core.model import Cluster, Configuration, Job
 from hopsd.core.throughput import ThroughputStore
@@ -247,10 +253,11 @@ def candidate_set(
     """All per-node columns of a pass, valued per eq. 11 with the restart prices."""
     out = CandidateSet(tuple(members))
     for opt in options:
-        cost = move_cost_s(opt.member.job.restart_s, spec.restart_penalty_s)
-        discount = restart_discount(spec.round_length_s, cost)
+        job = opt.member.job
+        cost = move_cost_s(job.restart_s, spec.restart_penalty_s)
+        factor = restart_factor(job, spec.round_length_s, cost, spec.price_restarts)
         stay = staying_value(opt, spec.round_length_s, cost) if spec.price_restarts else 0.0
-        _add_job_columns(out, opt, discount, stay, spec.price_restarts)
+        _add_job_columns(out, opt, factor, stay)
     return out
 
 
@@ -261,6 +268,20 @@ def moves_or_resumes(job: Job, price_restarts: bool) -> bool:
     job that ran before (it resumes from its checkpoint), see :mod:`hopsd.core.gains`.
     """
     return job.current is not None or (price_restarts and job.samples_done > 0)
+
+
+def restart_factor(job: Job, round_length_s: float, cost_s: float, price_restarts: bool) -> float:
+    """What a placement other than the job's current one is worth per unit of its gain.
+
+    A move is weighed against staying (:func:`~hopsd.core.gains.restart_discount`),
+    a resume against idle GPUs (:func:`~hopsd.core.gains.resume_discount`); a job
+    that pays no restart there (a first start) is worth its whole gain.
+    """
+    if job.current is not None:
+        return restart_discount(round_length_s, cost_s)
+    if moves_or_resumes(job, price_restarts):
+        return resume_discount(round_length_s, cost_s)
+    return 1.0
 
 
 def staying_value(opt: JobOptions, round_length_s: float, cost_s: float) -> float:
@@ -276,9 +297,7 @@ def staying_value(opt: JobOptions, round_length_s: float, cost_s: float) -> floa
     return opt.member.weight * gain * preemption_price(round_length_s, cost_s)
 
 
-def _add_job_columns(
-    out: CandidateSet, opt: JobOptions, discount: float, stay: float, price_restarts: bool
-) -> None:
+def _add_job_columns(out: CandidateSet, opt: JobOptions, factor: float, stay: float) -> None:
     member = opt.member
     job = member.job
     if opt.keep_gain is not None and job.current is not None:
@@ -287,7 +306,6 @@ def _add_job_columns(
         out.values.append(member.weight * opt.keep_gain + stay)
     if member.keep_only:
         return
-    factor = discount if moves_or_resumes(job, price_restarts) else 1.0
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
             if job.current is not None and same_placement(config, job.current):

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hopsd.core.candidates import JobOptions, moves_or_resumes, same_placement, staying_value
+from hopsd.core.candidates import JobOptions, restart_factor, same_placement, staying_value
 from hopsd.core.configgen import TypeLayout
-from hopsd.core.gains import move_cost_s, restart_discount
+from hopsd.core.gains import move_cost_s
 from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
 from hopsd.core.model import Configuration
 
@@ -81,14 +81,13 @@ def class_columns(
         job = opt.member.job
         w = opt.member.weight
         cost = move_cost_s(job.restart_s, restart_penalty_s)
-        discount = restart_discount(round_length_s, cost)
+        factor = restart_factor(job, round_length_s, cost, price_restarts)
         stay = staying_value(opt, round_length_s, cost) if price_restarts else 0.0
         if opt.keep_gain is not None and job.current is not None:
             keep = w * opt.keep_gain + stay
             out.append(ClassColumn(o, keep, job.current.gpu_type, (), job.current, True))
         if opt.member.keep_only:
             continue
-        factor = discount if moves_or_resumes(job, price_restarts) else 1.0
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
             value = w * gain * factor + stay

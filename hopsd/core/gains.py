@@ -104,6 +104,21 @@ def learned_restart_s(
     return startup_s + checkpoint_s
 
 
+def resume_discount(round_length_s: float, restart_s: float) -> float:
+    """Share of its GPU time a resumed job trains over its restart and one round: ``L / (L + c)``.
+
+    A queued job that ran before pays its restart whenever it resumes; waiting
+    saves none of it, while its GPUs idle meanwhile. Unlike a move (weighed
+    against staying, :func:`restart_discount`, which reaches 0 at a round) a
+    resume is weighed against not running at all: a costly restart puts the job
+    behind jobs that train at once but never below idle GPUs. Close to
+    ``(L - c) / L`` while ``c`` is small against a round.
+    """
+    if round_length_s <= 0:
+        raise InvalidInputError("round length must be > 0")
+    return round_length_s / (round_length_s + max(restart_s, 0.0))
+
+
 def preemption_price(round_length_s: float, restart_s: float) -> float:
     """What preempting a running job costs, as a share of its value over one round.
 

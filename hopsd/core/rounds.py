@@ -43,7 +43,7 @@ from hopsd.core.candidates import (
     PassSpec,
     candidate_set,
     job_options,
-    moves_or_resumes,
+    restart_factor,
     same_placement,
     settled_free,
     staying_value,
@@ -52,7 +52,7 @@ from hopsd.core.classmodel import solve_classes
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fragments import sensitivity_adjustment
-from hopsd.core.gains import move_cost_s, prior_weights, restart_discount
+from hopsd.core.gains import move_cost_s, prior_weights
 from hopsd.core.ilp import Solution, solve_assignment
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.plandiff import diff_plan
@@ -67,7 +67,8 @@ from hopsd.core.window import service_window
 RHO_SAMPLE = 256
 
 #: How one pass values a job's placements: (job, prior weight, slowest throughput,
-#: move discount, preemption price) -- see :mod:`hopsd.core.gains`.
+#: factor of a placement that restarts it, preemption price) -- see
+#: :func:`hopsd.core.candidates.restart_factor` and :mod:`hopsd.core.gains`.
 Valuation = tuple[Job, float, float, float, float]
 
 
@@ -229,8 +230,7 @@ class RoundPlanner:
             job, weight, basis, factor, stay = entry
             thr = self.estimator.throughput(job, config).samples_per_s
             kept = job.current is not None and same_placement(config, job.current)
-            restarts = not kept and moves_or_resumes(job, self.settings.price_restarts)
-            total += weight * thr / basis * (factor if restarts else 1.0) + stay
+            total += weight * thr / basis * (1.0 if kept else factor) + stay
         return total
 
     def members(self, jobs: Sequence[Job], keep_only: frozenset[str] = frozenset()) -> list[Member]:
@@ -334,14 +334,14 @@ def _subtract(free: dict[str, int], held: Iterable[Configuration]) -> dict[str, 
 
 
 def _valuation(options: Sequence[JobOptions], settings: Settings) -> dict[str, Valuation]:
-    """Per job: (job, prior weight, slowest throughput, move discount, preemption price)."""
+    """Per job: (job, prior weight, slowest throughput, restart factor, preemption price)."""
     out: dict[str, Valuation] = {}
     for o in options:
         job = o.member.job
         cost = move_cost_s(job.restart_s, settings.restart_penalty_s)
         stay = staying_value(o, settings.round_length_s, cost) if settings.price_restarts else 0.0
-        discount = restart_discount(settings.round_length_s, cost)
-        out[job.id] = (job, o.member.weight, o.basis, discount, stay)
+        factor = restart_factor(job, settings.round_length_s, cost, settings.price_restarts)
+        out[job.id] = (job, o.member.weight, o.basis, factor, stay)
     return out
 
 

@@ -14,6 +14,7 @@ from hopsd.core.gains import (
     prior_weights,
     priority_bias,
     restart_discount,
+    resume_discount,
 )
 from hopsd.core.ilp import AssignmentProblem, check_feasible, solve_assignment
 from hopsd.core.settings import Settings
@@ -57,6 +58,13 @@ def test_gains_are_throughput_over_the_slowest_configuration() -> None:
 def test_restart_discount_is_the_share_of_the_round_left() -> None:
     assert restart_discount(300.0, 30.0) == pytest.approx(0.9)
     assert restart_discount(300.0, 600.0) == 0.0
+
+
+def test_a_resume_is_discounted_against_idle_gpus_never_to_nothing() -> None:
+    assert resume_discount(300.0, 0.0) == 1.0
+    assert resume_discount(300.0, 30.0) == pytest.approx(300.0 / 330.0)
+    assert resume_discount(300.0, 300.0) == pytest.approx(0.5)
+    assert 0.0 < resume_discount(300.0, 1e9) < resume_discount(300.0, 600.0)
 
 
 # A gain-matrix example in the spirit of the method's Table 1: two 4-GPU nodes

@@ -212,3 +212,22 @@ def test_running_job_behind_the_window_keeps_its_place_when_nobody_needs_it() ->
     assert plan.window == ("qa", "qb")  # R1 sums 4, 7 >= 6: r is behind the boundary
     assert [(a.job_id, a.config.as_dict()) for a in plan.start] == [("qa", {"a": 4})]
     assert [a.job_id for a in plan.keep] == ["r"]
+
+
+@pytest.mark.parametrize("plan_with", [plan_round, plan_fragment])
+@pytest.mark.parametrize("restart_s", [0.0, 299.0, 300.0, 1e4])
+def test_a_preempted_job_resumes_on_idle_gpus_whatever_its_restart_costs(
+    plan_with: object, restart_s: float
+) -> None:
+    """A job that ran before pays its restart whenever it resumes: waiting saves none of
+    it. Valued at nothing once the restart reached a round, it stayed queued on an
+    idle cluster for good; it must take the GPUs nobody else wants."""
+    cluster = Cluster.build([GpuType("t")], [Node("a", "t", 4)])
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("r", "t", 4, 100.0)
+    resumed = Job("r", (4,), 1e6, samples_done=10.0, restart_s=restart_s)
+    snap = Snapshot(now=0.0, cluster=cluster, jobs=(resumed,), store=store)
+    settings = Settings(round_length_s=300.0, restart_penalty_s=30.0, price_restarts=True)
+    plan = plan_with(snap, settings)  # type: ignore[operator]
+    assert where(plan) == {"r": {"a": 4}}
+

@@ -38,6 +38,13 @@ DATASET = 4096
 #: samples/s of one fake GPU per type (train.py --device-rate; v100n2 and a100n2 run at half)
 DEVICE_RATE = "a100=200,v100=100,k80=50"
 GRACE_S = 20.0  # room for 4 ranks importing torch on a loaded 2-core machine
+#: a moved job's final loss against one process through the same world sizes. The
+#: test jobs train in float64 (``--precision 64``): in float32 the thread count alone
+#: moves this example's final loss by about 1% (rounding, amplified over thousands of
+#: steps), more than a resume that drops the optimizer's momentum costs (0.5% on a
+#: 1-2-4 history of 60k samples); in float64 the gap of an exact resume is rounding,
+#: orders below this bound, and the momentum drop is 5000 times over it
+LOSS_TOLERANCE = 1e-6
 
 
 def data_module() -> ModuleType:
@@ -76,7 +83,7 @@ def train_args(job_folder: Path, extra: str = "") -> str:
     return (
         f"--width {WIDTH} --dataset-size {DATASET} --checkpoint {job_folder}/ckpt.pt "
         f"--sample-log {job_folder}/ids --result {job_folder}/result.json "
-        f"--device-rate {DEVICE_RATE} {extra}"
+        f"--device-rate {DEVICE_RATE} --precision 64 {extra}"
     ).strip()
 
 

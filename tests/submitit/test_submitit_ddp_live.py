@@ -23,6 +23,7 @@ from daemon_live import LIVE, LiveEnv, hopsd_process
 from real_jobs import (
     EXAMPLES,
     GRACE_S,
+    LOSS_TOLERANCE,
     RealJob,
     block_gpus,
     loss_gap,
@@ -97,4 +98,4 @@ def test_submitit_with_two_tasks_per_node_moves_and_keeps_every_sample(env: Live
     assert heard.missed == 0 and heard.signalled >= 1, heard
     count = sample_count(job)
     assert (count.trained, count.repeated, count.skipped) == (samples, 0, 0), count
-    assert loss_gap(job)[1] <= 0.02
+    assert loss_gap(job)[1] <= LOSS_TOLERANCE, loss_gap(job)
