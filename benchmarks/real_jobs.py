@@ -5,7 +5,12 @@ Submits ``--jobs`` real jobs (``examples/pytorch``: the ``train.sh`` template, t
 Lightning template and plain ``srun python train.py`` scripts, demand sets
 from 1 to 1,2,4) with ``hops submit`` to the live test cluster, lets hopsd
 profile, place, move and preempt them until all end, then reads what every
-rank of every run logged and prints one JSON object with ``--json``:
+rank of every run logged and prints one JSON object with ``--json``. The
+a100 servers are held by plain jobs outside hops until every job has trained
+on the slower types; then they free, and hopsd moves jobs onto them (and
+preempts where the fast GPUs are worth more to a job of higher priority).
+
+Figures:
 
 ``jobs``, ``moves``, ``preemptions`` (hopsd's done requeues by kind,
 profiling stops included in ``preemptions``), ``ranks_signalled``,
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon")
 from daemon_live import LiveEnv, hopsd_process
 from real_jobs import (
     GRACE_S,
+    block_gpus,
     loss_gap,
     plain_script,
     ranks,
+    reported_runs,
     requeues_by_kind,
     sample_count,
     slurm_state,
@@ -71,10 +79,15 @@ def run(count: int) -> dict[str, float]:
     daemon = hopsd_process(env)
     started = time.monotonic()
     try:
+        env.blockers.extend(
+            b for node in ("a100n1", "a100n2") for b in block_gpus(node, 4, f"{env.prefix}block")
+        )
         jobs = []
         for i in range(count):
             label, script, gpus, samples = MIX[i % len(MIX)]
             jobs.append(submit(env, f"{label}{i}", gpus=gpus, samples=samples, script=script))
+        wait_for(lambda: all(reported_runs(env, j) - {0} for j in jobs), 300, 2)
+        subprocess.run(["scancel", *map(str, env.blockers)], capture_output=True, timeout=20)
         finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
         all_done = wait_for(lambda: all(slurm_state(j.slurm_id) in finished for j in jobs), 3600, 5)
         figures = summarise(env, jobs)
@@ -114,7 +127,7 @@ def summarise(env: LiveEnv, jobs: list) -> dict[str, float]:  # type: ignore[typ
         "ranks_missed": missed,
         "samples_repeated": repeated,
         "samples_skipped": skipped,
-        "loss_gap": round(max(gaps, default=float("nan")), 5),
+        "loss_gap": float(f"{max(gaps, default=float('nan')):.3g}"),
         "lost_fraction": round(repeated / trained, 5) if trained else float("nan"),
     }
 

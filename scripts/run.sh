@@ -82,6 +82,25 @@ JOB
     jobs+=("${id}")
 }
 
+# submit_real NAME GPUS SAMPLES: the real PyTorch template (examples/pytorch/train.sh,
+# a small CNN with DDP) from a copy of its folder, as a user submits it. The test
+# cluster's GPUs are fake: --device-rate makes each step last as long as on the
+# GPU type it was placed on, so hops sees the types differ.
+submit_real() {
+    local name="$1" gpus="$2" samples="$3" folder="${demo}/$1"
+    mkdir -p "${folder}"
+    cp "${ROOT}"/examples/pytorch/*.py "${ROOT}/examples/pytorch/train.sh" "${folder}/"
+    sed -i -e "s|^#SBATCH --job-name=.*|#SBATCH --job-name=demo-${name}|" \
+        -e "s|^#SBATCH --output=.*|#SBATCH --output=${demo}/${name}-%j.out|" "${folder}/train.sh"
+    local id
+    id="$(cd "${folder}" && PYTHON="${ROOT}/.venv/bin/python" \
+        TRAIN_ARGS="--width 8 --device-rate k80=100,v100=250,a100=600" \
+        hops submit train.sh --gpus "${gpus}" --samples "${samples}" --batch-size 32 \
+        --lr 0.02 --lr-scale linear --model "${name}" --parsable)"
+    echo "job ${id}: ${name} (real PyTorch DDP, GPUs ${gpus}, ${samples} samples)"
+    jobs+=("${id}")
+}
+
 # Shows hops status every 15 s until every job submitted so far has left Slurm's
 # queue and hops has no active job (a job just submitted is in Slurm before
 # hopsd adopts it).
@@ -104,11 +123,12 @@ wait_for_jobs() {
     done
 }
 
-echo "== submitting ${#workload[@]} jobs with hops submit"
+echo "== submitting $(( ${#workload[@]} + 1 )) jobs with hops submit (one a real PyTorch job)"
 for entry in "${workload[@]}"; do
     IFS='|' read -r name gpus samples speed <<< "${entry}"
     submit "${name}" "${gpus}" "${samples}" "${speed}"
 done
+submit_real cnn-ddp 1,2,4 24000
 echo "== waiting for the workload (hops status every 15 s, up to ${TIMEOUT_S} s)"
 wait_for_jobs
 echo "== a learning-rate sweep of ${#sweep[@]} one-GPU runs, each kept to one GPU type"
