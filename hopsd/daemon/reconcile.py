@@ -703,10 +703,15 @@ class Reconciler:
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 
     def _final_samples(self, row: JobRecord) -> float | None:
-        progress = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
-        if progress is None or progress.samples_done is None:
-            return None
-        return min(progress.samples_done, row.total_samples)
+        """The job's last word on its progress: the probe's final flush, else its
+        progress file (a job without the probe)."""
+        slurm_id = int(row.slurm_job_id or 0)
+        said = self.sensing.final_samples(row, slurm_id)
+        progress = self.sensing.read_progress(slurm_id, row.user)
+        if progress is not None and progress.samples_done is not None:
+            filed = min(progress.samples_done, row.total_samples)
+            said = filed if said is None else max(said, filed)
+        return said
 
     def _learn(
         self,

@@ -467,6 +467,20 @@ class Sensing:
         except OSError:
             return None
 
+    def final_samples(self, row: JobRecord, slurm_id: int) -> float | None:
+        """Samples done in the probe's last word on a job that ended (None: it said none).
+
+        The probe's final flush is written as the job ends, after the last tick
+        that saw it run: read it then, or a completed job shows the progress of
+        its last report before the end.
+        """
+        spool = self.spools.of(slurm_id)
+        if spool is None:
+            return None
+        said = [r.samples_done for r in self.reader.read(spool.path, slurm_id, row.user)]
+        done = [s for s in said if s is not None]
+        return min(max(done), row.total_samples) if done else None
+
     def write_mode(self, slurm_id: int, user: str, body: dict[str, Any]) -> str:
         """Write the job's mode file; the reason it was not written, or "" when it was.
 

@@ -114,7 +114,9 @@ def transition(job: JobRow, requested: JobState, now: float, reason: str = "") -
 
     Re-observing the current state is a no-op (a restarted daemon reconciles the
     same Slurm state twice). Entering ``running`` records the first start or
-    counts a restart; entering a terminal state records the end time.
+    counts a restart; entering a terminal state records the end time. The
+    planner's last sentence (``plan_reason``) was about the state left, so it
+    goes; a job that waits or has ended holds no GPUs, so its placement goes.
     """
     current = JobState(job.state)
     requested = JobState(requested)
@@ -129,8 +131,10 @@ def transition(job: JobRow, requested: JobState, now: float, reason: str = "") -
             job.restarts = (job.restarts or 0) + 1
     if requested in TERMINAL_STATES:
         job.end_time = now
+    if requested in TERMINAL_STATES or requested in WAITING_STATES:
         job.current_gpu_type = None
         job.current_parts = None
+    job.plan_reason = ""
     job.state = requested
     job.state_reason = reason
     job.state_changed_at = now

@@ -108,12 +108,41 @@ def start_estimates(jobs: Sequence[JobRecord], now: float) -> dict[str, float]:
     return {j.id: ends[k] for k, j in enumerate(queue_order(jobs)) if k < len(ends)}
 
 
-def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
-    """Why the job is where it is: hopsd's recorded reason, or that hopsd is not running."""
+#: States in which a job holds GPUs: only then does it show a type and nodes.
+HOLDING = (JobState.RUNNING, JobState.PROFILING)
+
+
+def where_of(job: JobRecord) -> str | None:
+    """``a100 a100n1:2+a100n2:2`` while the job holds GPUs, else None."""
+    if job.state not in HOLDING or not job.current_parts:
+        return None
+    parts = "+".join(f"{n}:{g}" for n, g in job.current_parts)
+    return f"{job.current_gpu_type} {parts}"
+
+
+def state_reason_of(job: JobRecord) -> str | None:
+    """A reason that fits the job's state, whatever the planner said last.
+
+    Ended: how (Slurm's state and exit code). Running or profiling: where. Waiting:
+    hopsd's recorded reason (cleared at every state change, so never one of an
+    earlier state), else why it entered the queue.
+    """
+    if job.state in TERMINAL_STATES:
+        return job.state_reason or str(job.state)
     recorded = job.plan_reason or job.input_problem or None
-    if recorded is None and job.state == JobState.PROFILING:
-        where = job.current_gpu_type if job.current_parts else None
-        recorded = f"profiling on {where}" if where else "profiling: waiting for a GPU"
+    where = where_of(job)
+    if job.state == JobState.PROFILING:
+        return recorded or (f"profiling on {where}" if where else "profiling: waiting for a GPU")
+    if job.state == JobState.RUNNING:
+        return recorded or (f"running on {where}" if where else "running")
+    if recorded is None and job.state_reason:
+        return f"waiting ({job.state_reason})"
+    return recorded
+
+
+def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
+    """Why the job is where it is (:func:`state_reason_of`), or that hopsd is not running."""
+    recorded = state_reason_of(job)
     if job.state in TERMINAL_STATES:
         return recorded
     if daemon.mode == "stopped" and job.state != JobState.RUNNING:
@@ -131,7 +160,8 @@ def job_record(
     position: int | None = None,
 ) -> dict[str, Any]:
     """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json)."""
-    nodes = {str(n): int(g) for n, g in (job.current_parts or [])}
+    held = job.current_parts if job.state in HOLDING else None
+    nodes = {str(n): int(g) for n, g in (held or [])}
     eta = eta_of(job, now)
     return {
         "job_id": job.slurm_job_id,

@@ -266,7 +266,7 @@ def test_show_tells_the_story(story: float, port: Any) -> None:
     assert [p["change"] for p in payload["placements"]] == ["start", "move", "end"]
     assert payload["placements"][1]["nodes"] == {"a100n1": 1}
     assert payload["state_reason"] == "exit 0" and payload["restarts"] == 1
-    assert payload["reason"] == "running on a100 a100n1:1"  # finished: no "hopsd not running"
+    assert payload["reason"] == "exit 0"  # finished: how it ended, not "hopsd not running"
     text = runner.invoke(app, ["show", "205"]).stdout
     assert "JobId=205" in text and "QueuePosition=1" in text and "LR=2.00" in text
     missing = runner.invoke(app, ["show", "999"])

@@ -18,6 +18,7 @@ from hopsd.views.joblist import (
     daemon_state,
     gpu_hours_by_type,
     job_name,
+    job_record,
     reason_of,
     start_estimates,
 )
@@ -73,12 +74,30 @@ def test_reasons_for_profiling_finished_and_stopped() -> None:
     live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
     profiling = replace(JOB, state=JobState.PROFILING, current_gpu_type="v100",
                         current_parts=(("v100n1", 1),))  # fmt: skip
-    assert reason_of(profiling, live) == "profiling on v100"
+    assert reason_of(profiling, live) == "profiling on v100 v100n1:1"
     assert reason_of(replace(profiling, current_parts=None), live) == (
         "profiling: waiting for a GPU"
     )
-    done = replace(JOB, state=JobState.DONE, plan_reason="running on a100")
-    assert reason_of(done, stopped) == "running on a100"  # no "not running" on a finished job
+    done = replace(JOB, state=JobState.DONE, plan_reason="running on a100",
+                   state_reason="slurm COMPLETED (exit code 0)")  # fmt: skip
+    # how it ended, never the planner's last sentence, and no "not running"
+    assert reason_of(done, stopped) == "slurm COMPLETED (exit code 0)"
     assert reason_of(replace(JOB, plan_reason="waiting"), stopped) == (
         "hopsd not running (last: waiting)"
     )
+
+
+def test_a_job_shows_nodes_and_a_reason_only_as_its_state_allows() -> None:
+    """A queued job whose row still names GPUs shows none; a running job with no
+    recorded reason says where it runs; a waiting job without one says why it waits."""
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    stale = replace(JOB, state=JobState.QUEUED, current_gpu_type="k80",
+                    current_parts=(("k80n1", 1),), state_reason="profiling over: done")  # fmt: skip
+    shown = job_record(stale, 10.0, live)
+    assert (shown["gpu_type"], shown["nodes"], shown["gpus"]) == (None, {}, 0)
+    assert shown["reason"] == "waiting (profiling over: done)"
+    running = replace(stale, state=JobState.RUNNING, current_gpu_type="a100",
+                      current_parts=(("a100n1", 2), ("a100n2", 2)))  # fmt: skip
+    shown = job_record(running, 10.0, live)
+    assert shown["nodes"] == {"a100n1": 2, "a100n2": 2}
+    assert shown["reason"] == "running on a100 a100n1:2+a100n2:2"
