@@ -8,6 +8,11 @@ its grace without a checkpoint). This launcher is torchrun itself (same
 options, ``torch.distributed.run``) with one addition: on the notice signal
 (``HOPS_NOTICE_SIGNAL``, USR1 by default) it sends the same signal to every
 process it started, whose probes then take it as if it came from Slurm.
+
+When Slurm then requeues the job it ends the run with SIGTERM, which torchrun
+answers with a page of traceback in the job's output at every move. Here
+that is one line: the run was stopped, which under hops is how a move or a
+preemption ends a run after its checkpoint.
 """
 
 from __future__ import annotations
@@ -64,9 +69,14 @@ def main(argv: list[str] | None = None) -> None:
     number = getattr(signal, "SIG" + name, None)
     if isinstance(number, signal.Signals):
         signal.signal(number, _forward)
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.run import main as torchrun
 
-    torchrun(argv if argv is not None else sys.argv[1:])
+    try:
+        torchrun(argv if argv is not None else sys.argv[1:])
+    except SignalException as stop:
+        sys.stderr.write(f"hops_probe.torchrun: stopped by {stop.sigval.name}, workers ended\n")
+        sys.exit(128 + int(stop.sigval))
 
 
 if __name__ == "__main__":

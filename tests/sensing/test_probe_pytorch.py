@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,33 @@ def test_a_rank_whose_signal_comes_after_the_agreement_says_so(
     assert hops.tell_notice(probe, 1, 2, probe.notices_heard, 640) == 1
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[5] for line in lines] == ["heard=no", "heard=late"]
+
+
+def test_the_torchrun_launcher_ends_on_the_requeues_sigterm_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """Slurm's requeue ends a run with SIGTERM: one line in the job's output, no
+    traceback, and the exit status of a process that SIGTERM ended."""
+    pytest.importorskip("torch")
+    ready = tmp_path / "ready"
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        f"import pathlib, time\npathlib.Path({str(ready)!r}).touch()\ntime.sleep(60)\n"
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "hops_probe.torchrun", "--nproc-per-node=1",
+         "--master-port=29731", str(worker)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ready.exists(), "the worker never started"
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=60)
+    finally:
+        launcher.kill()
+    assert launcher.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert "hops_probe.torchrun: stopped by SIGTERM, workers ended" in err
