@@ -56,6 +56,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * fraction
 
 
+def percentile_or_zero(values: Sequence[float], q: float) -> float:
+    """:func:`percentile`, 0.0 for no values (an empty run's figures are zeros)."""
+    return percentile(values, q) if values else 0.0
+
+
 def latency_ratio_of(wait_s: float, age_s: float) -> float:
     """LR of a job given its queueing time and its age (expected unhindered run time)."""
     if wait_s < 0:
@@ -65,20 +70,13 @@ def latency_ratio_of(wait_s: float, age_s: float) -> float:
     return wait_s / age_s
 
 
-@dataclass(frozen=True, slots=True)
-class FinishedJob:
-    """What the fairness metrics need of a finished job (times in seconds)."""
+def raqlr(latency_ratios: Iterable[float]) -> float:
+    """RAQLR: mean LR of the jobs that finished in the window given; 0.0 if none did.
 
-    end_time: float
-    latency_ratio: float
-
-
-def raqlr_over_window(finished: Iterable[FinishedJob], now: float, window_s: float) -> float:
-    """RAQLR: mean LR of jobs that finished in ``[now - window_s, now]``; 0.0 if none did."""
-    if window_s < 0:
-        raise InvalidInputError(f"window must be >= 0, got {window_s}")
-    start = now - window_s
-    return mean_or_zero(f.latency_ratio for f in finished if start <= f.end_time <= now)
+    The window is the caller's (``hops status`` and ``fairness`` read the jobs
+    that ended in the last 24 h from the ledger; a simulated run takes all).
+    """
+    return mean_or_zero(latency_ratios)
 
 
 def finish_time_fairness_of(jct_s: float, independent_s: float) -> float:

@@ -25,7 +25,6 @@ from typing import Protocol
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.gains import priority_bias
-from hopsd.core.metrics import mean_or_zero
 from hopsd.core.model import Cluster, Job
 
 
@@ -102,11 +101,6 @@ def age(job: Job, ctx: PriorityContext) -> float:
 def latency_ratio(job: Job, ctx: PriorityContext) -> float:
     """LR of eq. 8: time waited so far over the age the job would have unhindered."""
     return job.wait_time / age(job, ctx)
-
-
-def raqlr(latency_ratios: Sequence[float]) -> float:
-    """Busyness indicator: mean LR of the recently finished jobs given, 0.0 if none."""
-    return mean_or_zero(latency_ratios)
 
 
 def expected_rate(job: Job, ctx: PriorityContext) -> float:

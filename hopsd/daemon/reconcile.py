@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 from hopsd.config import HopsConfig
+from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.admission import admit
 from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
@@ -36,7 +37,6 @@ from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger.records import (
     TERMINAL_STATES,
-    WAITING_STATES,
     AllocationReason,
     IntentAction,
     IntentRequest,
@@ -561,30 +561,28 @@ class Reconciler:
         now: float,
         usage: dict[tuple[str, str], _Usage],
     ) -> JobRecord:
-        """Charge the interval since the row was last updated to the state it was in."""
+        """Charge the interval since the row was last updated to the state it was in
+        (:mod:`hopsd.core.accounting`, the simulator's rule too)."""
         dt = max(now - (row.updated_at or now), 0.0)
-        state = JobState(row.state)
-        profiling_run = state == JobState.PROFILING and row.current is not None
-        charged = JobUpdate(row.id, updated_at=now)
-        if state == JobState.RUNNING or profiling_run:
-            config = row.current
-            if config is not None:
-                gpus = config.total_gpus
-                speed = (
-                    view.cluster.gpu_types[config.gpu_type].speed
-                    if (config.gpu_type in view.cluster.gpu_types)
-                    else 1.0
-                )
-                charged = replace(
-                    charged,
-                    service_gpu_s=row.service_gpu_s + dt * gpus,
-                    service_norm=row.service_norm + dt * gpus * speed,
-                )
-                owner = usage.setdefault((row.user, row.account), _Usage())
-                owner.gpu_s += dt * gpus
-                owner.gpu_s_norm += dt * gpus * speed
-        elif state in WAITING_STATES or state == JobState.PROFILING:
-            charged = replace(charged, wait_time=row.wait_time + dt)
+        config = row.current
+        clock = clock_of(str(row.state), config is not None)
+        gpus, speed = 0, 1.0
+        if clock is Clock.ON_GPUS and config is not None:
+            gpus = config.total_gpus
+            known = view.cluster.gpu_types.get(config.gpu_type)
+            speed = known.speed if known is not None else 1.0
+        cost = charge(clock, dt, gpus, speed)
+        charged = JobUpdate(
+            row.id,
+            updated_at=now,
+            wait_time=row.wait_time + cost.wait_s if cost.wait_s else None,
+            service_gpu_s=row.service_gpu_s + cost.service_gpu_s if gpus else None,
+            service_norm=row.service_norm + cost.service_norm if gpus else None,
+        )
+        if gpus:
+            owner = usage.setdefault((row.user, row.account), _Usage())
+            owner.gpu_s += cost.service_gpu_s
+            owner.gpu_s_norm += cost.service_norm
         unit.update_job(charged)
         return unit.refresh(row)
 

@@ -35,6 +35,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.errors import HopsError, InfeasibleDemandError, InvalidInputError
 from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
@@ -327,19 +328,17 @@ class Engine:
         used = sum(self.used.values())
         waiting = any(j.status == "queued" for j in self.active.values())
         for job in self.active.values():
+            config = job.config
             if job.status == "running":
-                assert job.config is not None
+                assert config is not None
                 productive = max(0.0, t - max(self.now, job.penalty_until))
                 job.samples_done = min(
                     job.samples_done + job.rate * productive, job.spec.total_samples
                 )
                 job.run_time += dt
-                speed = self.cluster.gpu_types[job.config.gpu_type].speed
-                job.attained_service += job.config.total_gpus * speed * dt
-            elif job.status in ("queued", "profiling", "arriving"):
-                job.wait_time += dt
-                if job.config is not None:  # a profiling run trains the job
-                    job.samples_done = min(job.samples_done + job.rate * dt, job.spec.total_samples)
+            elif job.status == "profiling" and config is not None:  # a profiling run trains
+                job.samples_done = min(job.samples_done + job.rate * dt, job.spec.total_samples)
+            self._charge(job, dt)
         stat = self.rounds[-1]
         stat.used_gpu_s += used * dt
         if waiting:
@@ -348,6 +347,16 @@ class Engine:
             stat.usable_idle_gpu_s += self._usable_idle() * dt
         self.active_integral += self.n_active * dt
         self.now = t
+
+    def _charge(self, job: JobState, dt: float) -> None:
+        """The core's rule (:mod:`hopsd.core.accounting`), as the daemon charges a job."""
+        config = job.config
+        clock = clock_of(job.status, config is not None)
+        if clock is Clock.ON_GPUS and config is not None:
+            speed = self.cluster.gpu_types[config.gpu_type].speed
+            job.attained_service += charge(clock, dt, config.total_gpus, speed).service_norm
+        else:
+            job.wait_time += charge(clock, dt).wait_s
 
     # ---------------------------------------------------------------- events
     def _arrive(self, job: JobState) -> None:

@@ -6,8 +6,9 @@ its estimator believed:
 
 * ``age`` (eq. 9, the expected run time):
   ``sum_j P(type=j) * total_samples / (thr_1gpu_j * R_avg)``;
-  ``LR = wait / age`` where wait is all time after submission not holding GPUs
-  (profiling included).
+  ``LR = wait / age`` where wait is the time the engine charged as waiting
+  (:mod:`hopsd.core.accounting`, as hopsd charges it: a profiling run holds GPUs
+  and is not waiting).
 * ``FTF rho = JCT / T_independent`` (Themis, heterogeneous form): the job alone on
   an equal share of the cluster, ``share = min(R_max, G / N_avg)`` GPUs spread
   over the type mix, ``N_avg`` the time-averaged number of jobs in the system
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hopsd.core.metrics import finish_time_fairness_of, latency_ratio_of, percentile_or_zero
 from hopsd.sim.engine import EngineResult, JobState
 from hopsd.sim.truth import GroundTruth
 
@@ -87,7 +89,7 @@ def job_records(truth: GroundTruth, result: EngineResult) -> list[JobRecord]:
         if job.finish_time is None or job.first_start is None:
             raise ValueError(f"job {job.spec.job_id!r} did not finish")
         jct = job.finish_time - job.spec.submit_time
-        wait = jct - job.run_time
+        wait = job.wait_time
         age = true_age(truth, job)
         avg_demand = sum(job.spec.demands) / len(job.spec.demands)
         n_avg = (
@@ -108,17 +110,13 @@ def job_records(truth: GroundTruth, result: EngineResult) -> list[JobRecord]:
                 wait_s=max(wait, 0.0),
                 run_s=job.run_time,
                 age_s=age,
-                latency_ratio=max(wait, 0.0) / age,
-                ftf_rho=jct / independent,
+                latency_ratio=latency_ratio_of(max(wait, 0.0), age),
+                ftf_rho=finish_time_fairness_of(jct, independent),
                 restarts=job.restarts,
                 gpu_types="|".join(sorted(job.types_used)),
             )
         )
     return records
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) if values else 0.0
 
 
 def summarise(result: EngineResult, records: Sequence[JobRecord]) -> dict[str, float]:
@@ -143,11 +141,11 @@ def summarise(result: EngineResult, records: Sequence[JobRecord]) -> dict[str, f
     return {
         "makespan_h": makespan,
         "avg_jct_h": float(np.mean(jcts)),
-        "median_jct_h": _pct(jcts, 50),
-        "p99_jct_h": _pct(jcts, 99),
+        "median_jct_h": percentile_or_zero(jcts, 50),
+        "p99_jct_h": percentile_or_zero(jcts, 99),
         "avg_wait_h": float(np.mean([r.wait_s / HOUR for r in records])),
         "max_lr": max(lrs),
-        "p99_lr": _pct(lrs, 99),
+        "p99_lr": percentile_or_zero(lrs, 99),
         "max_ftf": max(r.ftf_rho for r in records),
         "avg_idle_gpus": idle,
         "avg_usable_idle_gpus": usable,

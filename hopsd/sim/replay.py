@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hopsd.core.errors import InvalidInputError
+from hopsd.core.metrics import percentile_or_zero
 from hopsd.core.model import Cluster, Configuration, GpuType, Node
 from hopsd.core.policies import policy_names
 from hopsd.core.settings import Settings
@@ -545,18 +546,14 @@ def _count(states: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def _pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values), q)) if values else 0.0
-
-
 def live_figures(world: ReplayWorld) -> dict[str, float]:
     """What the cluster really did for the replayed jobs (seconds)."""
     jcts = [float(j.end_time or 0.0) - j.submit_time for j in world.live.values()]
     lrs = [j.latency_ratio for j in world.live.values() if j.latency_ratio is not None]
     return {
         "avg_jct_s": float(np.mean(jcts)),
-        "median_jct_s": _pct(jcts, 50),
-        "p99_jct_s": _pct(jcts, 99),
+        "median_jct_s": percentile_or_zero(jcts, 50),
+        "p99_jct_s": percentile_or_zero(jcts, 99),
         "avg_wait_s": float(np.mean([j.wait_time for j in world.live.values()])),
         "max_lr": max(lrs, default=0.0),
         "restarts": float(sum(j.restarts for j in world.live.values())),
@@ -568,8 +565,8 @@ def sim_figures(result: EngineResult, records: Sequence[JobRecord]) -> dict[str,
     jcts = [r.jct_s for r in records]
     out = {
         "avg_jct_s": float(np.mean(jcts)),
-        "median_jct_s": _pct(jcts, 50),
-        "p99_jct_s": _pct(jcts, 99),
+        "median_jct_s": percentile_or_zero(jcts, 50),
+        "p99_jct_s": percentile_or_zero(jcts, 99),
         "avg_wait_s": float(np.mean([r.wait_s for r in records])),
         "max_lr": max((r.latency_ratio for r in records), default=0.0),
         "restarts": float(sum(r.restarts for r in records)),

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from hopsd.core.fairshare import standings
 from hopsd.core.inventory import NodeFacts, managed_nodes
-from hopsd.core.metrics import jain_index
-from hopsd.core.priorities import raqlr
+from hopsd.core.metrics import jain_index, raqlr
 from hopsd.ledger.records import JobRecord, JobState
 
 if TYPE_CHECKING:

@@ -9,14 +9,13 @@ from hypothesis import strategies as st
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.metrics import (
-    FinishedJob,
     JctSummary,
     finish_time_fairness_of,
     jain_index,
     latency_ratio_of,
     mean_or_zero,
     percentile,
-    raqlr_over_window,
+    raqlr,
     summarise_jcts,
 )
 
@@ -86,19 +85,9 @@ def test_mean_or_zero() -> None:
     assert mean_or_zero(iter([1.0, 2.0, 6.0])) == pytest.approx(3.0)
 
 
-def test_raqlr_over_window_counts_only_recent_finishes() -> None:
-    finished = [
-        FinishedJob(end_time=100.0, latency_ratio=9.0),  # before the window
-        FinishedJob(end_time=3700.0, latency_ratio=1.0),
-        FinishedJob(end_time=5000.0, latency_ratio=2.0),
-        FinishedJob(end_time=7200.0, latency_ratio=3.0),  # on the boundary: counted
-        FinishedJob(end_time=7300.0, latency_ratio=50.0),  # after now: not yet known
-    ]
-    # window [3600, 7200]: mean(1, 2, 3) = 2
-    assert raqlr_over_window(finished, now=7200.0, window_s=3600.0) == pytest.approx(2.0)
-    assert raqlr_over_window(finished, now=50.0, window_s=10.0) == 0.0
-    with pytest.raises(InvalidInputError):
-        raqlr_over_window(finished, now=0.0, window_s=-1.0)
+def test_raqlr_is_the_mean_latency_ratio_of_the_jobs_given() -> None:
+    assert raqlr([0.5, 1.0, 3.0]) == pytest.approx(1.5)
+    assert raqlr([]) == 0.0
 
 
 def test_finish_time_fairness_of() -> None:

@@ -22,7 +22,6 @@ from hopsd.core.priorities import (
     latency_ratio,
     order_jobs,
     priority_names,
-    raqlr,
     register_priority,
 )
 from hopsd.core.settings import Settings
@@ -82,11 +81,6 @@ def test_age_of_cluster_without_gpus_is_refused() -> None:
 def test_latency_ratio_is_wait_over_age() -> None:
     # 90 / 900 = 0.1
     assert latency_ratio(make_job(wait_time=90.0), ctx()) == pytest.approx(0.1)
-
-
-def test_raqlr_is_mean_and_zero_when_idle() -> None:
-    assert raqlr([0.5, 1.0, 3.0]) == pytest.approx(1.5)
-    assert raqlr([]) == 0.0
 
 
 def test_expected_rate_queued_and_running() -> None:

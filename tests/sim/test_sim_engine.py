@@ -324,3 +324,15 @@ def test_a_job_arriving_while_the_cluster_is_full_is_not_profiled_on_a_busy_gpu(
     busy = [held for at, held in engine.held if 100.0 <= at < first_end - 1e-6]
     assert busy and all(held == 0 for held in busy)  # nothing free: no profiling run
     assert (done["late"].first_start or 0.0) >= first_end
+
+
+def test_a_profiling_run_is_service_not_waiting_as_hopsd_charges_it() -> None:
+    """One job alone: its two 30 s profiling runs hold a GPU and train it, so the
+    simulator charges them as service (as hopsd does), never as waiting."""
+    job = JobSpec("a", 0.0, (1, 2, 4), 60_000.0, "toy", "u1")
+    engine = Engine(tiny_truth(), [job], get_policy("hops"), EngineConfig(profile_s=60.0))
+    (done,) = engine.run().jobs
+    assert done.profiling_runs == 2 and done.finish_time is not None
+    assert done.wait_time < 30.0, done.wait_time  # an idle cluster: it hardly waits at all
+    on_gpus = done.finish_time - job.submit_time - done.wait_time
+    assert on_gpus >= done.run_time + 60.0 - 1e-6  # the runs' 60 s are on GPUs too

@@ -1,0 +1,73 @@
+"""How a job's time is charged: the one rule the daemon, the simulator and replay share.
+
+A job's clock runs in one of three ways between two observations:
+
+* **on GPUs** (running, a profiling run, a run restarting after a move): the
+  interval is *service*, ``gpus * dt`` GPU-seconds and ``gpus * speed * dt``
+  normalised by the GPU type's speed. LAS orders by the latter, fair share
+  sums it per user, and the owner pays for every GPU it holds, training or
+  not (a restart's start-up holds GPUs as surely as training does);
+* **waiting** (queued, preempted, requeued, or waiting for a GPU to profile on):
+  the interval is *wait*, the numerator of the latency ratio;
+* **elsewhere** (ended, or running where hops cannot tell): nothing is charged.
+
+A profiling run holds GPUs and trains the job: it is service, not waiting.
+Live and simulated runs both charge it so; before, the daemon called it
+service and the simulator waiting, and LR and LAS saw different inputs in the
+two worlds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from hopsd.core.errors import InvalidInputError
+
+
+class Clock(enum.Enum):
+    """What a job's time counts as between two observations."""
+
+    ON_GPUS = "on_gpus"
+    WAITING = "waiting"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one interval adds to a job's counters."""
+
+    wait_s: float = 0.0
+    service_gpu_s: float = 0.0
+    service_norm: float = 0.0
+
+
+NOTHING = Charge()
+
+
+def clock_of(status: str, holds_gpus: bool) -> Clock:
+    """The clock of a job in ``status`` (the ledger's or the simulator's state names).
+
+    ``holds_gpus`` says whether it has a placement now: a profiling job runs
+    on GPUs while its run is placed and waits between its runs.
+    """
+    if status == "running":  # where it runs not yet known: nothing to charge it with
+        return Clock.ON_GPUS if holds_gpus else Clock.NONE
+    if status == "profiling":
+        return Clock.ON_GPUS if holds_gpus else Clock.WAITING
+    if status in ("queued", "preempted", "requeued", "arriving"):
+        return Clock.WAITING
+    return Clock.NONE
+
+
+def charge(clock: Clock, dt: float, gpus: int = 0, speed: float = 1.0) -> Charge:
+    """What ``dt`` seconds on ``clock`` cost: service on ``gpus`` GPUs of ``speed``, or wait."""
+    if dt < 0:
+        raise InvalidInputError(f"an interval must be >= 0 s, got {dt}")
+    if clock is Clock.ON_GPUS:
+        if gpus <= 0:
+            raise InvalidInputError(f"a job on GPUs holds at least one, got {gpus}")
+        return Charge(service_gpu_s=gpus * dt, service_norm=gpus * speed * dt)
+    if clock is Clock.WAITING:
+        return Charge(wait_s=dt)
+    return NOTHING
