@@ -165,16 +165,15 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(hops.cpu_threads(rank))
     task = CNNTask(args)
     path = Path(args.checkpoint or f"ckpt-{os.environ.get('SLURM_JOB_ID', 'local')}.ckpt")
-    # one process: Lightning starts a rank per GPU of this node itself; else srun or
-    # torchrun started them, and each node runs as many as it has GPUs
-    one = rank.world_size == 1
-    devices = int(os.environ.get("SLURM_GPUS_ON_NODE") or 1) if one else rank.local_world_size
+    # one node: Lightning starts a rank per GPU itself; several: srun started one task
+    # per GPU, each a Lightning "node" of one device (any GPU count per server)
+    devices, nodes = hops_pl.layout()
     callback = hops_pl.HopsCallback(PROBE, path)
     trainer = pl.Trainer(
         accelerator="auto", devices=devices,
         precision="64-true" if args.precision == 64 else "32-true",
-        num_nodes=int(os.environ.get("SLURM_JOB_NUM_NODES") or 1),
-        strategy="ddp" if devices > 1 or rank.world_size > 1 else "auto",
+        num_nodes=nodes,
+        strategy="ddp" if devices * nodes > 1 else "auto",
         # an "epoch" is what is left of the job from where the run began; should
         # Lightning end one early (it counts a resumed epoch's batches from its
         # checkpoint), the next starts at the job's own position

@@ -6,7 +6,8 @@
 #
 # hops picks the GPU type, the nodes and the GPU count of every run. On one node
 # Lightning starts one process per GPU itself; on several, srun starts one task
-# per GPU and Lightning reads the ranks from Slurm. train_lightning.py uses
+# per GPU (any count per server, e.g. a100n1:3,a100n2:1) and each task is one
+# Lightning node of one device (hops_probe.lightning.layout). train_lightning.py uses
 # hops_probe.lightning: a callback that checkpoints on hops's notice, and
 # Lightning's SLURM support without its own requeue (hops requeues and places).
 #SBATCH --job-name=cnn-lightning

@@ -20,10 +20,15 @@ on the step to stop at (Lightning's ``reduce_boolean_decision``), the
 trainer saves a checkpoint (rank 0 writes it), the probe reports it, and the
 job waits for hopsd to requeue it.
 
-:func:`environment` keeps Lightning's SLURM support (ranks from ``srun``) but
-turns off its own requeue on SIGUSR1 (``auto_requeue``): Lightning would run
-a plain ``scontrol requeue`` and the job would start again wherever Slurm
-likes, fighting hops's held requeue, which places the next run itself.
+:func:`environment` never uses Lightning's own requeue on SIGUSR1
+(``SLURMEnvironment(auto_requeue=True)``): Lightning would run a plain
+``scontrol requeue`` and the job would start again wherever Slurm likes,
+fighting hops's held requeue, which places the next run itself. Ranks that
+``srun`` started (one task per GPU, across servers) are :class:`SrunTasks`:
+each task is one Lightning "node" of one device, so a run placed unevenly
+(``a100n1:3,a100n2:1``) trains like an even one, which Lightning's own SLURM
+environment (``--ntasks-per-node``, the same count on every node) refuses.
+:func:`layout` gives the ``devices`` and ``num_nodes`` that go with it.
 """
 
 from __future__ import annotations
@@ -37,30 +42,97 @@ import lightning.pytorch as pl
 from lightning.pytorch.plugins.environments import (
     ClusterEnvironment,
     LightningEnvironment,
-    SLURMEnvironment,
     TorchElasticEnvironment,
 )
 
 from hops_probe import Probe
-from hops_probe.pytorch import attach, tell_notice, wait_for_requeue
+from hops_probe.pytorch import World, attach, rendezvous, tell_notice, wait_for_requeue, world
 
-__all__ = ["HopsCallback", "environment", "resume_from"]
+__all__ = ["HopsCallback", "SrunTasks", "environment", "layout", "resume_from"]
+
+
+def _srun_task() -> bool:
+    """This process is a task of an ``srun`` step, not the batch script."""
+    env = os.environ
+    return env.get("SLURM_STEP_ID", "batch") not in ("batch", "") and bool(env.get("SLURM_NTASKS"))
+
+
+class SrunTasks(ClusterEnvironment):
+    """One srun task per GPU, each a Lightning node of one device; ranks from Slurm.
+
+    Slurm binds each task to its own GPU (``--gpus-per-task=1``), so every task
+    sees one device and its local rank is 0; its node rank is its global rank.
+    Lightning's setters are ignored: Slurm, not Lightning, numbered the tasks.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rank: World = world()
+        self._address, self._port = rendezvous()
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return True
+
+    @property
+    def main_address(self) -> str:
+        return self._address
+
+    @property
+    def main_port(self) -> int:
+        return self._port
+
+    @staticmethod
+    def detect() -> bool:
+        return _srun_task()
+
+    def world_size(self) -> int:
+        return self.rank.world_size
+
+    def set_world_size(self, size: int) -> None:
+        """Slurm's count stands."""
+
+    def global_rank(self) -> int:
+        return self.rank.rank
+
+    def set_global_rank(self, rank: int) -> None:
+        """Slurm's rank stands."""
+
+    def local_rank(self) -> int:
+        return 0
+
+    def node_rank(self) -> int:
+        return self.rank.rank
 
 
 def environment() -> ClusterEnvironment:
     """Lightning's environment for this process, never with Lightning's own requeue.
 
-    Ranks started by ``srun`` (one task per GPU): ``SLURMEnvironment`` with
-    ``auto_requeue=False``. Started by ``torchrun``: torch elastic's. Else
-    Lightning starts the ranks itself (``LightningEnvironment``).
+    Ranks started by ``srun`` (one task per GPU): :class:`SrunTasks`. Started
+    by ``torchrun``: torch elastic's. Else Lightning starts the ranks itself
+    (``LightningEnvironment``).
     """
-    if os.environ.get("SLURM_STEP_ID", "batch") not in ("batch", "") and os.environ.get(
-        "SLURM_NTASKS"
-    ):
-        return SLURMEnvironment(auto_requeue=False)
+    if _srun_task():
+        return SrunTasks()
     if TorchElasticEnvironment.detect():
         return TorchElasticEnvironment()
     return LightningEnvironment()
+
+
+def layout() -> tuple[int, int]:
+    """``(devices, num_nodes)`` for ``pl.Trainer`` that go with :func:`environment`.
+
+    srun's tasks: one device per task, as many nodes as tasks. torchrun's: its
+    workers per node, on as many nodes as that makes the world. Otherwise the
+    GPUs Slurm gave this node (Lightning starts a process for each), one node.
+    """
+    if _srun_task():
+        return 1, world().world_size
+    if TorchElasticEnvironment.detect():
+        ranks = world()
+        per_node = max(ranks.local_world_size, 1)
+        return per_node, max(ranks.world_size // per_node, 1)
+    return int(os.environ.get("SLURM_GPUS_ON_NODE") or 1), 1
 
 
 def resume_from(path: str | Path) -> str | None:

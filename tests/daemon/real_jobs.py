@@ -65,6 +65,7 @@ class RealJob:
     label: str
     folder: Path
     samples: int
+    outputs: str = "*.out"  # the job's output files, a glob under ``folder``
 
     @property
     def ids_dir(self) -> Path:
@@ -75,7 +76,9 @@ class RealJob:
         return self.folder / "result.json"
 
     def output(self) -> str:
-        return "".join(p.read_text(errors="replace") for p in sorted(self.folder.glob("*.out")))
+        """Every run's output (``--open-mode=append``: one file per job, or submitit's logs)."""
+        files = sorted(self.folder.glob(self.outputs))
+        return "".join(p.read_text(errors="replace") for p in files)
 
 
 def train_args(job_folder: Path, extra: str = "") -> str:
@@ -244,6 +247,51 @@ def loss_gap(job: RealJob) -> tuple[float, float]:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=True)
     reference = json.loads(out.stdout.strip().splitlines()[-1])["loss"]
     return live, abs(live - reference) / reference
+
+
+def cancel(ids: list[int]) -> None:
+    subprocess.run(["scancel", *map(str, ids)], capture_output=True, timeout=20, check=False)
+
+
+def done(job: RealJob) -> bool:
+    return slurm_state(job.slurm_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
+
+
+def explain(env: LiveEnv, job: RealJob) -> str:
+    """The job's output and the end of hopsd's log: what a failed wait shows."""
+    log = (env.root / "hopsd.log").read_text(errors="replace")[-4000:]
+    return f"{job.output()[-3000:]}\n--- hopsd.log (end)\n{log}"
+
+
+def a100_blocked_but_one(env: LiveEnv) -> tuple[list[int], list[int]]:
+    """Fill the a100s with plain jobs but one GPU of the slow server; the ids per server."""
+    name = f"{env.prefix}block"
+    n1, n2 = block_gpus("a100n1", 4, name), block_gpus("a100n2", 3, name)
+    env.blockers.extend(n1 + n2)
+    assert wait_for(lambda: running(n1 + n2), 60)
+    return n1, n2
+
+
+def through_every_world_size(env: LiveEnv, job: RealJob, n1: list[int], n2: list[int]) -> None:
+    """1 GPU on the slow a100 server, then 2 across both servers, then 4 on the fast
+    one, then preempted for a job that needs every a100, then resumed once it is done."""
+    assert wait_for(lambda: placement(env, job.slurm_id) == {"a100n2": 1}, 180), explain(env, job)
+    assert wait_for(lambda: len(reported_runs(env, job)) >= 1, 120), explain(env, job)
+    cancel(n1[:1])  # one GPU frees on the fast server: 2 GPUs across two nodes
+    two = {"a100n1": 1, "a100n2": 1}
+    assert wait_for(lambda: placement(env, job.slurm_id) == two, 240), explain(env, job)
+    assert wait_for(lambda: len(reported_runs(env, job)) >= 2, 120), explain(env, job)
+    cancel(n1[1:])  # the fast server frees: 4 GPUs on it
+    assert wait_for(lambda: placement(env, job.slurm_id) == {"a100n1": 4}, 240), explain(env, job)
+    assert wait_for(lambda: len(reported_runs(env, job)) >= 3, 120), explain(env, job)
+    # a job that needs every a100 arrives: only a preemption makes room for it; once it
+    # is done the preempted job resumes on the GPUs it leaves idle
+    whole = submit(env, "whole", gpus="8", samples=3_000, options=["--types", "a100"])
+    cancel(n2)
+    preempted = lambda: requeues_by_kind(env, job.slurm_id)["preempt"] >= 1  # noqa: E731
+    assert wait_for(preempted, 240), explain(env, job)
+    assert wait_for(lambda: done(whole), 600), explain(env, whole)
+    assert slurm_state(whole.slurm_id) == "COMPLETED", explain(env, whole)
 
 
 def placement(env: LiveEnv, slurm_id: int) -> dict[str, int]:

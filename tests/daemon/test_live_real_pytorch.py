@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,20 +26,24 @@ from real_jobs import (
     GRACE_S,
     LOSS_TOLERANCE,
     RealJob,
+    a100_blocked_but_one,
     block_gpus,
+    cancel,
+    done,
+    explain,
     loss_gap,
+    placement,
     ranks,
-    reported_runs,
     requeues_by_kind,
     running,
     sample_count,
     slurm_state,
     submit,
     template_script,
+    through_every_world_size,
     wait_for,
     world_sizes,
 )
-from real_jobs import placement as running_on
 
 pytestmark = LIVE
 pytest.importorskip("torch")
@@ -84,26 +87,9 @@ def _env(scheduler: str) -> Iterator[LiveEnv]:
         shutil.rmtree(env.root, ignore_errors=True)
 
 
-def placement(env: LiveEnv, job: RealJob) -> dict[str, int]:
-    return running_on(env, job.slurm_id)
-
-
 def state(env: LiveEnv, job: RealJob) -> str:
     row = env.rows().get(job.slurm_id)
     return str(row.state.value if row is not None else "")
-
-
-def cancel(ids: list[int]) -> None:
-    subprocess.run(["scancel", *map(str, ids)], capture_output=True, timeout=20, check=False)
-
-
-def done(job: RealJob) -> bool:
-    return slurm_state(job.slurm_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT")
-
-
-def explain(env: LiveEnv, job: RealJob) -> str:
-    log = (env.root / "hopsd.log").read_text(errors="replace")[-4000:]
-    return f"{job.output()[-3000:]}\n--- hopsd.log (end)\n{log}"
 
 
 def test_a_plain_srun_job_is_profiled_moved_and_completes(profiled: LiveEnv) -> None:
@@ -119,10 +105,11 @@ def test_a_plain_srun_job_is_profiled_moved_and_completes(profiled: LiveEnv) -> 
     env.blockers.extend(a100 + others)
     assert wait_for(lambda: running(a100 + others), 90)
     job = submit(env, "plain", gpus="1,2", samples=16_000)
-    assert wait_for(lambda: placement(env, job) == {"k80n1": 1} and state(env, job) == "running",
+    on_k80 = {"k80n1": 1}
+    assert wait_for(lambda: placement(env, job.slurm_id) == on_k80 and state(env, job) == "running",
                     300), explain(env, job)  # fmt: skip
     cancel(a100)
-    assert wait_for(lambda: "a100n1" in placement(env, job), 300), explain(env, job)
+    assert wait_for(lambda: "a100n1" in placement(env, job.slurm_id), 300), explain(env, job)
     cancel(others)
     assert wait_for(lambda: done(job), 600), explain(env, job)
     assert slurm_state(job.slurm_id) == "COMPLETED", explain(env, job)
@@ -137,71 +124,25 @@ def test_a_plain_srun_job_is_profiled_moved_and_completes(profiled: LiveEnv) -> 
 def test_a_ddp_job_is_moved_across_world_sizes_and_preempted_without_losing_a_sample(
     unprofiled: LiveEnv,
 ) -> None:
-    """1 GPU, then 2 across two servers, then 4 on one, then preempted for a job that
-    needs every a100, then resumed: every rank hears each notice, every sample once."""
+    """The torchrun / srun template through every world size and a preemption."""
     env = unprofiled
-    name = f"{env.prefix}block"
-    n1 = block_gpus("a100n1", 4, name)
-    n2 = block_gpus("a100n2", 3, name)
-    env.blockers.extend(n1 + n2)
-    assert wait_for(lambda: running(n1 + n2), 60)
+    n1, n2 = a100_blocked_but_one(env)
     job = submit(env, "ddp", gpus="1,2,4", samples=60_000, script=template_script,
                  options=["--types", "a100", "--lr", "0.02", "--lr-scale", "linear"])  # fmt: skip
-    # the slow a100 server (half speed) has one GPU free: the job starts there
-    assert wait_for(lambda: placement(env, job) == {"a100n2": 1}, 180), explain(env, job)
-    assert wait_for(lambda: len(reported_runs(env, job)) >= 1, 120), explain(env, job)
-    cancel(n1[:1])  # one GPU frees on the fast server: 2 GPUs across two nodes
-    two = {"a100n1": 1, "a100n2": 1}
-    assert wait_for(lambda: placement(env, job) == two, 240), explain(env, job)
-    assert wait_for(lambda: len(reported_runs(env, job)) >= 2, 120), explain(env, job)
-    cancel(n1[1:])  # the fast server frees: 4 GPUs on it
-    assert wait_for(lambda: placement(env, job) == {"a100n1": 4}, 240), explain(env, job)
-    assert wait_for(lambda: len(reported_runs(env, job)) >= 3, 120), explain(env, job)
-    # a job that needs every a100 arrives: only a preemption makes room for it; once it
-    # is done the preempted job resumes on the GPUs it leaves idle
-    whole = submit(env, "whole", gpus="8", samples=3_000, options=["--types", "a100"])
-    cancel(n2)
-    assert wait_for(lambda: requeues_by_kind(env, job.slurm_id)["preempt"] >= 1, 240), (
-        explain(env, job)
-    )
-    assert wait_for(lambda: done(whole), 600), explain(env, whole)
-    assert wait_for(lambda: done(job), 600), explain(env, job)
-    assert slurm_state(job.slurm_id) == "COMPLETED", explain(env, job)
-    assert slurm_state(whole.slurm_id) == "COMPLETED", explain(env, whole)
-    kinds = requeues_by_kind(env, job.slurm_id)
-    assert kinds["move"] >= 2 and kinds["preempt"] >= 1, (kinds, explain(env, job))
+    through_every_world_size(env, job, n1, n2)
+    finished_exactly(env, job, moves=2, preemptions=1)
     sizes = world_sizes(job)
     assert sizes[:3] == [1, 2, 4] and len(sizes) >= 4, sizes
-    heard = ranks(job)
-    assert heard.missed == 0 and heard.signalled >= 1 + 2 + 4, heard
-    count = sample_count(job)
-    assert (count.trained, count.repeated, count.skipped) == (job.samples, 0, 0), count
-    live, gap = loss_gap(job)
-    assert gap <= LOSS_TOLERANCE, (live, gap)
+    assert ranks(job).signalled >= 1 + 2 + 4
 
 
-def moved_from_one_to_two(env: LiveEnv, job: RealJob, n1: list[int]) -> None:
-    """On the slow a100 server's one free GPU first, then two GPUs of the fast one."""
-    assert wait_for(lambda: placement(env, job) == {"a100n2": 1}, 180), explain(env, job)
-    assert wait_for(lambda: len(reported_runs(env, job)) >= 1, 120), explain(env, job)
-    cancel(n1[:2])
-    assert wait_for(lambda: placement(env, job) == {"a100n1": 2}, 240), explain(env, job)
-
-
-def a100_blocked_but_one(env: LiveEnv) -> list[int]:
-    """Fill the a100s with plain jobs but one GPU of the slow server; the fast one's ids."""
-    name = f"{env.prefix}block"
-    n1, n2 = block_gpus("a100n1", 4, name), block_gpus("a100n2", 3, name)
-    env.blockers.extend(n1 + n2)
-    assert wait_for(lambda: running(n1 + n2), 60)
-    return n1
-
-
-def finished_exactly(env: LiveEnv, job: RealJob, moves: int) -> None:
+def finished_exactly(env: LiveEnv, job: RealJob, moves: int, preemptions: int = 0) -> None:
+    """COMPLETED after at least ``moves`` moves and ``preemptions`` preemptions, every
+    rank having heard each notice, every sample trained once, the loss as unmoved."""
     assert wait_for(lambda: done(job), 600), explain(env, job)
     assert slurm_state(job.slurm_id) == "COMPLETED", explain(env, job)
     kinds = requeues_by_kind(env, job.slurm_id)
-    assert kinds["move"] >= moves, (kinds, explain(env, job))
+    assert kinds["move"] >= moves and kinds["preempt"] >= preemptions, (kinds, explain(env, job))
     heard = ranks(job)
     assert heard.missed == 0 and heard.signalled >= 1, heard
     count = sample_count(job)
@@ -210,18 +151,20 @@ def finished_exactly(env: LiveEnv, job: RealJob, moves: int) -> None:
     assert gap <= LOSS_TOLERANCE, (live, gap)
 
 
-def test_a_lightning_job_moves_between_world_sizes_without_losing_a_sample(
+def test_a_lightning_job_moves_between_world_sizes_and_is_preempted_without_losing_a_sample(
     unprofiled: LiveEnv,
 ) -> None:
-    """The Lightning template: one process, then two that Lightning starts itself."""
+    """The Lightning template: one process, two across two servers (srun's ranks), four
+    that Lightning starts itself on one, then preempted and resumed."""
     env = unprofiled
-    n1 = a100_blocked_but_one(env)
+    n1, n2 = a100_blocked_but_one(env)
 
     def lightning(env: LiveEnv, label: str, folder: Path) -> str:
         return template_script(env, label, folder, "train_lightning.sh")
 
-    job = submit(env, "lightning", gpus="1,2", samples=16_000, script=lightning,
+    job = submit(env, "lightning", gpus="1,2,4", samples=40_000, script=lightning,
                  options=["--types", "a100"])  # fmt: skip
-    moved_from_one_to_two(env, job, n1)
-    finished_exactly(env, job, moves=1)
+    through_every_world_size(env, job, n1, n2)
+    finished_exactly(env, job, moves=2, preemptions=1)
+    assert world_sizes(job)[:3] == [1, 2, 4]
     assert "Handling auto-requeue" not in job.output()  # Lightning's own requeue stayed off

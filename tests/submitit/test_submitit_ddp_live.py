@@ -2,15 +2,15 @@
 
 The submitted function is the example's real trainer (``examples/pytorch/train.py``,
 imported on the node): srun starts one task per GPU hops placed the run on,
-hops moves the job from one GPU to two, every rank hears the notice, the ranks
-agree on the step, and the job trains on exactly its samples.
+hops moves the job through 1, 2 (across two servers) and 4 GPUs and preempts
+it once, every rank hears each notice, the ranks agree on the step, and the job
+trains on exactly its samples.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -25,15 +25,13 @@ from real_jobs import (
     GRACE_S,
     LOSS_TOLERANCE,
     RealJob,
-    block_gpus,
+    a100_blocked_but_one,
     loss_gap,
-    placement,
     ranks,
-    reported_runs,
     requeues_by_kind,
-    running,
     sample_count,
     slurm_state,
+    through_every_world_size,
     train_args,
     wait_for,
 )
@@ -67,35 +65,32 @@ def env() -> Iterator[LiveEnv]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_submitit_with_two_tasks_per_node_moves_and_keeps_every_sample(env: LiveEnv) -> None:
-    name = f"{env.prefix}block"
-    n1, n2 = block_gpus("a100n1", 4, name), block_gpus("a100n2", 3, name)
-    env.blockers.extend(n1 + n2)
-    assert wait_for(lambda: running(n1 + n2), 60)
+def test_submitit_with_two_tasks_per_node_moves_is_preempted_and_keeps_every_sample(
+    env: LiveEnv,
+) -> None:
+    """One srun task per GPU hops placed the run on, through 1, 2 across two servers and
+    4 GPUs, and a preemption: every rank hears each notice, every sample once."""
+    n1, n2 = a100_blocked_but_one(env)
     folder = env.root / "sub"
     folder.mkdir()
     for source in EXAMPLES.glob("*.py"):
         shutil.copy(source, folder / source.name)
-    samples = 16_000
+    samples = 40_000
     ex = submitit.AutoExecutor(folder=folder / "log", cluster="hops")
     ex.update_parameters(name=f"{env.prefix}sub", timeout_min=20, tasks_per_node=2,
-                         hops_gpus="1,2", hops_samples=samples, hops_cpus_per_task=2,
+                         hops_gpus="1,2,4", hops_samples=samples, hops_cpus_per_task=2,
                          hops_types="a100")  # fmt: skip
     argv = [*train_args(folder).split(), "--samples", str(samples)]
     submitted = ex.submit(train_in, str(folder), argv)
-    job = RealJob(int(submitted.job_id), "sub", folder, samples)
+    job = RealJob(int(submitted.job_id), "sub", folder, samples, outputs="log/*")
     env.submitted.append(job.slurm_id)
-    assert wait_for(lambda: placement(env, job.slurm_id) == {"a100n2": 1}, 180)
-    assert wait_for(lambda: len(reported_runs(env, job)) >= 1, 120)
-    subprocess.run(["scancel", *map(str, n1[:2])], capture_output=True, timeout=20, check=False)
-    assert wait_for(lambda: placement(env, job.slurm_id) == {"a100n1": 2}, 240)
+    through_every_world_size(env, job, n1, n2)
     assert submitted.result() == 0
     assert wait_for(lambda: slurm_state(job.slurm_id) == "COMPLETED", 60)
-    assert requeues_by_kind(env, job.slurm_id)["move"] >= 1
-    out = "".join(p.read_text(errors="replace") for p in (folder / "log").glob("*"))
-    job.output = lambda: out  # type: ignore[method-assign]
+    kinds = requeues_by_kind(env, job.slurm_id)
+    assert kinds["move"] >= 2 and kinds["preempt"] >= 1, kinds
     heard = ranks(job)
-    assert heard.missed == 0 and heard.signalled >= 1, heard
+    assert heard.missed == 0 and heard.signalled >= 1 + 2 + 4, heard
     count = sample_count(job)
     assert (count.trained, count.repeated, count.skipped) == (samples, 0, 0), count
     assert loss_gap(job)[1] <= LOSS_TOLERANCE, loss_gap(job)
