@@ -119,6 +119,35 @@ def resume_discount(round_length_s: float, restart_s: float) -> float:
     return round_length_s / (round_length_s + max(restart_s, 0.0))
 
 
+def hears_notice(startup_s: float | None) -> bool:
+    """Whether a job can take hops's checkpoint notice: its probe reported a run's start.
+
+    The probe reports the start of every run at its first iteration; a job that
+    never did runs without the probe (or a probe that cannot reach hopsd), and a
+    notice to it would be waited out for nothing.
+    """
+    return startup_s is not None
+
+
+def restart_price_s(
+    checkpoint_s: float | None,
+    startup_s: float | None,
+    grace_s: float,
+    restarts: int,
+    ran_s: float,
+    prior_s: float,
+) -> float | None:
+    """What moving or preempting the job costs now (None: the prior, nothing learned).
+
+    A job that ran before and never reported runs without the probe: a requeue
+    loses its whole run so far (:func:`unreported_restart_s`). Otherwise what its
+    probe measured (:func:`learned_restart_s`). ``ran_s`` is 0 for a job not running.
+    """
+    if not hears_notice(startup_s) and restarts > 0 and ran_s > 0:
+        return unreported_restart_s(ran_s, prior_s)
+    return learned_restart_s(checkpoint_s, startup_s, grace_s, restarts)
+
+
 def preemption_price(round_length_s: float, restart_s: float) -> float:
     """What preempting a running job costs, as a share of its value over one round.
 

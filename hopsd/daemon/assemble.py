@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from hopsd.config import HopsConfig
-from hopsd.core.gains import learned_restart_s, unreported_restart_s
+from hopsd.core.gains import restart_price_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
@@ -99,12 +99,10 @@ def assemble(
         elif not (seen.pending and seen.held):
             continue
         ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
-        restart_s = learned_restart_s(
-            row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts
-        )
-        if row.startup_s is None and row.restarts > 0 and seen.state == RUNNING:
-            # it ran before and its probe never reported: it runs without the probe
-            restart_s = unreported_restart_s(ran, config.restart_penalty_s)
+        restart_s = restart_price_s(
+            row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts, ran,
+            config.restart_penalty_s,
+        )  # fmt: skip
         tag = adopted_tag(row, seen)
         ruled = with_tag_rules(core, tag, plain.cluster)
         jobs.append(

@@ -22,6 +22,7 @@ from hopsd.config import HopsConfig
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
+from hopsd.core.gains import hears_notice
 from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
@@ -531,7 +532,7 @@ class Tick:
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         # only jobs whose probe has reported can take the notice (see chains)
         heard = unit.jobs([a.job_id for a in actions])
-        listening = {job_id for job_id, row in heard.items() if row.startup_s is not None}
+        listening = {job_id for job_id, row in heard.items() if hears_notice(row.startup_s)}
         requests = chains(actions, reasons, notice_of(self.config), listening)
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]

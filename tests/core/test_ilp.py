@@ -222,3 +222,17 @@ def test_node_limit_stops_the_search_with_a_feasible_plan_the_same_every_time() 
 def test_node_limit_must_be_positive() -> None:
     with pytest.raises(InvalidInputError, match="node_limit"):
         Settings(node_limit=0)
+
+
+def test_the_restart_price_of_a_job_that_never_reported_is_its_run_so_far() -> None:
+    from hopsd.core.gains import hears_notice, restart_price_s
+
+    assert not hears_notice(None) and hears_notice(1.5)
+    # ran 400 s before and 250 s now without a word from a probe: a requeue loses the run
+    assert restart_price_s(None, None, 120.0, 1, 250.0, 30.0) == 250.0
+    # never restarted yet: nothing learned, the prior applies (None)
+    assert restart_price_s(None, None, 120.0, 0, 250.0, 30.0) is None
+    # its probe reported: start-up plus checkpoint, whatever it ran
+    assert restart_price_s(4.0, 6.0, 120.0, 2, 250.0, 30.0) == 10.0
+    # reported its start, never a checkpoint: it waits the whole grace
+    assert restart_price_s(None, 6.0, 120.0, 1, 250.0, 30.0) == 126.0
