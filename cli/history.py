@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
-from hops_cli.filter_options import JobIds, Me, States, Users
-from hops_cli.filters import job_filter
+from hops_cli.filter_options import JobIds, Jobs, Me, States, Users
+from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
 from hops_cli.timespec import parse_time
 from hopsd.views.filters import JobFilter
@@ -37,7 +37,6 @@ COLUMNS = (
     "GPUH",
     "LR",
 )
-FINISHED = ("done", "failed", "cancelled")
 
 
 def _keep(job: JobRecord, wanted: JobFilter) -> bool:
@@ -90,15 +89,24 @@ def _cells(job: dict[str, Any]) -> dict[str, str]:
 def history(
     ctx: typer.Context,
     job_ids: JobIds = None,
+    jobs: Jobs = None,
     users: Users = None,
     me: Me = False,
     states: States = None,
     all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
     since: Annotated[
-        str, typer.Option("--since", "-S", help="Jobs that ended from then (default now-1d): sacct's times, 24h, 7d.")
+        str,
+        typer.Option(
+            "--since",
+            "-S",
+            help="Jobs that ended from then (default now-1d): sacct's times, 24h, 7d.",
+        ),
     ] = "now-1d",
     until: Annotated[
-        str, typer.Option("--until", "-E", help="Jobs that ended until then (default now): sacct's times.")
+        str,
+        typer.Option(
+            "--until", "-E", help="Jobs that ended until then (default now): sacct's times."
+        ),
     ] = "now",
     fmt: Annotated[
         str | None,
@@ -120,13 +128,13 @@ def history(
 
     config = config_of(ctx)
     wanted = job_filter(
-        job_ids,
+        job_words(job_ids, jobs),
         users,
         me,
         states,
         None,
         default_me=not all_users,
-        known_states=FINISHED,
+        ended_only=True,
         config=config,
     )
     columns = pick_columns(COLUMNS, fmt, COLUMNS)

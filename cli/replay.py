@@ -163,10 +163,18 @@ def _table(results: dict[str, Any]) -> Table:
 def replay(
     ctx: typer.Context,
     since: Annotated[
-        str | None, typer.Option("--since", help="Window from then up to now: 30m, 24h, 7d, now-1day, sacct's times (default 24h).")
+        str | None,
+        typer.Option(
+            "--since",
+            help="Window from then up to now: 30m, 24h, 7d, now-1day, sacct's times (default 24h).",
+        ),
     ] = None,
     start: Annotated[
-        str | None, typer.Option("--from", help="Window start: sacct's times (2026-12-01T10:00, now-2days), epoch seconds.")
+        str | None,
+        typer.Option(
+            "--from",
+            help="Window start: sacct's times (2026-12-01T10:00, now-2days), epoch seconds.",
+        ),
     ] = None,
     end: Annotated[
         str | None, typer.Option("--to", help="Window end (default now): the same times as --from.")

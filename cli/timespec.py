@@ -149,9 +149,7 @@ def _clock(parts: tuple[str | None, ...]) -> time | None:
     return time(h, m, s)
 
 
-def _looking_back(
-    month_day: tuple[int, int] | None, clock: time, now: float, tz: tzinfo
-) -> float:
+def _looking_back(month_day: tuple[int, int] | None, clock: time, now: float, tz: tzinfo) -> float:
     """A date without a year (or a time without a date) at its latest moment not after now.
 
     Why: sacct asks about the past, so ``-S 23:00`` at 10:00 means last night
