@@ -37,13 +37,14 @@ NAMED_HOURS = {"today": 0, "midnight": 0, "elevenses": 11, "noon": 12, "fika": 1
 HINT = "e.g. now-1day, 24h, 2026-12-01T10:00, 12/01, 1201, 10:00"
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
-_DURATION = re.compile(_NUMBER + r"\s*([a-z]*)")
-_NOW = re.compile(r"now(?:\s*([+-])\s*" + _NUMBER + r"\s*([a-z]*))?")
-_AGO = re.compile(r"-?" + _NUMBER + r"\s*([a-z]+)")
+_DURATION = re.compile(_NUMBER + r"\s*([a-z]*)", re.ASCII)
+_NOW = re.compile(r"now(?:\s*([+-])\s*" + _NUMBER + r"\s*([a-z]*))?", re.ASCII)
+_AGO = re.compile(r"-?" + _NUMBER + r"\s*([a-z]+)", re.ASCII)
 _CLOCK = r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?"
-_TIME_OF_DAY = re.compile(_CLOCK)
+_TIME_OF_DAY = re.compile(_CLOCK, re.ASCII)
 _SLURM_DATE = re.compile(
-    r"(?:(\d{2})(\d{2})(\d{2})?|(\d{1,2})([/.])(\d{1,2})(?:\5(\d{2}|\d{4}))?)(?:-" + _CLOCK + ")?"
+    r"(?:(\d{2})(\d{2})(\d{2})?|(\d{1,2})([/.])(\d{1,2})(?:\5(\d{2}|\d{4}))?)(?:-" + _CLOCK + ")?",
+    re.ASCII,
 )
 
 
@@ -94,14 +95,14 @@ def _named(spec: str, now: float, tz: tzinfo) -> float | None:
 
 def _epoch(spec: str, _now: float, _tz: tzinfo) -> float | None:
     """Seconds since 1970 (what ``hops replay --from`` took before); 4 or 6 digits are dates."""
-    if re.fullmatch(r"\d+(\.\d+)?", spec) and len(spec) not in (4, 6):
+    if re.fullmatch(r"\d+(\.\d+)?", spec, re.ASCII) and len(spec) not in (4, 6):
         return float(spec)
     return None
 
 
 def _iso(spec: str, _now: float, tz: tzinfo) -> float | None:
     """``YYYY-MM-DD[THH:MM[:SS]]`` with an optional offset (sacct's own ISO form)."""
-    if not re.match(r"\d{4}-\d{2}-\d{2}", spec):
+    if not re.match(r"\d{4}-\d{2}-\d{2}", spec, re.ASCII):
         return None
     try:
         when = datetime.fromisoformat(spec.upper())
