@@ -44,8 +44,9 @@ def _render(payload: dict[str, Any], fmt: str | None, layout: Layout) -> None:
     """The jobs table, the users table and the summary line, as ``-o``, ``-n``, ``-P`` ask.
 
     Like ``hops status``: without the header (``--noheader``) or with
-    ``--parsable`` only the first table ``-o`` leaves is printed, so a script
-    reads one table; the summary line goes with the header.
+    ``--parsable`` one table is printed, so a script reads one: the one with
+    most of the named columns (USER is in both), the jobs table on a tie; the
+    summary line goes with the header.
     """
     job_cols, user_cols = pick_per_table(
         (JOB_COLUMNS, USER_COLUMNS), fmt, (JOB_COLUMNS, USER_COLUMNS)
@@ -60,7 +61,7 @@ def _render(payload: dict[str, Any], fmt: str | None, layout: Layout) -> None:
     ]
     shown = [t for t in tables if t[1]]
     if not layout.header or layout.parsable:
-        title, columns, rows = shown[0]
+        title, columns, rows = max(shown, key=lambda t: len(t[1]))  # first on a tie
         render(title, columns, rows, Layout(tuple(columns), layout.header, layout.parsable))
         return
     for title, columns, rows in shown:

@@ -139,12 +139,10 @@ def check_ledger(config: HopsConfig) -> CheckResult:
 
     Opened read-only, and a missing SQLite file is reported instead of created.
     """
-    from sqlalchemy.exc import SQLAlchemyError
-
     from hopsd.ledger import migrate
     from hopsd.ledger.engine import normalise_url, redact
     from hopsd.ledger.errors import LedgerError, SchemaNewerError, SchemaOutdatedError
-    from hopsd.ledger.unit import Ledger
+    from hopsd.ledger.unit import LEDGER_FAILURES, Ledger
 
     url = normalise_url(config.ledger_url)
     where = redact(url)
@@ -161,7 +159,7 @@ def check_ledger(config: HopsConfig) -> CheckResult:
         return CheckResult("ledger", False, _first_line(exc).split(": run")[0], upgrade)
     except SchemaNewerError as exc:
         return CheckResult("ledger", False, _first_line(exc).split("; ")[0], "upgrade hops")
-    except (LedgerError, SQLAlchemyError, OSError) as exc:  # unreachable, refused, no rights
+    except LEDGER_FAILURES as exc:  # unreachable, refused, no rights
         return CheckResult(
             "ledger",
             False,

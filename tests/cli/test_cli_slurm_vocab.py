@@ -326,5 +326,7 @@ def test_fairness_table_options(ledger: str, port: Any) -> None:
     ]
     only_users = runner.invoke(app, ["fairness", "-n", "-P", "-o", "share,ratio,fair_share"])
     assert only_users.stdout.splitlines() == ["100.0%|2.00|50.0%", "0.0%|0.00|50.0%"]
+    users = runner.invoke(app, ["fairness", "-P", "-o", "user,share"])  # USER is in both
+    assert users.stdout.splitlines() == ["USER|SHARE", "alice|100.0%", "bob|0.0%"]
     full = runner.invoke(app, ["fairness"]).stdout
     assert "Jain's index (users)" in full and "FAIR_SHARE" in full
