@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["JobIds", "Jobs", "Me", "Partitions", "States", "Users"]
+__all__ = ["EndedStates", "JobIds", "Jobs", "Me", "Partitions", "States", "Users"]
 
 JobIds = Annotated[
     list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
@@ -26,6 +26,12 @@ States = Annotated[
         "--state",
         "-t",
         help="Only these states: queued,running,done... or Slurm's PD,R,CD,FAILED...",
+    ),
+]
+EndedStates = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--state", "-t", help="Only these end states: done,failed,cancelled or CD,F,CA,TO..."
     ),
 ]
 Partitions = Annotated[

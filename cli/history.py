@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
-from hops_cli.filter_options import JobIds, Jobs, Me, States, Users
+from hops_cli.filter_options import EndedStates, JobIds, Jobs, Me, Users
 from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
 from hops_cli.timespec import parse_time
@@ -92,7 +92,7 @@ def history(
     jobs: Jobs = None,
     users: Users = None,
     me: Me = False,
-    states: States = None,
+    states: EndedStates = None,
     all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
     since: Annotated[
         str,

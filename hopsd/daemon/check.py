@@ -87,8 +87,13 @@ def check_config(config_path: str | None) -> tuple[HopsConfig | None, CheckResul
 def check_slurm(config: HopsConfig, port: PortMaker) -> list[CheckResult]:
     """One node listing through the commands (hopsd runs scontrol/sacct whatever the backend),
     then through the configured backend when it is another one."""
+    from hopsd.slurm.factory import pyslurm_unavailable_reason
+
     results = [_list_nodes("slurm", port("cli", config), config)]
-    if config.slurm_backend != "cli":
+    if config.slurm_backend == "pyslurm" and (reason := pyslurm_unavailable_reason()):
+        # hopsd starts anyway, on the commands checked above: worth a line, not a failure
+        results.append(CheckResult("pyslurm", True, f"{reason}; hopsd uses the CLI backend"))
+    elif config.slurm_backend != "cli":
         name = "slurmrestd" if config.slurm_backend == "rest" else config.slurm_backend
         results.append(_list_nodes(name, port(config.slurm_backend, config), config))
     return results

@@ -222,3 +222,13 @@ def test_check_options_that_do_not_go_together_are_usage_errors(argv: list[str])
     with pytest.raises(SystemExit) as stopped:
         hopsd_main.parse_args(argv)
     assert stopped.value.code == 2
+
+
+def test_an_unusable_pyslurm_is_a_note_since_hopsd_falls_back(ready: Path) -> None:
+    from hopsd.slurm.factory import pyslurm_unavailable_reason
+
+    if pyslurm_unavailable_reason() is None:
+        pytest.skip("pyslurm imports here")
+    ready.write_text(ready.read_text().replace("[slurm]\n", '[slurm]\nbackend = "pyslurm"\n'))
+    note = by_name(run_checks(str(ready), fake_ports()))["pyslurm"]
+    assert note.ok and "uses the CLI backend" in note.detail
