@@ -6,45 +6,70 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.common import config_of, fail, print_json, say
 from hops_cli.filter_options import Users
 from hops_cli.filters import job_filter
 from hops_cli.ledger_access import reading
+from hops_cli.table import Layout, pick_per_table, render
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.records import STARVING_LR
 
+JOB_COLUMNS = ("JOBID", "USER", "STATE", "LR", "FTF", "STARVING")
+USER_COLUMNS = ("USER", "GPU_S", "SHARE", "FAIR_SHARE", "RATIO")
 
-def _render(payload: dict[str, Any]) -> None:
-    out = console()
-    jobs = Table(title="jobs", title_justify="left")
-    for header in ("JOBID", "USER", "STATE", "LR", "FTF", ""):
-        jobs.add_column(header)
-    for job in payload["jobs"]:
-        jobs.add_row(
-            str(job["job_id"]),
-            job["user"],
-            job["state"],
-            "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}",
-            "-" if job["ftf_rho"] is None else f"{job['ftf_rho']:.2f}",
-            "STARVING" if job["starving"] else "",
-        )
-    out.print(jobs if payload["jobs"] else "No active hops jobs.")
-    users = Table(title="users (decayed, speed-normalised GPU time)", title_justify="left")
-    for header in ("USER", "GPU-S", "SHARE", "FAIR SHARE", "RATIO"):
-        users.add_column(header)
-    for row in payload["users"]:
-        users.add_row(
-            row["user"],
-            f"{row['usage_norm_gpu_s']:.0f}",
-            f"{row['usage_share']:.1%}",
-            f"{row['fair_share']:.1%}",
-            f"{row['ratio']:.2f}",
-        )
-    if payload["users"]:
-        out.print(users)
-    out.print(
+
+def _job_cells(job: dict[str, Any]) -> dict[str, str]:
+    return {
+        "JOBID": str(job["job_id"]),
+        "USER": job["user"],
+        "STATE": job["state"],
+        "LR": "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}",
+        "FTF": "-" if job["ftf_rho"] is None else f"{job['ftf_rho']:.2f}",
+        "STARVING": "STARVING" if job["starving"] else "",
+    }
+
+
+def _user_cells(row: dict[str, Any]) -> dict[str, str]:
+    return {
+        "USER": row["user"],
+        "GPU_S": f"{row['usage_norm_gpu_s']:.0f}",
+        "SHARE": f"{row['usage_share']:.1%}",
+        "FAIR_SHARE": f"{row['fair_share']:.1%}",
+        "RATIO": f"{row['ratio']:.2f}",
+    }
+
+
+def _render(payload: dict[str, Any], fmt: str | None, layout: Layout) -> None:
+    """The jobs table, the users table and the summary line, as ``-o``, ``-n``, ``-P`` ask.
+
+    Like ``hops status``: without the header (``--noheader``) or with
+    ``--parsable`` one table is printed, so a script reads one: the one with
+    most of the named columns (USER is in both), the jobs table on a tie; the
+    summary line goes with the header.
+    """
+    job_cols, user_cols = pick_per_table(
+        (JOB_COLUMNS, USER_COLUMNS), fmt, (JOB_COLUMNS, USER_COLUMNS)
+    )
+    tables = [
+        ("jobs", job_cols, [[c[k] for k in job_cols] for c in map(_job_cells, payload["jobs"])]),
+        (
+            "users (decayed, speed-normalised GPU time)",
+            user_cols,
+            [[c[k] for k in user_cols] for c in map(_user_cells, payload["users"])],
+        ),
+    ]
+    shown = [t for t in tables if t[1]]
+    if not layout.header or layout.parsable:
+        title, columns, rows = max(shown, key=lambda t: len(t[1]))  # first on a tie
+        render(title, columns, rows, Layout(tuple(columns), layout.header, layout.parsable))
+        return
+    for title, columns, rows in shown:
+        if rows:
+            render(title, columns, rows, Layout(tuple(columns)))
+        elif title == "jobs":
+            say("No active hops jobs.")
+    say(
         f"Jain's index (users): {payload['jain_users']:.3f}   "
         f"RAQLR ({payload['raqlr_window_h']:g} h, {payload['finished_in_window']} jobs): "
         f"{payload['raqlr']:.2f}"
@@ -123,6 +148,20 @@ def fairness(
         bool, typer.Option("--me", help="Only your jobs (users and Jain's index stay global).")
     ] = False,
     mine: Annotated[bool, typer.Option("--mine", hidden=True)] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-o",
+            help=f"Columns: {','.join(JOB_COLUMNS)} (jobs), {','.join(USER_COLUMNS)} (users).",
+        ),
+    ] = None,
+    noheader: Annotated[
+        bool, typer.Option("--noheader", "-n", help="No header line (one table).")
+    ] = False,
+    parsable: Annotated[
+        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
+    ] = False,
 ) -> None:
     """How fair the cluster is right now: per job and per user.
 
@@ -133,6 +172,7 @@ def fairness(
     """
     if window_h <= 0:
         fail("--window must be > 0 hours", 2)
+    pick_per_table((JOB_COLUMNS, USER_COLUMNS), fmt, ())  # a bad -o fails before any read
     config = config_of(ctx)
     with reading(config) as unit:
         payload = fairness_payload(unit, config, window_h)
@@ -147,4 +187,4 @@ def fairness(
     if as_json:
         print_json(payload)
     else:
-        _render(payload)
+        _render(payload, fmt, Layout(None, not noheader, parsable))

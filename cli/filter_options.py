@@ -6,10 +6,14 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["JobIds", "Me", "Partitions", "States", "Users"]
+__all__ = ["EndedStates", "JobIds", "Jobs", "Me", "Partitions", "States", "Users"]
 
 JobIds = Annotated[
     list[str] | None, typer.Argument(help="Only these Slurm job ids (array ids like 26_1 too).")
+]
+Jobs = Annotated[
+    list[str] | None,
+    typer.Option("--jobs", "-j", help="Only these job ids, comma-separated (as squeue -j)."),
 ]
 Users = Annotated[
     list[str] | None,
@@ -18,7 +22,17 @@ Users = Annotated[
 Me = Annotated[bool, typer.Option("--me", help="Only your jobs.")]
 States = Annotated[
     list[str] | None,
-    typer.Option("--state", "-t", help="Only jobs in these states (e.g. running,queued)."),
+    typer.Option(
+        "--state",
+        "-t",
+        help="Only these states: queued,running,done... or Slurm's PD,R,CD,FAILED...",
+    ),
+]
+EndedStates = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--state", "-t", help="Only these end states: done,failed,cancelled or CD,F,CA,TO..."
+    ),
 ]
 Partitions = Annotated[
     list[str] | None,

@@ -1,8 +1,9 @@
 """The job filters every read command takes, with Slurm's names.
 
-``JOBID...`` (array tasks ``26_1`` too), ``-u/--user`` (repeatable
+``JOBID...`` or ``-j/--jobs`` (array tasks ``26_1`` too), ``-u/--user`` (repeatable
 or comma-separated), ``--me``, ``-t/--state`` and ``-p/--partition`` mean the
 same on ``hops status``, ``show`` and ``history`` as on squeue and sacct.
+States are Slurm's as well as hops's (:mod:`hops_cli.states`).
 The options themselves are declared in :mod:`hops_cli.filter_options`; this
 module needs no typer, so ``hops status`` can run without it.
 """
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
 
 def _split(values: Iterable[str] | None) -> list[str]:
     return [v.strip() for value in values or () for v in value.split(",") if v.strip()]
+
+
+def job_words(positional: Sequence[str] | None, option: Sequence[str] | None) -> list[str] | None:
+    """Job ids given as arguments and with ``-j/--jobs`` together (None when neither)."""
+    return [*(positional or ()), *(option or ())] or None
 
 
 def parse_job_refs(texts: Iterable[str]) -> list[JobRef]:
@@ -78,25 +84,31 @@ def job_filter(
     states: Sequence[str] | None,
     partitions: Sequence[str] | None,
     default_me: bool = False,
-    known_states: Iterable[str] = (),
+    ended_only: bool = False,
     config: HopsConfig | None = None,
 ) -> JobFilter:
     """The filter the options ask for; without ids or users, ``default_me`` picks yours only.
 
-    Ids given that name no job match nothing (an empty set, not "no filter").
+    Ids given that name no job match nothing (an empty set, not "no filter"),
+    and so do states given that select no hops state (Slurm's ``CG``): a
+    filter the user asked for never widens to everything. States are read by
+    :func:`hops_cli.states.hops_states` (``ended_only`` for ``hops history``).
     """
+    from hops_cli.states import UnknownState, hops_states
+
     texts = _split(job_ids)
     ids = slurm_job_ids(parse_job_refs(texts), config) if texts else None
     names = set(_split(users))
     if me or (default_me and not names and ids is None):
         names.add(getpass.getuser())
-    wanted = {s.lower() for s in _split(states)}
-    known = set(known_states)
-    if known and (bad := sorted(wanted - known)):
-        fail(f"unknown state {', '.join(bad)}; known: {','.join(sorted(known))}", EXIT_USAGE)
+    words = _split(states)
+    try:
+        wanted = hops_states(words, ended_only=ended_only) if words else None
+    except UnknownState as exc:
+        fail(str(exc), EXIT_USAGE)
     return JobFilter(
         ids,
         frozenset(names) or None,
-        frozenset(wanted) or None,
+        wanted,
         frozenset(_split(partitions)) or None,
     )

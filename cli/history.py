@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
-from hops_cli.filter_options import JobIds, Me, States, Users
-from hops_cli.filters import job_filter
+from hops_cli.filter_options import EndedStates, JobIds, Jobs, Me, Users
+from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
+from hops_cli.timespec import parse_time
 from hopsd.views.filters import JobFilter
 
 if TYPE_CHECKING:
@@ -36,28 +37,6 @@ COLUMNS = (
     "GPUH",
     "LR",
 )
-FINISHED = ("done", "failed", "cancelled")
-
-
-def parse_time(text: str, now: float) -> float:
-    """``2026-12-01``, ``2026-12-01T04:00`` (UTC unless an offset is given), ``now-2h``, ``-3d``."""
-    spec = text.strip()
-    relative = spec[3:] if spec.startswith("now") else spec
-    if relative.startswith("-") and relative[-1:] in {"s", "m", "h", "d"}:
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[relative[-1]]
-        try:
-            return now - float(relative[1:-1]) * unit
-        except ValueError:
-            pass
-    if spec == "now":
-        return now
-    try:
-        when = datetime.fromisoformat(spec)
-    except ValueError:
-        fail(f"not a time: {text!r} (use 2026-12-01T04:00, now-2h or -3d)", EXIT_USAGE)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 def _keep(job: JobRecord, wanted: JobFilter) -> bool:
@@ -110,15 +89,24 @@ def _cells(job: dict[str, Any]) -> dict[str, str]:
 def history(
     ctx: typer.Context,
     job_ids: JobIds = None,
+    jobs: Jobs = None,
     users: Users = None,
     me: Me = False,
-    states: States = None,
+    states: EndedStates = None,
     all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
     since: Annotated[
-        str, typer.Option("--since", "-S", help="Jobs that ended from then (default now-1d).")
+        str,
+        typer.Option(
+            "--since",
+            "-S",
+            help="Jobs that ended from then (default now-1d): sacct's times, 24h, 7d.",
+        ),
     ] = "now-1d",
     until: Annotated[
-        str, typer.Option("--until", "-E", help="Jobs that ended until then (default now).")
+        str,
+        typer.Option(
+            "--until", "-E", help="Jobs that ended until then (default now): sacct's times."
+        ),
     ] = "now",
     fmt: Annotated[
         str | None,
@@ -140,18 +128,21 @@ def history(
 
     config = config_of(ctx)
     wanted = job_filter(
-        job_ids,
+        job_words(job_ids, jobs),
         users,
         me,
         states,
         None,
         default_me=not all_users,
-        known_states=FINISHED,
+        ended_only=True,
         config=config,
     )
     columns = pick_columns(COLUMNS, fmt, COLUMNS)
     now = time.time()
-    start, end = parse_time(since, now), parse_time(until, now)
+    try:
+        start, end = parse_time(since, now, "--since"), parse_time(until, now, "--until")
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)
     with reading(config) as unit:
         payload = history_payload(unit, wanted, start, end)
     if as_json:

@@ -121,6 +121,9 @@ app = typer.Typer(
     help="Heterogeneity-aware, fair scheduling of deep-learning jobs on Slurm.",
     no_args_is_help=True,
     add_completion=True,
+    # Slurm's commands take -h for help; a command with a -h of its own (status's
+    # --noheader, as squeue's) keeps it, since click drops a help name a command uses.
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 

@@ -7,16 +7,19 @@ from statistics import median
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from hops_cli.common import config_of, console, fail, print_json
+from hops_cli.common import config_of, fail, print_json
 from hops_cli.ledger_access import reading
+from hops_cli.table import Layout, pick_columns, render
 from hopsd.ledger.records import ThroughputLayer
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 
 if TYPE_CHECKING:
     from hopsd.ledger.unit import Unit
+
+COLUMNS = ("NODE", "TYPE", "PARTITIONS", "STATE", "GPUS", "ALLOC", "SPEED", "FROM_JOBS")
+DEFAULT = tuple(c for c in COLUMNS if c != "PARTITIONS")
 
 
 def speed_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
@@ -62,8 +65,30 @@ def nodes_payload(
     return {"nodes": out}
 
 
+def _cells(row: dict[str, Any]) -> dict[str, str]:
+    """One node of the payload as the table's cells, by column name."""
+    return {
+        "NODE": row["node"],
+        "TYPE": row["gpu_type"] or "-",
+        "PARTITIONS": ",".join(row["partitions"]) or "-",
+        "STATE": row["state"],
+        "GPUS": str(row["gpus_total"]),
+        "ALLOC": str(row["gpus_alloc"]),
+        "SPEED": "-" if row["speed_factor"] is None else f"{row['speed_factor']:.2f}",
+        "FROM_JOBS": str(row["speed_samples"]),
+    }
+
+
 def nodes(
     ctx: typer.Context,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
+    ] = None,
+    noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
+    parsable: Annotated[
+        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List nodes by GPU type with their learned speed factor.
@@ -73,6 +98,7 @@ def nodes(
     """
     from hopsd.slurm.factory import port_from_config
 
+    columns = pick_columns(COLUMNS, fmt, DEFAULT)
     config = config_of(ctx)
     try:
         listed = port_from_config(config).list_nodes()
@@ -86,17 +112,5 @@ def nodes(
     if as_json:
         print_json(payload)
         return
-    table = Table(title="nodes", title_justify="left")
-    for header in ("NODE", "TYPE", "STATE", "GPUS", "ALLOC", "SPEED", "FROM JOBS"):
-        table.add_column(header)
-    for row in payload["nodes"]:
-        table.add_row(
-            row["node"],
-            row["gpu_type"] or "-",
-            row["state"],
-            str(row["gpus_total"]),
-            str(row["gpus_alloc"]),
-            "-" if row["speed_factor"] is None else f"{row['speed_factor']:.2f}",
-            str(row["speed_samples"]),
-        )
-    console().print(table)
+    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["nodes"])]
+    render("nodes", columns, rows, Layout(tuple(columns), not noheader, parsable))

@@ -35,6 +35,7 @@ class Opt:
 
 #: The options of ``hops status`` (positional job ids fill ``job_ids``).
 STATUS = (
+    Opt("jobs", ("--jobs", "-j"), MANY),
     Opt("users", ("--user", "-u"), MANY),
     Opt("me", ("--me",), FLAG, False),
     Opt("states", ("--state", "-t"), MANY),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -14,10 +13,8 @@ from rich.table import Table
 from hops_cli.common import EXIT_USAGE, config_of, console, fail, print_json
 from hops_cli.ledger_access import reading
 from hops_cli.simulate import stdout_to_stderr
+from hops_cli.timespec import parse_time
 from hopsd.config import HopsConfig
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 COLUMNS = (
     ("avg_jct_s", "avg JCT s", "{:.1f}"),
@@ -29,31 +26,6 @@ COLUMNS = (
 )
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``30m``, ``24h``, ``7d`` -> seconds."""
-    found = _DURATION.match(text)
-    if found is None or float(found.group(1)) <= 0:
-        raise ValueError(f"--since: expected a duration such as 30m, 24h or 7d, got {text!r}")
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
-
-
-def parse_instant(text: str, flag: str) -> float:
-    """Epoch seconds, or an ISO 8601 time (UTC when it names no zone)."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"{flag}: expected an ISO time (2026-12-01T08:00) or epoch seconds, got {text!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.now().astimezone().tzinfo)
-    return moment.timestamp()
-
-
 def window_of(
     since: str | None, start: str | None, end: str | None, now: float
 ) -> tuple[float, float]:
@@ -63,11 +35,11 @@ def window_of(
     if start is None and end is not None:
         raise ValueError("--to needs --from")
     if start is not None:
-        lo = parse_instant(start, "--from")
-        hi = parse_instant(end, "--to") if end is not None else now
+        lo = parse_time(start, now, "--from")
+        hi = parse_time(end, now, "--to") if end is not None else now
     else:
         hi = now
-        lo = now - parse_duration(since or "24h")
+        lo = parse_time(since or "24h", now, "--since")
     if hi <= lo:
         raise ValueError("the window is empty: --to must be after --from")
     return lo, hi
@@ -191,13 +163,21 @@ def _table(results: dict[str, Any]) -> Table:
 def replay(
     ctx: typer.Context,
     since: Annotated[
-        str | None, typer.Option("--since", help="Window up to now: 30m, 24h, 7d (default 24h).")
+        str | None,
+        typer.Option(
+            "--since",
+            help="Window from then up to now: 30m, 24h, 7d, now-1day, sacct's times (default 24h).",
+        ),
     ] = None,
     start: Annotated[
-        str | None, typer.Option("--from", help="Window start: ISO time or epoch seconds.")
+        str | None,
+        typer.Option(
+            "--from",
+            help="Window start: sacct's times (2026-12-01T10:00, now-2days), epoch seconds.",
+        ),
     ] = None,
     end: Annotated[
-        str | None, typer.Option("--to", help="Window end (default now): ISO time or epoch s.")
+        str | None, typer.Option("--to", help="Window end (default now): the same times as --from.")
     ] = None,
     policies: Annotated[
         str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")

@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from hops_cli.common import state
-from hops_cli.filter_options import JobIds, Me, Partitions, States, Users
+from hops_cli.filter_options import JobIds, Jobs, Me, Partitions, States, Users
 from hops_cli.status_report import COLUMNS, StatusArgs, show_status
 
 
 def status(
     ctx: typer.Context,
     job_ids: JobIds = None,
+    jobs: Jobs = None,
     users: Users = None,
     me: Me = False,
     states: States = None,
@@ -45,6 +46,7 @@ def status(
         state(ctx).config_path,
         StatusArgs(
             job_ids,
+            jobs,
             users,
             me,
             states,

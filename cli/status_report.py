@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hops_cli.common import hours, load_config_or_fail, print_json, say
-from hops_cli.filters import job_filter
+from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
 
 COLUMNS = (
@@ -36,17 +36,6 @@ COLUMNS = (
     "REASON",
 )
 DEFAULT = tuple(c for c in COLUMNS if c != "EST")
-JOB_STATES = (
-    "submitted",
-    "profiling",
-    "queued",
-    "running",
-    "preempted",
-    "requeued",
-    "done",
-    "failed",
-    "cancelled",
-)
 
 
 def _cells(job: dict[str, Any]) -> dict[str, str]:
@@ -122,6 +111,7 @@ class StatusArgs:
     """What ``hops status`` was asked for, by option name (see :mod:`hops_cli.status`)."""
 
     job_ids: list[str] | None = None
+    jobs: list[str] | None = None
     users: list[str] | None = None
     me: bool = False
     states: list[str] | None = None
@@ -141,13 +131,12 @@ def show_status(config_path: str | None, args: StatusArgs) -> None:
 
     config = load_config_or_fail(config_path)
     wanted = job_filter(
-        args.job_ids,
+        job_words(args.job_ids, args.jobs),
         args.users,
         args.me,
         args.states,
         args.partitions,
         default_me=not args.all_users,
-        known_states=JOB_STATES,
         config=config,
     )
     columns = pick_columns(COLUMNS, args.fmt, DEFAULT)

@@ -11,6 +11,7 @@ from hops_cli.notice_guard import submitted_copy
 from hops_cli.submit_args import (
     SubmitError,
     check_options,
+    parse_count,
     parse_gpus,
     read_script,
     total_samples,
@@ -65,11 +66,12 @@ def submit(
         str, typer.Option("--gpus", help="Acceptable GPU counts: '1,2,4' or a range '2-8'.")
     ] = "1",
     samples: Annotated[
-        int | None, typer.Option("--samples", help="Total training samples (epochs x dataset).")
+        str | None,
+        typer.Option("--samples", help="Total training samples: 5000000, 5e6, 5M, 2.5k."),
     ] = None,
     epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs to train.")] = None,
     dataset_size: Annotated[
-        int | None, typer.Option("--dataset-size", help="Samples per epoch.")
+        str | None, typer.Option("--dataset-size", help="Samples per epoch: 1281167, 1.2M.")
     ] = None,
     batch_size: Annotated[
         int, typer.Option("--batch-size", help="Per-GPU batch size (fixed across GPU counts).")
@@ -80,9 +82,9 @@ def submit(
     lr_scale: Annotated[
         str, typer.Option("--lr-scale", help="How hops scales --lr with GPUs: none|linear|sqrt.")
     ] = "none",
-    model: Annotated[str, typer.Option("--model", help="Model name, a hint for estimates.")] = (
-        "unknown"
-    ),
+    model: Annotated[
+        str, typer.Option("--model", help="Model name, a hint for estimates: resnet50, org/name.")
+    ] = "unknown",
     params: Annotated[
         float, typer.Option("--params", help="Model parameters, for the communication model.")
     ] = 25e6,
@@ -119,7 +121,11 @@ def submit(
     extra = tuple(ctx.args)
     try:
         demands = parse_gpus(gpus)
-        size = total_samples(samples, epochs, dataset_size)
+        size = total_samples(
+            None if samples is None else parse_count(samples, "--samples"),
+            epochs,
+            None if dataset_size is None else parse_count(dataset_size, "--dataset-size"),
+        )
         info = read_script(script)
         check_options(info.directives, f"{script} (#SBATCH)")
         check_options(extra, "sbatch options")

@@ -72,6 +72,28 @@ def _spread(low: int, high: int) -> tuple[int, ...]:
     return tuple(sorted({low + round(i * width / steps) for i in range(MAX_DEMAND_OPTIONS)}))
 
 
+#: Decimal multipliers a count may end in (``10M`` samples, ``2.5k``); ``B`` is billions.
+COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12}
+_COUNT = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:e([+-]?[0-9]{1,2}))?([kmgbt]?)", re.I)
+
+
+def parse_count(text: str, flag: str) -> int:
+    """A whole count as people write sample counts: ``1000000``, ``1e6``, ``10M``, ``2.5k``.
+
+    Why a parser of its own: an ``int`` option refuses ``1e6`` and ``10M``,
+    and a ``float`` one would take ``nan``, ``inf`` or ``1.5`` samples. The
+    suffixes are decimal (k = 1000); the result must be a whole number > 0.
+    """
+    found = _COUNT.fullmatch(text.strip().replace("_", ""))
+    if found is None:
+        raise SubmitError(f"{flag}: not a count: {text!r} (e.g. 1000000, 1e6, 10M, 2.5k)")
+    mantissa, exponent, suffix = found.groups()
+    value = float(mantissa) * 10.0 ** int(exponent or 0) * COUNT_SUFFIXES[suffix.lower()]
+    if not math.isfinite(value) or value < 1 or value != math.floor(value):
+        raise SubmitError(f"{flag}: {text!r} is not a whole number of at least 1")
+    return int(value)
+
+
 def total_samples(samples: int | None, epochs: float | None, dataset_size: int | None) -> int:
     """The job's size in samples: ``--samples`` or ``--epochs`` x ``--dataset-size``."""
     if samples is not None:

@@ -39,6 +39,22 @@ def pick_columns(known: Sequence[str], fmt: str | None, default: Sequence[str]) 
     return wanted
 
 
+def pick_per_table(
+    tables: Sequence[Sequence[str]], fmt: str | None, defaults: Sequence[Sequence[str]]
+) -> list[list[str]]:
+    """``-o`` for a command that prints several tables: each table's share of the named columns.
+
+    The names are checked against every table's columns together; a table keeps
+    the named columns it has, in the order given (none: the table is left out),
+    and without ``-o`` each table shows its default.
+    """
+    if not fmt:
+        return [list(d) for d in defaults]
+    known = list(dict.fromkeys(c for table in tables for c in table))
+    wanted = pick_columns(known, fmt, ())
+    return [[c for c in wanted if c in table] for table in tables]
+
+
 def render(
     title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]], layout: Layout
 ) -> None:

@@ -1,6 +1,7 @@
 """Entry point of ``hopsd``: parse arguments, check config, schema and lease, run the service.
 
     hopsd [--config FILE] [--shadow] [--once] [--ticks N] [--no-standby]
+    hopsd --check [--json] [--config FILE]
     hopsd db upgrade [--config FILE]
     hopsd --version
 
@@ -13,7 +14,8 @@ wait.
 Exit codes: 0 fine, 2 bad configuration or usage (a ``metrics.address`` that
 cannot be listened on included: a daemon without its health endpoint would look
 dead to its probes), 3 ledger schema or database
-problem, 4 another hopsd holds the ledger lease (not a standby).
+problem, 4 another hopsd holds the ledger lease (not a standby). ``--check`` exits 1
+when any of its checks fails (:mod:`hopsd.daemon.check`).
 """
 
 from __future__ import annotations
@@ -83,10 +85,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=LOG_LEVELS,
         help="debug, info, warning, error or critical, any case (default: $HOPS_LOG_LEVEL or info)",
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check config, Slurm, ledger, spool and metrics port, print a checklist and exit "
+        "(0: all pass); schedules nothing, takes no lease",
+    )
+    parser.add_argument("--json", action="store_true", help="with --check: one JSON document")
     parser.add_argument("command", nargs="*", help="`db upgrade` migrates the ledger")
     args = parser.parse_args(argv)
     if args.command and args.command != ["db", "upgrade"]:
         parser.error(f"unknown command {' '.join(args.command)!r} (known: db upgrade)")
+    if args.json and not args.check:
+        parser.error("--json goes with --check")
+    if args.check and (args.command or args.once or args.ticks is not None or args.shadow):
+        parser.error("--check runs alone: no db upgrade, --once, --ticks or --shadow with it")
     if args.ticks is not None and args.ticks < 1:
         parser.error("--ticks must be >= 1")
     return args
@@ -278,6 +291,10 @@ def _stand_by(
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.log_level)
+    if args.check:
+        from hopsd.daemon.check import main_check
+
+        return main_check(args.config, args.json)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -98,6 +98,15 @@ def prepare_root(root: Path) -> None:
             os.chmod(root, 0o755, follow_symlinks=False)
         except OSError as exc:
             raise UnsafeSpool(f"cannot create {root}: {exc.strerror or exc}") from exc
+    check_root(root)
+
+
+def check_root(root: Path) -> None:
+    """Refuse an existing shared spool unless only hopsd can write it (creates nothing).
+
+    The rules of :func:`prepare_root` once the directory exists; ``hopsd
+    --check`` calls it as is, so what it reports is what hopsd will require.
+    """
     info = os.lstat(root)
     if stat.S_ISLNK(info.st_mode):
         raise UnsafeSpool(f"{root} is a symbolic link; name the directory itself")
@@ -112,6 +121,21 @@ def prepare_root(root: Path) -> None:
         )
     for parent in root.parents:
         _check_ancestor(parent)
+
+
+def check_creatable_root(root: Path) -> None:
+    """A shared spool that does not exist yet: could :func:`prepare_root` make a safe one?
+
+    Its existing ancestors pass the same rules as a spool's, and the nearest
+    one is writable by hopsd's user (``mkdir -p`` starts there).
+    """
+    if not root.is_absolute():
+        raise UnsafeSpool(f"{root} is not an absolute path")
+    existing = next(p for p in root.parents if os.path.lexists(p))
+    for parent in (existing, *existing.parents):
+        _check_ancestor(parent)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UnsafeSpool(f"cannot create {root}: {existing} is not writable by uid {os.geteuid()}")
 
 
 def _check_ancestor(parent: Path) -> None:

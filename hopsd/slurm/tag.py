@@ -39,7 +39,11 @@ LR_SCALES = ("none", "linear", "sqrt")
 MAX_TYPES = 16
 #: The model name of a job that named none (profiles of such jobs are never shared).
 UNKNOWN_MODEL = "unknown"
-_MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+#: A model name: one word, or ``ORG/NAME`` as model hubs name them (``meta-llama/Llama-2-7b``).
+#: Each part starts with a letter or digit, so no part is ``.``/``..`` nor starts with ``-``,
+#: and at most one ``/`` joins two non-empty parts: nothing absolute, nothing that climbs.
+_MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)?")
+MAX_MODEL_CHARS = 64
 _TYPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,31}")
 _KEYS = frozenset({"d", "n", "b", "m", "p", "lr", "ls", "t", "xt", "np"})
 _REQUIRED = frozenset({"d", "n"})
@@ -65,8 +69,11 @@ class HopsTag:
         _check_demands(self.demands)
         _check_number("total samples", self.total_samples, 0.0, MAX_SAMPLES, open_low=True)
         _check_int("batch size", self.batch_size, 1, MAX_BATCH)
-        if not isinstance(self.model, str) or not _MODEL_RE.fullmatch(self.model):
-            raise TagError(f"model name {self.model!r} is not 1-64 of [A-Za-z0-9._+-]")
+        if not _is_model_name(self.model):
+            raise TagError(
+                f"model name {self.model!r} is not 1-{MAX_MODEL_CHARS} of [A-Za-z0-9._+-], "
+                "as NAME or ORG/NAME"
+            )
         _check_number("params", self.params, 0.0, MAX_PARAMS)
         _check_lrs(self.lr, len(self.demands))
         if self.lr_scale not in LR_SCALES:
@@ -116,6 +123,15 @@ class HopsTag:
         if self.lr_scale == "sqrt":
             return self.lr[0] * math.sqrt(ratio)
         return self.lr[0]
+
+
+def _is_model_name(value: object) -> bool:
+    """A model name hops stores and shows: see :data:`_MODEL_RE`, at most 64 characters."""
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_MODEL_CHARS
+        and _MODEL_RE.fullmatch(value) is not None
+    )
 
 
 def is_hops_comment(comment: str | None) -> bool:

@@ -146,7 +146,7 @@ def test_history_filters_and_window(story: float, port: Any) -> None:
     done = runner.invoke(app, ["history", "--all", "-t", "done", "--parsable", "-o", "jobid,gpuh"])
     assert done.stdout.splitlines() == ["JOBID|GPUH", "201|a100:0.50,v100:1.00"]
     bad = runner.invoke(app, ["history", "--since", "yesterday-ish"])
-    assert bad.exit_code == 2 and bad.stderr.startswith("hops: not a time")
+    assert bad.exit_code == 2 and bad.stderr.startswith("hops: --since: not a time")
 
 
 def test_raqlr_counts_only_jobs_that_ran(story: float, port: Any) -> None:
