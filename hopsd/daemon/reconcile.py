@@ -616,6 +616,12 @@ class Reconciler:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
             unit.transition(row.id, target, now, seen.reason or "requeued")
             unit.set_placement(row.id, None)
+            # what the run said after the last tick: had it done all its samples
+            # before the requeue reached it, the requeue hit a finished run, and
+            # enacting the rest of the move must know (hopsd.daemon.enact)
+            last = self._final_samples(row)
+            if last is not None and last > row.samples_done:
+                unit.update_job(JobUpdate(row.id, samples_done=last))
             # Slurm counts requeues; it is the truth
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
             report.requeued.append(row.id)

@@ -65,3 +65,23 @@ def test_a_completed_job_shows_the_samples_of_its_final_flush(
     row = row_of(sessions, job)
     assert row.state == JobState.DONE and row.samples_done == 1000.0
     assert row.plan_reason == "" and row.current_parts is None
+
+
+def test_a_requeued_runs_last_report_reaches_the_ledger(
+    config: HopsConfig, port: FakePort, sessions, clock: FakeClock  # type: ignore[no-untyped-def]
+) -> None:
+    """A run that did all its samples just before a requeue reached it: its last word
+    is read as the job leaves the running state, so the rest of the move (which asks
+    the ledger whether the run had finished) does not run the job again."""
+    job = port.add_job(TAG, user="alice")
+    tick = make_tick(config, port, sessions, clock)
+    tick.run_once()
+    report(config, job, 400.0, 1)
+    clock.advance(1)
+    tick.run_once()
+    report(config, job, 1000.0, 2)  # its last flush, then Slurm requeues it
+    port.requeue_hold(job)
+    tick.observe_and_reconcile()
+    row = row_of(sessions, job)
+    assert row.state in (JobState.PREEMPTED, JobState.REQUEUED)
+    assert row.samples_done == 1000.0
