@@ -17,34 +17,19 @@ from pathlib import Path
 import pytest
 from daemon_fakeport import FakeClock, FakePort
 from prometheus_client import generate_latest
+from spool_tick import make_tick, row_of
 from sqlalchemy import select
 
-from hopsd.config import HopsConfig
 from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.spool import Spools
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
-from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import JobState, ThroughputRow
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((1,), 1e6)
-
-
-def make_tick(config: HopsConfig, port: FakePort, sessions, clock) -> Tick:  # type: ignore[no-untyped-def]
-    """The daemon's tick, reading the shared spool as if every job's user were the test's."""
-    sensing = Sensing(Path(config.spool_dir), uid_of=lambda user: os.getuid())
-    return Tick(config, port, sessions, clock=clock, sensing=sensing)
-
-
-def row_of(sessions, job: int):  # type: ignore[no-untyped-def]
-    with sessions.begin() as s:
-        row = get_job(s, str(job))
-        assert row is not None
-        s.expunge(row)
-        return row
 
 
 def running_attacker(config, port, sessions, clock) -> tuple[Tick, int]:  # type: ignore[no-untyped-def]

@@ -8,33 +8,17 @@ goes back to the queue keep neither the planner's last sentence nor GPUs.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 from daemon_fakeport import FakeClock, FakePort
+from spool_tick import make_tick, row_of
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.sensing import Sensing
-from hopsd.daemon.tick import Tick
-from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import JobState
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((1,), 1000.0)
-
-
-def make_tick(config: HopsConfig, port: FakePort, sessions, clock) -> Tick:  # type: ignore[no-untyped-def]
-    sensing = Sensing(Path(config.spool_dir), uid_of=lambda user: os.getuid())
-    return Tick(config, port, sessions, clock=clock, sensing=sensing)
-
-
-def row_of(sessions, job: int):  # type: ignore[no-untyped-def]
-    with sessions.begin() as s:
-        row = get_job(s, str(job))
-        assert row is not None
-        s.expunge(row)
-        return row
 
 
 def report(config: HopsConfig, job: int, samples_done: float, seq: int) -> None:
