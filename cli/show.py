@@ -2,7 +2,9 @@
 
 Tag, demands, throughput estimates per type with where each came from, LR and
 FTF rho, queue position and start estimate, placements and restarts over time,
-and refusals (the tag's reason, a refused input, the last state reason).
+each Slurm run (as ``sacct -D`` lists them: start, end, nodes, and why it
+ended: completed, moved, preempted, profiling over, failed), and refusals (the
+tag's reason, a refused input, the last state reason).
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ def show_payload(unit: Unit, slurm_job_id: int) -> dict[str, Any] | None:
     position = {j.id: k + 1 for k, j in enumerate(queue_order(active))}
     start = start_estimates(active, now).get(found.id)
     placements = unit.placements([found.id])[found.id]
+    runs = unit.job_runs([found.id])[found.id]
     estimates = estimates_of(unit.job_throughputs(found.id))
-    return show_record(found, now, daemon, placements, estimates, start, position.get(found.id))
+    return show_record(
+        found, now, daemon, placements, estimates, start, position.get(found.id), runs
+    )
 
 
 def _stamp(at: float | None) -> str:
@@ -91,6 +96,7 @@ def render_show(job: dict[str, Any]) -> None:
         lines.append(
             f"   {_stamp(step['at'])} {step['change']:<7} {step['gpu_type'] or '-'} {where}"
         )
+    lines.extend(_run_line(run) for run in job.get("runs", []))
     if job["state_reason"]:
         lines.append(f"   StateReason={job['state_reason']}")
     if job.get("size_doubt"):
@@ -98,6 +104,20 @@ def render_show(job: dict[str, Any]) -> None:
     if job["daemon"]["mode"] != "running":
         lines.append(f"   hopsd: {job['daemon']['mode']}")
     typer.echo("\n".join(lines))
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    """``Run=1 Kind=run Nodes=a100n1:2 Start=... End=... Elapsed=... Ended=moved``,
+    as ``sacct -D`` lists a job's runs."""
+    where = ",".join(f"{n}:{g}" for n, g in run["nodes"].items()) or "-"
+    ended = run["ended"] or "running"
+    if run["exit_code"]:
+        ended += f" (exit {run['exit_code']})"
+    return (
+        f"   Run={run['run']} Kind={run['kind']} Type={run['gpu_type'] or '-'} Nodes={where} "
+        f"Start={_stamp(run['start_time'])} End={_stamp(run['end_time'])} "
+        f"Elapsed={hours(run['elapsed_s'])} Ended={ended}"
+    )
 
 
 def _num(value: float | None) -> str:

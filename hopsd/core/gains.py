@@ -87,16 +87,31 @@ def move_cost_s(restart_s: float | None, prior_s: float) -> float:
 
 
 def learned_restart_s(
-    checkpoint_s: float | None, startup_s: float | None, grace_s: float, restarts: int = 1
+    checkpoint_s: float | None,
+    startup_s: float | None,
+    grace_s: float,
+    restarts: int = 1,
+    *,
+    whole_s: float | None = None,
+    model_s: float | None = None,
 ) -> float | None:
-    """A job's restart cost from what its probe measured; None while nothing was measured.
+    """A job's restart cost from what was measured of it; None while nothing was.
 
-    A restart is the notice wait plus the time from the new start to the first
-    iteration. A job that reported its checkpoint waits ``checkpoint_s``; one
-    that restarted without ever reporting one is taken to ignore the notice and
-    waits the whole grace period. A job never restarted has not been asked to
-    checkpoint yet: until it has, its cost is the prior (None).
+    Best is a restart measured whole, from hops's decision to the first
+    iteration after it (``whole_s``: checkpoint, requeue, the wait for the
+    release, Slurm's launch, start-up), the job's own once it restarted, else
+    its model's (``model_s``, earlier jobs of the same model). Without one, the
+    parts the probe measured: the notice wait plus the time from the new start
+    to the first iteration. A job that reported its checkpoint waits
+    ``checkpoint_s``; one that restarted without ever reporting one is taken to
+    ignore the notice and waits the whole grace period. A job never restarted
+    has not been asked to checkpoint yet: until it has, its cost is the prior
+    (None).
     """
+    if whole_s is not None and restarts > 0:
+        return whole_s
+    if model_s is not None:
+        return model_s
     if startup_s is None:
         return None
     if checkpoint_s is None:
@@ -136,16 +151,22 @@ def restart_price_s(
     restarts: int,
     ran_s: float,
     prior_s: float,
+    *,
+    whole_s: float | None = None,
+    model_s: float | None = None,
 ) -> float | None:
     """What moving or preempting the job costs now (None: the prior, nothing learned).
 
     A job that ran before and never reported runs without the probe: a requeue
-    loses its whole run so far (:func:`unreported_restart_s`). Otherwise what its
-    probe measured (:func:`learned_restart_s`). ``ran_s`` is 0 for a job not running.
+    loses its whole run so far (:func:`unreported_restart_s`). Otherwise what was
+    measured of it (:func:`learned_restart_s`: a restart measured whole, its own
+    or its model's, else its probe's parts). ``ran_s`` is 0 for a job not running.
     """
     if not hears_notice(startup_s) and restarts > 0 and ran_s > 0:
         return unreported_restart_s(ran_s, prior_s)
-    return learned_restart_s(checkpoint_s, startup_s, grace_s, restarts)
+    return learned_restart_s(
+        checkpoint_s, startup_s, grace_s, restarts, whole_s=whole_s, model_s=model_s
+    )
 
 
 def preemption_price(round_length_s: float, restart_s: float) -> float:

@@ -101,7 +101,7 @@ def assemble(
         ran = max(now - seen.start_time, 0.0) if seen.state == RUNNING and seen.start_time else 0.0
         restart_s = restart_price_s(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts, ran,
-            config.restart_penalty_s,
+            config.restart_penalty_s, whole_s=row.restart_s, model_s=row.model_restart_s,
         )  # fmt: skip
         tag = adopted_tag(row, seen)
         ruled = with_tag_rules(core, tag, plain.cluster)

@@ -35,6 +35,7 @@ from hopsd.daemon.decide import PREEMPT, Action, intent_chain, notice_of
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
+from hopsd.ledger import runs
 from hopsd.ledger.records import (
     TERMINAL_STATES,
     AllocationReason,
@@ -488,6 +489,7 @@ class Reconciler:
         """
         started = seen.start_time or now
         unit.transition(job_id, JobState.RUNNING, min(started, now), UNPLANNED_RUN)
+        unit.open_run(job_id, seen.restarts, runs.RUN, None, min(started, now))
         if not self.acts:
             return
         action = Action(job_id, seen.slurm_id, PREEMPT, None, "", seen.restarts, False)
@@ -520,6 +522,7 @@ class Reconciler:
             said = f"{row.state_reason}; {REUSED}" if row.state_reason else REUSED
             unit.update_job(JobUpdate(row.id, state_reason=said))
         else:
+            unit.close_run(row.id, now, REUSED)
             unit.transition(row.id, JobState.FAILED, now, REUSED)
             unit.record_allocation(None, row.id, AllocationReason.END, None, now)
             report.ended.append((row.id, JobState.FAILED.value))
@@ -599,6 +602,9 @@ class Reconciler:
         state = JobState(row.state)
         if seen.state == RUNNING:
             config = observed_config(seen, view.cluster)
+            new_run = seen.restarts != (row.restarts or 0)
+            if state != JobState.RUNNING or new_run or (config is not None and row.current is None):
+                unit.open_run(row.id, seen.restarts, runs.RUN, config, seen.start_time or now)
             if state != JobState.RUNNING:
                 unit.transition(row.id, JobState.RUNNING, now, f"running on {','.join(seen.nodes)}")
                 report.started.append(row.id)
@@ -614,6 +620,7 @@ class Reconciler:
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
         elif seen.pending and state == JobState.RUNNING:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
+            unit.close_requeued_run(row.id, now)
             unit.transition(row.id, target, now, seen.reason or "requeued")
             unit.set_placement(row.id, None)
             # what the run said after the last tick: had it done all its samples
@@ -628,7 +635,7 @@ class Reconciler:
         elif seen.final:
             if self._relaunch(unit, row, seen, now, report):
                 return
-            self._end(unit, row, seen, now, report)
+            self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
 
     def _relaunch(
         self, unit: Unit, row: JobRecord, seen: ObservedJob, now: float, report: ReconcileReport
@@ -658,6 +665,8 @@ class Reconciler:
         unit.record_intents([IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now)
         if JobState(row.state) != JobState.RUNNING:
             unit.transition(row.id, JobState.RUNNING, seen.start_time or now, "ran between ticks")
+        unit.open_run(row.id, seen.restarts, runs.RUN, None, seen.start_time or now)
+        unit.close_run(row.id, seen.end_time or now, runs.LAUNCH_FAILED, seen.exit_code)
         unit.transition(row.id, JobState.REQUEUED, now, reason)
         unit.set_placement(row.id, None)
         report.requeued.append(row.id)
@@ -676,15 +685,27 @@ class Reconciler:
     ) -> None:
         """A job in its profiling runs: follow where it is; the profiling queue moves it on."""
         if seen.final:
-            self._end(unit, row, seen, now, report)
+            self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
             return
         config = observed_config(seen, view.cluster) if seen.state == RUNNING else None
+        if seen.state == RUNNING and row.current is None:
+            unit.open_run(row.id, seen.restarts, runs.PROFILING, config, seen.start_time or now)
+        elif seen.pending and row.current is not None:
+            unit.close_requeued_run(row.id, now)
         unit.set_placement(row.id, config)
         unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
 
     def _end(
-        self, unit: Unit, row: JobRecord, seen: ObservedJob, now: float, report: ReconcileReport
+        self,
+        unit: Unit,
+        row: JobRecord,
+        seen: ObservedJob,
+        now: float,
+        report: ReconcileReport,
+        where: Configuration | None = None,
     ) -> None:
+        """Record the job's end as Slurm states it, with its last run (``where`` it ran,
+        when Slurm still names its nodes)."""
         row = unit.refresh(row)
         target = _END_STATES.get(seen.state, JobState.FAILED)
         ended_at = seen.end_time or now
@@ -692,11 +713,15 @@ class Reconciler:
         if last is not None:
             unit.update_job(JobUpdate(row.id, samples_done=max(row.samples_done, last)))
         restarts = max(row.restarts or 0, seen.restarts)
+        kind = runs.PROFILING if JobState(row.state) == JobState.PROFILING else runs.RUN
         if not is_legal(JobState(row.state), target):
             # it started and ended between two ticks: record the run it had
             unit.transition(
                 row.id, JobState.RUNNING, seen.start_time or ended_at, "ran between ticks"
             )
+        if seen.start_time:
+            unit.open_run(row.id, seen.restarts, kind, where, seen.start_time)
+        unit.close_run(row.id, ended_at, runs.ended_by_slurm(seen.state), seen.exit_code)
         unit.transition(row.id, target, ended_at, f"slurm {seen.state}")
         unit.update_job(JobUpdate(row.id, restarts=restarts))
         unit.record_allocation(None, row.id, AllocationReason.END, None, ended_at)
@@ -811,7 +836,7 @@ class Reconciler:
         """End one job that left the queue, from accounting or, failing that, its progress."""
         row = self._advance(unit, row, view, now, usage)
         if record is not None and record.final:
-            self._end(unit, row, record, now, report)
+            self._end(unit, row, record, now, report, observed_config(record, view.cluster))
             return
         samples = self._final_samples(row)
         done = samples is not None and samples >= row.total_samples

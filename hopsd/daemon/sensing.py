@@ -551,6 +551,8 @@ class Sensing:
                 self.checkpoints[seen.slurm_id] = report.at
         else:
             store.note_restart_cost(row.id, startup_s=report.startup_s)
+            if report.run > 0:
+                store.note_whole_restart(row.id, report.run, report.at)
 
     def note_beyond(self, row: JobRecord, samples_done: float) -> None:
         """Remember progress reported beyond the job's claimed size (kept at the claim in

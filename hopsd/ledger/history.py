@@ -41,6 +41,8 @@ class JobHistory:
     latency_ratio: float | None
     startup_s: float | None = None  # start to first iteration, as the job's probe reported
     checkpoint_s: float | None = None  # notice to checkpoint, as the job's probe reported
+    restart_s: float | None = None  # a restart whole: decision to first iteration after it
+    model_restart_s: float | None = None  # its model's, when the job was adopted
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,8 @@ def _job(r: JobRow) -> JobHistory:
         wait_time=float(r.wait_time or 0.0),
         startup_s=r.startup_s,
         checkpoint_s=r.checkpoint_s,
+        restart_s=r.restart_s,
+        model_restart_s=r.model_restart_s,
         restarts=int(r.restarts or 0),
         latency_ratio=r.latency_ratio,
     )

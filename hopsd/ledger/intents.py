@@ -227,8 +227,8 @@ def released_by_hops(session: Session, job_id: str) -> bool:
     return session.scalars(stmt).first() == IntentAction.RELEASE
 
 
-def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
-    """The job's latest done requeue was hops's retry of a failed launch."""
+def last_requeue(session: Session, job_id: str) -> dict[str, Any] | None:
+    """The payload of the job's latest done requeue (None: hops never requeued it)."""
     stmt = (
         select(IntentRow.payload)
         .where(
@@ -240,4 +240,10 @@ def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
         .limit(1)
     )
     payload = session.scalars(stmt).first()
+    return dict(payload) if payload else None
+
+
+def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
+    """The job's latest done requeue was hops's retry of a failed launch."""
+    payload = last_requeue(session, job_id)
     return bool(payload and payload.get("relaunch"))

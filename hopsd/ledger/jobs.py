@@ -30,6 +30,7 @@ from hopsd.ledger.records import (
     core_job,
     is_legal,
 )
+from hopsd.ledger.restarts import model_restart_s
 
 S = JobState
 
@@ -59,6 +60,8 @@ def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
         total_samples=spec.total_samples,
         batch_size=spec.batch_size,
         model_name=spec.model_name,
+        # what restarts of earlier jobs of its model cost (hopsd.ledger.restarts)
+        model_restart_s=model_restart_s(session, spec.model_name),
         params=spec.params,
         lr=spec.lr,
         lr_rule=spec.lr_rule,

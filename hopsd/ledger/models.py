@@ -131,6 +131,11 @@ class JobRow(Base):
     # (after hops's notice) and getting from a start to the first iteration.
     checkpoint_s: Mapped[float | None] = mapped_column(Float)
     startup_s: Mapped[float | None] = mapped_column(Float)
+    # Added by revision 0011: a restart measured whole, from hops's decision to stop
+    # the job to its first iteration after it (the job's own latest), and the median
+    # of earlier jobs of its model, taken when it was adopted.
+    restart_s: Mapped[float | None] = mapped_column(Float)
+    model_restart_s: Mapped[float | None] = mapped_column(Float)
     estimate_source: Mapped[str | None] = mapped_column(String(16))
     tag_status: Mapped[TagStatus] = mapped_column(
         StrEnumType(TagStatus), default=TagStatus.UNCHECKED
@@ -197,6 +202,33 @@ class AllocationRow(Base):
     parts: Mapped[list[list[Any]] | None] = mapped_column(JSON)
     total_gpus: Mapped[int] = mapped_column(Integer, default=0)
     at: Mapped[float] = mapped_column(Float)
+
+
+class RunRow(Base):
+    """One Slurm run of a job (each requeue starts another), as hopsd saw it.
+
+    ``run`` is Slurm's restart count of the run; ``start_time`` is Slurm's own
+    start where squeue gave it; ``ended`` says why the run stopped (completed,
+    moved, preempted, profiling over, failed, ...) and stays empty while it runs.
+    ``hops show`` lists these, and the status page draws them.
+    """
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("job_id", "run"),
+        Index("ix_runs_start_time", "start_time"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    run: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    gpu_type: Mapped[str | None] = mapped_column(String(64))
+    parts: Mapped[list[list[Any]] | None] = mapped_column(JSON)
+    start_time: Mapped[float] = mapped_column(Float)
+    end_time: Mapped[float | None] = mapped_column(Float)
+    ended: Mapped[str] = mapped_column(String(32), default="")
+    exit_code: Mapped[int | None] = mapped_column(Integer)
 
 
 class IntentRow(Base):

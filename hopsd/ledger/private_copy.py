@@ -83,6 +83,7 @@ TABLES: dict[str, str] = {
     "jobs": "jobs",
     "rounds": "jobs",  # a round's note lists the jobs it acted on
     "allocations": "jobs",
+    "runs": "jobs",
     "intents": "jobs",
     "throughput": "jobs",
     "profiles": "jobs",

@@ -150,6 +150,10 @@ class JobRecord:
     # what the probe measured of a restart: saving a checkpoint, start to first iteration
     checkpoint_s: float | None = None
     startup_s: float | None = None
+    # a restart measured whole (decision to first iteration after it): the job's own
+    # latest, and its model's median when it was adopted (hopsd.ledger.restarts)
+    restart_s: float | None = None
+    model_restart_s: float | None = None
     # why hops stopped believing the claimed size ("" while it is believed)
     size_doubt: str = ""
     # the hops tag (Slurm comment) as adopted: the job's constraints come from it
@@ -404,6 +408,23 @@ class PlacementRecord:
     gpu_type: str | None
     parts: tuple[tuple[str, int], ...]
     gpus: int
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One Slurm run of a job: Slurm's restart count, where, from when to when, why it ended.
+
+    ``kind`` is ``profiling`` or ``run``; ``ended`` is empty while the run goes on.
+    """
+
+    run: int
+    kind: str
+    gpu_type: str | None
+    parts: tuple[tuple[str, int], ...]
+    start_time: float
+    end_time: float | None
+    ended: str
+    exit_code: int | None
 
 
 @dataclass(frozen=True)

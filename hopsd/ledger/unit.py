@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Configuration
 from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
-from hopsd.ledger import allocations, intents, jobs, lease, rounds, usage
+from hopsd.ledger import allocations, intents, jobs, lease, restarts, rounds, runs, usage
 from hopsd.ledger.engine import SqliteBegin, make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LedgerError, UnknownJobError
 from hopsd.ledger.history import LedgerHistory, read_history
@@ -47,6 +47,7 @@ from hopsd.ledger.records import (
     IntentRecord,
     IntentRequest,
     JobRecord,
+    JobRun,
     JobSpec,
     JobState,
     JobUpdate,
@@ -129,6 +130,12 @@ class MeasurementStore(SqlThroughputStore):
             row.checkpoint_s = checkpoint_s
         if startup_s is not None:
             row.startup_s = startup_s
+
+    def note_whole_restart(self, job_id: str, run: int, first_iteration_at: float) -> None:
+        """Measure the restart into ``run`` whole (:mod:`hopsd.ledger.restarts`) and keep it."""
+        whole = restarts.whole_restart_s(self.session, job_id, run, first_iteration_at)
+        if whole is not None:
+            self._job(job_id).restart_s = whole
 
     def _job(self, job_id: str) -> JobRow:
         row = self.session.get(JobRow, job_id)
@@ -236,7 +243,11 @@ class Unit:
     def record_finished_run(
         self, job_id: str, slurm_state: str, ended_at: float, reason: str
     ) -> bool:
-        return jobs.record_finished_run(self._session, job_id, slurm_state, ended_at, reason)
+        if not jobs.record_finished_run(self._session, job_id, slurm_state, ended_at, reason):
+            return False
+        how = runs.ended_by_slurm(slurm_state)
+        runs.close_run(self._session, job_id, ended_at, how, amend=True)
+        return True
 
     def run_reported_complete(self, job_id: str) -> bool:
         return jobs.run_reported_complete(self._session, job_id)
@@ -285,6 +296,44 @@ class Unit:
 
     def last_requeue_was_relaunch(self, job_id: str) -> bool:
         return intents.last_requeue_was_relaunch(self._session, job_id)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def open_run(
+        self, job_id: str, run: int, kind: str, config: Configuration | None, start: float
+    ) -> None:
+        """Record a run hopsd sees started (see :func:`hopsd.ledger.runs.open_run`); an
+        earlier run replaced since the last look ended as the job's latest requeue says."""
+
+        def why() -> str:
+            return runs.ended_by_requeue(intents.last_requeue(self._session, job_id))
+
+        runs.open_run(self._session, job_id, run, kind, config, start, why)
+
+    def close_run(
+        self,
+        job_id: str,
+        end: float,
+        ended: str,
+        exit_code: int | None = None,
+        *,
+        amend: bool = False,
+    ) -> bool:
+        """End the job's open run (see :func:`hopsd.ledger.runs.close_run`)."""
+        return runs.close_run(self._session, job_id, end, ended, exit_code, amend=amend)
+
+    def close_requeued_run(self, job_id: str, end: float) -> bool:
+        """End the job's open run as its latest requeue says: moved, preempted, ..."""
+        why = runs.ended_by_requeue(intents.last_requeue(self._session, job_id))
+        return runs.close_run(self._session, job_id, end, why)
+
+    def job_runs(self, job_ids: Sequence[str]) -> dict[str, list[JobRun]]:
+        """Every recorded run of each job, oldest first (one query)."""
+        return runs.runs_of(self._session, job_ids)
+
+    def runs_between(self, since: float, until: float) -> dict[str, list[JobRun]]:
+        """Runs overlapping ``[since, until]``, per job id."""
+        return runs.runs_between(self._session, since, until)
 
     # -- rounds and allocations --------------------------------------------------------
 

@@ -100,6 +100,10 @@ class ReplayJob(Protocol):
     def startup_s(self) -> float | None: ...
     @property
     def checkpoint_s(self) -> float | None: ...
+    @property
+    def restart_s(self) -> float | None: ...
+    @property
+    def model_restart_s(self) -> float | None: ...
 
 
 class ReplayRate(Protocol):
@@ -414,10 +418,13 @@ def build_world(
             batch_size=max(j.batch_size, 1),
             throughput=measured,
             assumed=measured if profiled else table_rate,
-            restore_s=restart_cost_s,
+            # what its restarts cost, measured whole by hopsd; else the window's median
+            restore_s=j.restart_s if j.restart_s is not None else restart_cost_s,
             launch_s=(launch_s or {}).get(j.job_id, 0.0),
             priced_as=(
-                LearnedRestart(j.startup_s, j.checkpoint_s, grace_s)
+                LearnedRestart(
+                    j.startup_s, j.checkpoint_s, grace_s, j.restart_s, j.model_restart_s
+                )
                 if grace_s is not None
                 else None
             ),

@@ -32,16 +32,22 @@ COMM_OVERLAP = 0.2
 
 @dataclass(frozen=True, slots=True)
 class LearnedRestart:
-    """What a live job's probe told hopsd of its restarts (its startup, its checkpoint) and
-    the notice grace: hopsd's price of moving it follows from them and its restart count
-    (:func:`hopsd.core.gains.learned_restart_s`)."""
+    """What hopsd learned of a live job's restarts (measured whole, its model's, or its
+    probe's startup and checkpoint) and the notice grace: hopsd's price of moving it
+    follows from them and its restart count (:func:`hopsd.core.gains.learned_restart_s`)."""
 
     startup_s: float | None
     checkpoint_s: float | None
     grace_s: float
+    #: the job's restart measured whole, and its model's when it was adopted
+    whole_s: float | None = None
+    model_s: float | None = None
 
     def price(self, restarts: int) -> float | None:
-        return learned_restart_s(self.checkpoint_s, self.startup_s, self.grace_s, restarts)
+        return learned_restart_s(
+            self.checkpoint_s, self.startup_s, self.grace_s, restarts,
+            whole_s=self.whole_s, model_s=self.model_s,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

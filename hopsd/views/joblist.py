@@ -23,6 +23,7 @@ from hopsd.holder import local_dead
 from hopsd.ledger.records import (
     TERMINAL_STATES,
     JobRecord,
+    JobRun,
     JobState,
     LeaseInfo,
     PlacementRecord,
@@ -242,6 +243,24 @@ def placement_story(placements: Sequence[PlacementRecord]) -> list[dict[str, Any
     ]
 
 
+def run_story(runs: Sequence[JobRun], now: float) -> list[dict[str, Any]]:
+    """Each Slurm run of a job for ``hops show``: where, Slurm's start, its end and why."""
+    return [
+        {
+            "run": r.run,
+            "kind": r.kind,
+            "gpu_type": r.gpu_type,
+            "nodes": {n: g for n, g in r.parts},
+            "start_time": r.start_time,
+            "end_time": r.end_time,
+            "elapsed_s": round((r.end_time if r.end_time is not None else now) - r.start_time, 1),
+            "ended": r.ended or None,
+            "exit_code": r.exit_code,
+        }
+        for r in runs
+    ]
+
+
 def show_record(
     job: JobRecord,
     now: float,
@@ -250,6 +269,7 @@ def show_record(
     estimates: Mapping[str, Mapping[str, Any]],
     start_in_s: float | None,
     position: int | None,
+    runs: Sequence[JobRun] = (),
 ) -> dict[str, Any]:
     """Everything hops knows about one job (``hops show --json``, golden file show.json)."""
     base = job_record(job, now, daemon, start_in_s, position)
@@ -270,6 +290,7 @@ def show_record(
             "end_time": job.end_time,
             "estimates": {t: dict(v) for t, v in sorted(estimates.items())},
             "placements": placement_story(placements),
+            "runs": run_story(runs, now),
             "gpu_hours": gpu_hours_by_type(job, placements, now),
             "daemon": daemon.as_json(),
         }

@@ -54,10 +54,14 @@ def _ran(unit: Unit, job: str, start: float, end: float | None, state: JobState)
     unit.transition(job, JobState.RUNNING, start)
     unit.set_placement(job, V100)
     unit.record_allocation(None, job, AllocationReason.START, V100, start)
+    unit.open_run(job, 0, "run", V100, start + 5)
     half = start + 1800
     unit.record_allocation(None, job, AllocationReason.MOVE, A100, half)
     unit.set_placement(job, A100)
+    unit.close_run(job, half + 3, "moved")
+    unit.open_run(job, 1, "run", A100, half + 20)
     if end is not None:
+        unit.close_run(job, end, "completed" if state == JobState.DONE else "failed", 0)
         unit.record_allocation(None, job, AllocationReason.END, None, end)
         unit.transition(job, state, end, reason="exit 0" if state == JobState.DONE else "")
 
@@ -267,6 +271,16 @@ def test_show_tells_the_story(story: float, port: Any) -> None:
     assert payload["placements"][1]["nodes"] == {"a100n1": 1}
     assert payload["state_reason"] == "exit 0" and payload["restarts"] == 1
     assert payload["reason"] == "exit 0"  # finished: how it ended, not "hopsd not running"
+    runs = payload["runs"]
+    assert [(r["run"], r["nodes"], r["ended"]) for r in runs] == [
+        (0, {"v100n1": 2}, "moved"),
+        (1, {"a100n1": 1}, "completed"),
+    ]
+    assert runs[0]["elapsed_s"] == pytest.approx(1798.0, abs=0.1)
+    assert runs[1]["end_time"] == pytest.approx(payload["end_time"])
+    story_text = runner.invoke(app, ["show", "201"]).stdout
+    assert "Run=0 Kind=run Type=v100 Nodes=v100n1:2" in story_text
+    assert "Ended=moved" in story_text and "Ended=completed" in story_text
     text = runner.invoke(app, ["show", "205"]).stdout
     assert "JobId=205" in text and "QueuePosition=1" in text and "LR=2.00" in text
     missing = runner.invoke(app, ["show", "999"])

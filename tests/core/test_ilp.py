@@ -236,3 +236,16 @@ def test_the_restart_price_of_a_job_that_never_reported_is_its_run_so_far() -> N
     assert restart_price_s(4.0, 6.0, 120.0, 2, 250.0, 30.0) == 10.0
     # reported its start, never a checkpoint: it waits the whole grace
     assert restart_price_s(None, 6.0, 120.0, 1, 250.0, 30.0) == 126.0
+
+
+def test_a_restart_measured_whole_prices_moves_before_the_probes_parts() -> None:
+    from hopsd.core.gains import restart_price_s
+
+    # restarted before: its own whole restart (requeue, launch, start-up) wins over the parts
+    assert restart_price_s(4.0, 6.0, 120.0, 2, 250.0, 30.0, whole_s=17.0, model_s=9.0) == 17.0
+    # never restarted: its model's whole restart, not the prior
+    assert restart_price_s(None, None, 120.0, 0, 0.0, 30.0, whole_s=None, model_s=9.0) == 9.0
+    # restarted but not measured whole: the model's before the parts
+    assert restart_price_s(4.0, 6.0, 120.0, 1, 250.0, 30.0, model_s=9.0) == 9.0
+    # a job without the probe still loses its run so far, whatever its model costs
+    assert restart_price_s(None, None, 120.0, 1, 250.0, 30.0, model_s=9.0) == 250.0

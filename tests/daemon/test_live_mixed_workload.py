@@ -13,7 +13,11 @@ plan moves jobs. At the end every job is done and:
 * the ``--no-preempt`` job ran once and hops never signalled or requeued it;
 * the constrained job never ran on a k80;
 * the job that ignores the notice was requeued once its grace was over, within
-  one tick.
+  one tick;
+* what ``hops status`` and ``hops show`` said every 2 s never contradicted squeue
+  (state, nodes, type, reason against state), and each job's runs in ``hops
+  show`` are those of ``sacct -D`` (start and end within a tick, why each ended),
+  a completed trainer with all its samples (``tests/daemon/status_oracle.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 import pytest
 from daemon_live import LIVE, LiveEnv
 from mixed_workload import DEAF, GRACE_S, TICK_S, WORKLOAD, Outcome, live_env, run_workload
+from status_oracle import StatusOracle
 
 pytestmark = LIVE
 
@@ -49,12 +54,22 @@ def notice_over(result: Outcome, job: int) -> list[str]:
 
 
 def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) -> None:
-    result = run_workload(env, (*WORKLOAD, DEAF), deadline_s=240.0)
+    # hopsd trails Slurm by up to a tick, a slow one included, and a poll's own time
+    oracle = StatusOracle(env, lambda: set(env.submitted), lag_s=TICK_S + SLOW_TICK_S + 1.0)
+    result = run_workload(env, (*WORKLOAD, DEAF), deadline_s=240.0, on_tick=oracle.poll)
     by_label = {j.spec.label: j for j in result.jobs}
     assert all(j.state == "done" for j in result.jobs), (
         [(j.spec.label, j.state) for j in result.jobs],
         result.log[-3000:],
     )
+    totals = {j.slurm_id: j.total for j in result.jobs if j.spec.kind == "probe"}
+    runs = oracle.check_runs([j.slurm_id for j in result.jobs], totals)
+    assert oracle.judged >= 100 and oracle.shows >= 20 and runs >= len(result.jobs), (
+        oracle.judged,
+        oracle.shows,
+        runs,
+    )
+    assert oracle.contradictions == [], "\n".join(oracle.contradictions[:20])
 
     trainers = [j for j in result.jobs if j.spec.kind == "probe"]
     noticed = [(j.spec.label, n) for j in trainers for why, n in j.losses() if why == "plan"]

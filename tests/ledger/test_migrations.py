@@ -30,7 +30,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_ship_inside_the_package() -> None:
     assert Path(migrate.__file__).parent / "migrations" == SQL_DIR
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0010"
+    assert head_revision() == "0011"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:
@@ -84,6 +84,18 @@ def test_a_column_comes_and_goes_with_its_revision(
     engine = make_engine(empty_url)
     with make_sessionmaker(engine).begin() as s:
         assert getattr(require_job(s, "kept"), column) == restored  # back, with its default
+    engine.dispose()
+
+
+def test_the_runs_table_comes_and_goes_with_0011(empty_url: str) -> None:
+    upgrade(empty_url)
+    downgrade(empty_url, "0010")
+    engine = make_engine(empty_url)
+    assert "runs" not in inspect(engine).get_table_names()
+    engine.dispose()
+    upgrade(empty_url)
+    engine = make_engine(empty_url)
+    assert "runs" in inspect(engine).get_table_names()
     engine.dispose()
 
 

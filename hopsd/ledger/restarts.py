@@ -1,0 +1,89 @@
+"""A restart measured whole: from hops's decision to stop a job to its first iteration after.
+
+The probe measures two parts of a restart (saving the checkpoint, and start to
+first iteration), but a move costs more than their sum: the requeue waits for
+the checkpoint report, the held job waits for its release, Slurm launches it
+(prolog, the node still cleaning up the last run). Measured on the test
+cluster a move cost 4-6 s of no progress while the two parts summed to
+0.2-1.4 s, so the planner moved short jobs far too often. Measured whole:
+
+* a **move** (stop and start in one decision): first iteration of the new
+  run minus the decision;
+* a **stop** (preemption, the end of a profiling run, a relaunch) and a later
+  start: from the decision to the old run's end, plus from the release that
+  started the new run to its first iteration (the wait in between is queueing,
+  charged as waiting).
+
+Each job keeps its latest; a new job of a known model starts from the median
+of the latest earlier jobs of that model.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hopsd.ledger.models import IntentRow, JobRow, RunRow
+from hopsd.ledger.records import IntentAction, IntentState
+
+#: A "restart" longer than this was not one (a job held by an admin, a lost report).
+MAX_RESTART_S = 3600.0
+#: How many of a model's latest jobs its median restart is taken over.
+MODEL_SAMPLE = 20
+_STOPS = (IntentAction.NOTICE, IntentAction.REQUEUE_HOLD)
+
+
+def whole_restart_s(
+    session: Session, job_id: str, run: int, first_iteration_at: float
+) -> float | None:
+    """What the restart into ``run`` cost the job, whole; None when hops did not cause it
+    or what it needs is not recorded (see the module docstring)."""
+    if run <= 0:
+        return None
+    stmt = (
+        select(IntentRow)
+        .where(
+            IntentRow.job_id == job_id,
+            IntentRow.action.in_([*_STOPS, IntentAction.RELEASE]),
+            IntentRow.state == IntentState.DONE,
+        )
+        .order_by(IntentRow.id)
+    )
+    rows = list(session.scalars(stmt))
+    stops = [r for r in rows if r.action in _STOPS and r.payload.get("restarts") == run - 1]
+    if not stops:
+        return None
+    decided = min(r.created_at for r in stops)
+    if stops[0].payload.get("kind") == "move":
+        whole = first_iteration_at - decided
+    else:
+        old = session.scalars(
+            select(RunRow).where(RunRow.job_id == job_id, RunRow.run == run - 1)
+        ).first()
+        releases = [
+            r.created_at
+            for r in rows
+            if r.action == IntentAction.RELEASE
+            and r.payload.get("run") == run
+            and r.created_at <= first_iteration_at
+        ]
+        if old is None or old.end_time is None or not releases:
+            return None
+        whole = max(old.end_time - decided, 0.0) + (first_iteration_at - max(releases))
+    return whole if 0.0 <= whole <= MAX_RESTART_S else None
+
+
+def model_restart_s(session: Session, model_name: str) -> float | None:
+    """The median whole restart of the latest jobs of a model (None: none measured)."""
+    if not model_name:
+        return None
+    stmt = (
+        select(JobRow.restart_s)
+        .where(JobRow.model_name == model_name, JobRow.restart_s.is_not(None))
+        .order_by(JobRow.updated_at.desc())
+        .limit(MODEL_SAMPLE)
+    )
+    values = [float(v) for v in session.scalars(stmt) if v is not None]
+    return statistics.median(values) if values else None
