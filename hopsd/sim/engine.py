@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from hopsd.core.accounting import Clock, RunEnd, charge, clock_of, restarts_after
+from hopsd.core.capacity import headroom, node_sizes, per_type
 from hopsd.core.errors import HopsError, InfeasibleDemandError, InvalidInputError
 from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
@@ -238,10 +239,7 @@ class Engine:
 
     # ----------------------------------------------------------------- setup
     def _check_feasible(self) -> None:
-        per_type: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            per_type[node.gpu_type] = per_type.get(node.gpu_type, 0) + node.gpus
-        biggest = max(per_type.values(), default=0)
+        biggest = max(per_type(self.cluster, node_sizes(self.cluster)).values(), default=0)
         for job in self.jobs:
             if job.spec.demands[0] > biggest:
                 raise InfeasibleDemandError(
@@ -525,13 +523,14 @@ class Engine:
             jobs=tuple(jobs),
             store=self.store,
             pinned=frozenset(running) if pinned else frozenset(),
-            capacity={
-                n.id: n.gpus - self.profiling_used[n.id]
-                for n in self.cluster.nodes
-                if self.profiling_used[n.id]
-            },
+            capacity=self._left_by_profiling(),
             profiling=tuple(self._profilee(js) for js in profiling),
         )
+
+    def _left_by_profiling(self) -> dict[str, int]:
+        """What the policy may hand out of the nodes profiling runs use (the rest: all)."""
+        taken = {n: gpus for n, gpus in self.profiling_used.items() if gpus}
+        return headroom({n: self.cluster.node(n).gpus for n in taken}, taken)
 
     def _profilee(self, js: JobState) -> Profilee:
         """A profiling job as the core's profiling rules see it (its runs always start)."""
@@ -565,9 +564,7 @@ class Engine:
         )
         if smallest == 0:
             return 0
-        idle: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            idle[node.gpu_type] = idle.get(node.gpu_type, 0) + node.gpus - self.used[node.id]
+        idle = per_type(self.cluster, headroom(node_sizes(self.cluster), self.used))
         return sum(n for n in idle.values() if n >= smallest)
 
     def _close_round(self) -> None:

@@ -22,7 +22,9 @@ first tick at or after it -- the difference is only the tick granularity.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort
@@ -94,6 +96,9 @@ class Account:
     jct_s: float
     latency_ratio: float
     ftf_rho: float
+
+
+Worlds = Callable[[float], tuple[Account, Account]]
 
 
 # -- hopsd ---------------------------------------------------------------------------------
@@ -298,17 +303,19 @@ def worlds(
     return live_account(sessions, job, truth, js), sim_account(engine, js, truth)
 
 
-def test_hopsd_and_the_simulator_charge_one_life_alike(
-    config: HopsConfig,
-    port: FakePort,
-    sessions: Sessions,
-    clock: FakeClock,
-    truth: GroundTruth,
-) -> None:
+@pytest.fixture
+def both(
+    config: HopsConfig, port: FakePort, sessions: Sessions, clock: FakeClock, truth: GroundTruth
+) -> Worlds:
+    """The life in both worlds, hopsd ticking every given number of seconds."""
+    return partial(worlds, config, port, sessions, clock, truth)
+
+
+def test_hopsd_and_the_simulator_charge_one_life_alike(both: Worlds, truth: GroundTruth) -> None:
     """A tick at every event (and every 5 s between): the two worlds' figures are equal,
     and are what the life itself says (profiling is service, both runs' gaps are waiting,
     every requeue is a restart)."""
-    live, sim = worlds(config, port, sessions, clock, truth, every_s=5.0)
+    live, sim = both(5.0)
     assert_same(live, sim)
     wait, gpu_s, norm = expected_charge(LIFE, truth.cluster)
     assert (sim.wait_s, sim.service_gpu_s, sim.service_norm) == pytest.approx((wait, gpu_s, norm))
@@ -318,27 +325,18 @@ def test_hopsd_and_the_simulator_charge_one_life_alike(
 
 
 def test_a_coarse_tick_differs_only_by_when_hopsd_sees_the_events(
-    config: HopsConfig,
-    port: FakePort,
-    sessions: Sessions,
-    clock: FakeClock,
-    truth: GroundTruth,
+    both: Worlds, truth: GroundTruth
 ) -> None:
     """Ticking every 7 s, hopsd's figures differ from the life's, and are exactly the
     simulator's for the life with each event moved to the tick that saw it."""
-    live, sim = worlds(config, port, sessions, clock, truth, every_s=7.0)
+    live, sim = both(7.0)
     assert_same(live, sim)
     wait, _, _ = expected_charge(LIFE, truth.cluster)
     assert live.wait_s != pytest.approx(wait)  # the granularity shows: the test is not vacuous
 
 
 def test_the_comparison_notices_profiling_charged_as_waiting_in_one_world(
-    config: HopsConfig,
-    port: FakePort,
-    sessions: Sessions,
-    clock: FakeClock,
-    truth: GroundTruth,
-    monkeypatch: pytest.MonkeyPatch,
+    both: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The rule the identity rests on, broken in the simulator alone: the test fails."""
 
@@ -346,6 +344,6 @@ def test_the_comparison_notices_profiling_charged_as_waiting_in_one_world(
         return Clock.WAITING if status == "profiling" else clock_of(status, holds_gpus)
 
     monkeypatch.setattr(engine_module, "clock_of", profiling_waits)
-    live, sim = worlds(config, port, sessions, clock, truth, every_s=5.0)
+    live, sim = both(5.0)
     with pytest.raises(AssertionError, match="wait_s"):
         assert_same(live, sim)
