@@ -15,6 +15,9 @@ A profiling run holds GPUs and trains the job: it is service, not waiting.
 Live and simulated runs both charge it so; before, the daemon called it
 service and the simulator waiting, and LR and LAS saw different inputs in the
 two worlds.
+
+A job's restart count follows one rule too (:func:`restarts_after`): every run
+that is requeued to run again is a restart, a profiling run's end included.
 """
 
 from __future__ import annotations
@@ -71,3 +74,26 @@ def charge(clock: Clock, dt: float, gpus: int = 0, speed: float = 1.0) -> Charge
     if clock is Clock.WAITING:
         return Charge(wait_s=dt)
     return NOTHING
+
+
+class RunEnd(enum.Enum):
+    """How one of a job's runs ends, as far as its restart count is concerned."""
+
+    REQUEUED = "requeued"  # stopped to run again: a profiling run's end, a move, a preemption
+    UNSTARTED = "unstarted"  # released, then held again before it ever ran
+    ENDED = "ended"  # the job is over
+
+
+def restarts_after(restarts: int, end: RunEnd) -> int:
+    """The job's restart count once one of its runs has ended so.
+
+    A requeued run is a restart whatever asked for it (the profiling queue
+    handing the job to its next GPU type, a move, a preemption): the job's
+    process stops, starts again and pays its start-up. Slurm counts requeues
+    the same way, so hopsd takes the count from Slurm and the simulator counts
+    by this rule; the count is what ``hops status`` shows and what a learned
+    restart price depends on (:func:`hopsd.core.gains.learned_restart_s`).
+    """
+    if restarts < 0:
+        raise InvalidInputError(f"a restart count must be >= 0, got {restarts}")
+    return restarts + 1 if end is RunEnd.REQUEUED else restarts

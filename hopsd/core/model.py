@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from hopsd.core.capacity import held_gpus
 from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
 
 
@@ -325,8 +326,4 @@ class Plan:
 
     def gpus_used(self) -> dict[str, int]:
         """GPUs taken per node after the plan is applied."""
-        used: dict[str, int] = {}
-        for cfg in self.placements().values():
-            for node_id, gpus in cfg.parts:
-                used[node_id] = used.get(node_id, 0) + gpus
-        return used
+        return held_gpus(self.placements().values())

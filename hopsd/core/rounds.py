@@ -48,6 +48,7 @@ from hopsd.core.candidates import (
     settled_free,
     staying_value,
 )
+from hopsd.core.capacity import headroom, held_gpus, node_capacity, per_type
 from hopsd.core.classmodel import solve_classes
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.estimator import Estimator
@@ -165,15 +166,13 @@ class RoundPlanner:
 
     def free_after(self, held: Sequence[Configuration]) -> dict[str, int]:
         """Usable GPUs per node once ``held`` placements are subtracted."""
-        free = {n.id: self.snapshot.capacity_of(n.id) for n in self.cluster.nodes}
-        for config in held:
-            for node_id, gpus in config.parts:
-                free[node_id] -= gpus
-                if free[node_id] < 0:
-                    raise InvalidInputError(
-                        f"jobs that must keep their place need more GPUs on node {node_id!r} "
-                        "than it can give"
-                    )
+        free = headroom(node_capacity(self.snapshot), held_gpus(held))
+        for node_id, gpus in free.items():
+            if gpus < 0:
+                raise InvalidInputError(
+                    f"jobs that must keep their place need more GPUs on node {node_id!r} "
+                    "than it can give"
+                )
         return free
 
     # -- one ILP ---------------------------------------------------------------------
@@ -240,10 +239,7 @@ class RoundPlanner:
 
     def fits_in(self, idle: dict[str, int]) -> Callable[[Job], bool]:
         """Predicate: the job's minimum demand fits in the idle GPUs of some one type."""
-        per_type: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            per_type[node.gpu_type] = per_type.get(node.gpu_type, 0) + idle[node.id]
-        best = max(per_type.values(), default=0)
+        best = max(per_type(self.cluster, idle).values(), default=0)
         return lambda job: job.min_demand <= best
 
     # -- fragment plans ----------------------------------------------------------------
@@ -326,11 +322,7 @@ def _spread(jobs: Sequence[Job], at_most: int) -> Sequence[Job]:
 
 
 def _subtract(free: dict[str, int], held: Iterable[Configuration]) -> dict[str, int]:
-    out = dict(free)
-    for config in held:
-        for node_id, gpus in config.parts:
-            out[node_id] -= gpus
-    return out
+    return headroom(free, held_gpus(held))
 
 
 def _valuation(options: Sequence[JobOptions], settings: Settings) -> dict[str, Valuation]:
@@ -356,8 +348,7 @@ def _decode(cands: CandidateSet, solution: Solution) -> dict[str, tuple[Configur
 def _check_jobs(snapshot: Snapshot) -> None:
     """Typed errors for input no plan can serve."""
     cluster = snapshot.cluster
-    per_type = {t: cluster.gpus_of_type(t) for t in cluster.gpu_types}
-    largest = max(per_type.values(), default=0)
+    largest = max((cluster.gpus_of_type(t) for t in cluster.gpu_types), default=0)
     for job in snapshot.jobs:
         if job.min_demand > largest:
             raise InfeasibleDemandError(

@@ -35,6 +35,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hopsd.core.capacity import free_gpus as unheld
+from hopsd.core.capacity import headroom, held_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, apply_fair_share
@@ -157,10 +159,8 @@ def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOption
         snapshot = dataclasses.replace(snapshot, jobs=jobs, store=store)
     if profiling.reserved:
         free = free_gpus(snapshot, None)  # a run never takes a GPU a running job holds
-        capacity = {
-            n.id: snapshot.capacity_of(n.id) - min(profiling.reserved.get(n.id, 0), free[n.id])
-            for n in snapshot.cluster.nodes
-        }
+        runs = {n: min(gpus, free.get(n, 0)) for n, gpus in profiling.reserved.items()}
+        capacity = headroom(node_capacity(snapshot), runs)
         snapshot = dataclasses.replace(snapshot, capacity=capacity)
     if snapshot.usage is not None:
         jobs = apply_fair_share(snapshot.jobs, snapshot.usage, opts.fairshare)
@@ -227,16 +227,10 @@ def _keeps(snapshot: Snapshot) -> tuple[Assignment, ...]:
 def free_gpus(snapshot: Snapshot, plan: Plan | None) -> dict[str, int]:
     """GPUs per node nobody holds once ``plan`` is applied (running jobs as now if None)."""
     if plan is None:
-        used: dict[str, int] = {}
-        for job in snapshot.running:
-            assert job.current is not None
-            for node_id, gpus in job.current.parts:
-                used[node_id] = used.get(node_id, 0) + gpus
+        used = held_gpus(j.current for j in snapshot.running if j.current is not None)
     else:
         used = plan.gpus_used()
-    return {
-        n.id: max(snapshot.capacity_of(n.id) - used.get(n.id, 0), 0) for n in snapshot.cluster.nodes
-    }
+    return unheld(node_capacity(snapshot), used)
 
 
 def _idle_with_queue(snapshot: Snapshot, plan: Plan | None) -> bool:
@@ -375,8 +369,7 @@ def _make_room(plan: Plan, snapshot: Snapshot) -> Plan:
 
 
 def _headroom(snapshot: Snapshot, plan: Plan) -> dict[str, int]:
-    used = plan.gpus_used()
-    return {n.id: snapshot.capacity_of(n.id) - used.get(n.id, 0) for n in snapshot.cluster.nodes}
+    return headroom(node_capacity(snapshot), plan.gpus_used())
 
 
 # -- the rules every plan keeps ------------------------------------------------------

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.capacity import held_gpus, node_sizes
 from hopsd.core.gains import restart_price_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
@@ -138,10 +139,6 @@ def assemble(
 
 def _make_room(view: ClusterView, jobs: Sequence[Job]) -> dict[str, int]:
     """Capacity never below what hops jobs already hold or were released onto."""
-    held: dict[str, int] = {}
-    for job in jobs:
-        if job.current is not None:
-            for node, gpus in job.current.parts:
-                held[node] = held.get(node, 0) + gpus
-    sizes = {n.id: n.gpus for n in view.cluster.nodes}
+    held = held_gpus(j.current for j in jobs if j.current is not None)
+    sizes = node_sizes(view.cluster)
     return {n: min(max(cap, held.get(n, 0)), sizes[n]) for n, cap in view.capacity.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hopsd.core.capacity import free_gpus, held_gpus, node_capacity, node_sizes, per_type
 from hopsd.core.snapshot import Snapshot
 
 
@@ -24,19 +25,13 @@ class GpuUse:
 
 def gpu_use(snapshot: Snapshot) -> dict[str, GpuUse]:
     """Per GPU type of the snapshot's cluster (types without nodes are left out)."""
-    held: dict[str, int] = {}
-    for job in snapshot.running:
-        assert job.current is not None
-        for node_id, gpus in job.current.parts:
-            held[node_id] = held.get(node_id, 0) + gpus
-    total: dict[str, int] = {}
-    idle: dict[str, int] = {}
-    for node in snapshot.cluster.nodes:
-        total[node.gpu_type] = total.get(node.gpu_type, 0) + node.gpus
-        free = max(snapshot.capacity_of(node.id) - held.get(node.id, 0), 0)
-        idle[node.gpu_type] = idle.get(node.gpu_type, 0) + free
+    held = held_gpus(j.current for j in snapshot.running if j.current is not None)
+    cluster = snapshot.cluster
+    total = per_type(cluster, node_sizes(cluster))
+    idle = per_type(cluster, free_gpus(node_capacity(snapshot), held))
     out: dict[str, GpuUse] = {}
-    for gpu_type, size in total.items():
+    for gpu_type in dict.fromkeys(n.gpu_type for n in cluster.nodes):
+        size = total[gpu_type]
         demand = sum(j.min_demand for j in snapshot.queued if j.min_demand <= size)
         out[gpu_type] = GpuUse(size, size - idle[gpu_type], idle[gpu_type], demand)
     return out

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from hopsd.config import HopsConfig
 from hopsd.core.admission import type_limits
+from hopsd.core.capacity import free_gpus, held_gpus, left, node_sizes, per_type
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
 from hopsd.daemon.views import ObservedJob, ObservedNode
@@ -35,19 +36,12 @@ class ClusterView:
 
     def per_type(self) -> dict[str, int]:
         """GPUs of each managed type (what GPU-type constraints are checked against)."""
-        out: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            out[node.gpu_type] = out.get(node.gpu_type, 0) + node.gpus
-        return out
+        return per_type(self.cluster, node_sizes(self.cluster))
 
     def idle_gpus(self, jobs: Iterable[Job]) -> int:
         """Capacity left once the given jobs' current placements are subtracted."""
-        used: dict[str, int] = {}
-        for job in jobs:
-            if job.current is not None:
-                for node, gpus in job.current.parts:
-                    used[node] = used.get(node, 0) + gpus
-        return sum(max(cap - used.get(n, 0), 0) for n, cap in self.capacity.items())
+        used = held_gpus(j.current for j in jobs if j.current is not None)
+        return sum(free_gpus(self.capacity, used).values())
 
 
 def node_facts(nodes: Sequence[ObservedNode]) -> list[NodeFacts]:
@@ -66,8 +60,8 @@ def build_cluster_view(
         node = observed[managed.name]
         partition_of[node.name] = managed.partition
         core_nodes.append(Node(node.name, managed.gpu_type, node.gpus, managed.partition))
-        foreign = max(node.gpus_used - hops_held.get(node.name, 0), 0)
-        capacity[node.name] = max(node.gpus - foreign, 0) if node.usable else 0
+        foreign = left(node.gpus_used, hops_held.get(node.name, 0))
+        capacity[node.name] = left(node.gpus, foreign) if node.usable else 0
     types = {n.gpu_type for n in core_nodes}
     cluster = Cluster.build((config.gpu_type(t) for t in sorted(types)), core_nodes)
     return ClusterView(cluster, partition_of, capacity)

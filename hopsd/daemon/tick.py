@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig
+from hopsd.core.capacity import free_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
@@ -380,9 +381,7 @@ class Tick:
             if job.current is not None and running_on:
                 for node, gpus in job.current.parts:
                     reserved[node] = reserved.get(node, 0) + gpus
-        capacity = {
-            n.id: max(snap.capacity_of(n.id) - reserved.get(n.id, 0), 0) for n in snap.cluster.nodes
-        }
+        capacity = free_gpus(node_capacity(snap), reserved)
         jobs = tuple(j for j in snap.jobs if j.id not in waiting)
         pinned = frozenset(j for j in snap.pinned if j not in waiting)
         snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)

@@ -21,11 +21,12 @@ progress for ``restart_penalty_s`` (or its model's own ``restore_s``). A new job
 is profiled under the core's profiling rules (:mod:`hopsd.core.profiling`, the
 ones hopsd follows): short runs on one GPU of each type in turn, each
 ``profile_s / types`` long, on idle GPUs taken before the policy plans; the
-run trains the job (its progress counts) and the job's first real start is a
-restart. Types it could not be profiled on get the measured profile scaled by
-the types' speeds. ``adoption_s`` delays a new job before hops sees it (replay
-uses it for hopsd's queue refresh). A GPU is never handed to two jobs
-(checked on every plan).
+run trains the job (its progress counts), each run's end is a restart (counted
+by the core's rule, :func:`hopsd.core.accounting.restarts_after`, as Slurm counts
+hopsd's requeue of it) and the job's first real start pays one. Types it could
+not be profiled on get the measured profile scaled by the types' speeds.
+``adoption_s`` delays a new job before hops sees it (replay uses it for hopsd's
+queue refresh). A GPU is never handed to two jobs (checked on every plan).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from hopsd.core.accounting import Clock, charge, clock_of
+from hopsd.core.accounting import Clock, RunEnd, charge, clock_of, restarts_after
+from hopsd.core.capacity import headroom, node_sizes, per_type
 from hopsd.core.errors import HopsError, InfeasibleDemandError, InvalidInputError
 from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job, Plan
@@ -120,7 +122,8 @@ class JobState:
     config: Configuration | None = None
     rate: float = 0.0
     samples_done: float = 0.0
-    attained_service: float = 0.0
+    attained_service: float = 0.0  # GPU-seconds normalised by the types' speeds
+    service_gpu_s: float = 0.0
     wait_time: float = 0.0
     run_time: float = 0.0
     penalty_until: float = 0.0
@@ -236,10 +239,7 @@ class Engine:
 
     # ----------------------------------------------------------------- setup
     def _check_feasible(self) -> None:
-        per_type: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            per_type[node.gpu_type] = per_type.get(node.gpu_type, 0) + node.gpus
-        biggest = max(per_type.values(), default=0)
+        biggest = max(per_type(self.cluster, node_sizes(self.cluster)).values(), default=0)
         for job in self.jobs:
             if job.spec.demands[0] > biggest:
                 raise InfeasibleDemandError(
@@ -354,7 +354,9 @@ class Engine:
         clock = clock_of(job.status, config is not None)
         if clock is Clock.ON_GPUS and config is not None:
             speed = self.cluster.gpu_types[config.gpu_type].speed
-            job.attained_service += charge(clock, dt, config.total_gpus, speed).service_norm
+            cost = charge(clock, dt, config.total_gpus, speed)
+            job.attained_service += cost.service_norm
+            job.service_gpu_s += cost.service_gpu_s
         else:
             job.wait_time += charge(clock, dt).wait_s
 
@@ -521,13 +523,14 @@ class Engine:
             jobs=tuple(jobs),
             store=self.store,
             pinned=frozenset(running) if pinned else frozenset(),
-            capacity={
-                n.id: n.gpus - self.profiling_used[n.id]
-                for n in self.cluster.nodes
-                if self.profiling_used[n.id]
-            },
+            capacity=self._left_by_profiling(),
             profiling=tuple(self._profilee(js) for js in profiling),
         )
+
+    def _left_by_profiling(self) -> dict[str, int]:
+        """What the policy may hand out of the nodes profiling runs use (the rest: all)."""
+        taken = {n: gpus for n, gpus in self.profiling_used.items() if gpus}
+        return headroom({n: self.cluster.node(n).gpus for n in taken}, taken)
 
     def _profilee(self, js: JobState) -> Profilee:
         """A profiling job as the core's profiling rules see it (its runs always start)."""
@@ -561,9 +564,7 @@ class Engine:
         )
         if smallest == 0:
             return 0
-        idle: dict[str, int] = {}
-        for node in self.cluster.nodes:
-            idle[node.gpu_type] = idle.get(node.gpu_type, 0) + node.gpus - self.used[node.id]
+        idle = per_type(self.cluster, headroom(node_sizes(self.cluster), self.used))
         return sum(n for n in idle.values() if n >= smallest)
 
     def _close_round(self) -> None:
@@ -622,9 +623,14 @@ class Engine:
 
     def _apply_profiling(self, decision: ProfilingDecision) -> bool:
         """Enact the profiling queue's decision on the simulated cluster; True if a run stopped."""
-        for job_id, _ in (*decision.stop, *decision.hold):
+        for job_id, _ in decision.stop:
             js = self.by_id[job_id]
             self._release_profiling(js)
+            js.restarts = restarts_after(js.restarts, RunEnd.REQUEUED)
+        for job_id, _ in decision.hold:
+            js = self.by_id[job_id]
+            self._release_profiling(js)
+            js.restarts = restarts_after(js.restarts, RunEnd.UNSTARTED)
         for job_id, _ in decision.finish:
             js = self.by_id[job_id]
             self._release_profiling(js)
@@ -697,7 +703,7 @@ class Engine:
             js = self.by_id[job_id]
             self._release(js)
             js.status = "queued"
-            js.restarts += 1
+            js.restarts = restarts_after(js.restarts, RunEnd.REQUEUED)
             self.preemptions += 1
         for a in plan.move:
             self._release(self.by_id[a.job_id])
@@ -705,7 +711,7 @@ class Engine:
             js = self.by_id[a.job_id]
             self._occupy(js, a.config)
             js.penalty_until = self.now + self._restart_cost(js)
-            js.restarts += 1
+            js.restarts = restarts_after(js.restarts, RunEnd.REQUEUED)
             self.moves += 1
         for a in plan.start:
             js = self.by_id[a.job_id]

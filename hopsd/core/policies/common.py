@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from hopsd.core.capacity import headroom, held_gpus, node_capacity, per_type
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
 from hopsd.core.plandiff import arrival_order
@@ -30,19 +31,12 @@ def ordered_queue(snapshot: Snapshot, estimator: Estimator, order: str) -> tuple
 
 def free_gpus(snapshot: Snapshot, holding: Iterable[Configuration] = ()) -> dict[str, int]:
     """GPUs of each node hops may hand out, minus what ``holding`` already takes."""
-    free = {n.id: snapshot.capacity_of(n.id) for n in snapshot.cluster.nodes}
-    for cfg in holding:
-        for node_id, gpus in cfg.parts:
-            free[node_id] -= gpus
-    return free
+    return headroom(node_capacity(snapshot), held_gpus(holding))
 
 
 def type_capacity(snapshot: Snapshot, free: Mapping[str, int] | None = None) -> dict[str, int]:
     """Usable GPUs per type (all capacity, or the ``free`` map given)."""
-    out = {t: 0 for t in snapshot.cluster.gpu_types}
-    for node in snapshot.cluster.nodes:
-        out[node.gpu_type] += free[node.id] if free is not None else snapshot.capacity_of(node.id)
-    return out
+    return per_type(snapshot.cluster, free if free is not None else node_capacity(snapshot))
 
 
 def fits(cfg: Configuration, free: Mapping[str, int]) -> bool:
