@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon")
 from daemon_live import LiveEnv, hopsd_process
 from real_jobs import (
     GRACE_S,
+    ROUND_S,
     block_gpus,
     loss_gap,
     plain_script,
@@ -75,7 +76,7 @@ def run(count: int) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix="hops-realbench-"))
     root.chmod(0o755)
     env = LiveEnv.create(root, grace_s=GRACE_S, scheduler=SCHEDULER,
-                         extra="requeue_wait_s = 2.0\n")  # fmt: skip
+                         extra="requeue_wait_s = 2.0\n", round_s=ROUND_S)  # fmt: skip
     daemon = hopsd_process(env)
     started = time.monotonic()
     try:

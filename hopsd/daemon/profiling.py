@@ -358,6 +358,8 @@ class Profiler:
         done = unit.profiled_types([row.id])[row.id]
         self.sensing.remove_mode(int(row.slurm_job_id or 0))
         self._derive(unit, row, view.cluster, frozenset(done), now)
+        # its last profiling run ended with the requeue that stopped it (none: never ran)
+        unit.close_requeued_run(row.id, now)
         unit.transition(row.id, JobState.QUEUED, now, f"profiling over: {reason}")
         self._attempts.pop(row.id, None)
         log.info("event=profile-done job=%s types=%s reason=%r", row.id, sorted(done), reason)

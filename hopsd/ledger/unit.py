@@ -335,6 +335,28 @@ class Unit:
         """Runs overlapping ``[since, until]``, per job id."""
         return runs.runs_between(self._session, since, until)
 
+    def notices_since(self, since: float) -> dict[tuple[str, int], float]:
+        """When hops signalled each (job, run) its checkpoint notice, since ``since``."""
+        stmt = select(IntentRow.job_id, IntentRow.payload).where(
+            IntentRow.action == IntentAction.NOTICE, IntentRow.created_at >= since
+        )
+        out: dict[tuple[str, int], float] = {}
+        for job_id, payload in self._session.execute(stmt):
+            sent = (payload or {}).get("sent_at")
+            if job_id is not None and sent is not None:
+                out[(str(job_id), int(payload.get("restarts", 0)))] = float(sent)
+        return out
+
+    def queue_lengths_since(self, since: float, limit: int = 2000) -> list[tuple[float, int]]:
+        """(start, jobs waiting) of each enacting round since ``since``, oldest first."""
+        stmt = (
+            select(RoundRow.started_at, RoundRow.queued)
+            .where(RoundRow.started_at >= since, RoundRow.shadow.is_(False))
+            .order_by(RoundRow.started_at.desc())
+            .limit(limit)
+        )
+        return sorted((float(at), int(q)) for at, q in self._session.execute(stmt))
+
     # -- rounds and allocations --------------------------------------------------------
 
     def next_round_number(self, shadow: bool = False) -> int:

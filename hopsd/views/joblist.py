@@ -32,6 +32,7 @@ from hopsd.ledger.records import (
 
 WAITING = (JobState.SUBMITTED, JobState.QUEUED, JobState.PREEMPTED, JobState.REQUEUED)
 NOT_RUNNING = "hopsd not running"
+NEXT_ROUND = "waiting for hopsd's next round"
 
 
 @dataclass(frozen=True)
@@ -121,17 +122,34 @@ def where_of(job: JobRecord) -> str | None:
     return f"{job.current_gpu_type} {parts}"
 
 
+#: How the planner's sentences about a job on GPUs begin (:func:`hopsd.core.step.explain`,
+#: the profiling queue's): said of a job that holds none yet, it was placed, not started.
+ON_GPUS = ("running on ", "started on ", "profiling on ")
+
+
+def _not_started(reason: str | None) -> str | None:
+    """``starting on X: ...`` for a sentence that has the job on X before Slurm started it."""
+    if reason is None or not reason.startswith(ON_GPUS):
+        return reason
+    what, _, where = reason.partition(" on ")
+    run = "a profiling run" if what == "profiling" else "its run"
+    return f"starting on {where}: released, waiting for Slurm to start {run}"
+
+
 def state_reason_of(job: JobRecord) -> str | None:
     """A reason that fits the job's state, whatever the planner said last.
 
     Ended: how (Slurm's state and exit code). Running or profiling: where. Waiting:
     hopsd's recorded reason (cleared at every state change, so never one of an
-    earlier state), else why it entered the queue.
+    earlier state), else why it entered the queue. A job the planner placed
+    that holds no GPUs yet is starting, not running.
     """
     if job.state in TERMINAL_STATES:
         return job.state_reason or str(job.state)
     recorded = job.plan_reason or job.input_problem or None
     where = where_of(job)
+    if where is None:
+        recorded = _not_started(recorded)
     if job.state == JobState.PROFILING:
         return recorded or (f"profiling on {where}" if where else "profiling: waiting for a GPU")
     if job.state == JobState.RUNNING:
@@ -150,6 +168,8 @@ def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
         return f"{NOT_RUNNING} (last: {recorded})" if recorded else NOT_RUNNING
     if daemon.mode == "shadow" and recorded:
         return f"shadow: would {recorded}"
+    if recorded is None and job.state in WAITING:
+        return NEXT_ROUND  # adopted or requeued since the last round: not planned yet
     return recorded
 
 

@@ -15,12 +15,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hopsd.config import HopsConfig
-from hopsd.core.privacy import PrivateData
+from hopsd.core.inventory import NodeFacts, managed_nodes
+from hopsd.core.privacy import ANONYMOUS, PrivateData, Viewer, sees_job
 from hopsd.ledger.records import RoundSummary
 from hopsd.ledger.unit import Ledger
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.privacy import public_fairness, public_status
 from hopsd.views.status import status_payload
+from hopsd.views.timeline import render_curves, render_svg, timeline_payload
+
+NOBODY = Viewer(ANONYMOUS)
 
 #: A route's answer: content type and body.
 Document = tuple[str, bytes]
@@ -81,33 +85,89 @@ def documents(
     def as_json(build: Callable[[], dict[str, Any]]) -> Callable[[], Document]:
         return lambda: ("application/json", json.dumps(build()).encode() + b"\n")
 
+    def timeline() -> dict[str, Any]:
+        return timeline_document(ledger, config, rules(), window_h=TIMELINE_H)
+
     def page() -> Document:
-        body = render(status(), fairness(), rounds_payload(ledger))
+        body = render(status(), fairness(), rounds_payload(ledger), timeline())
         return "text/html; charset=utf-8", body.encode()
 
     return {
         "/status": page,
         "/status.json": as_json(status),
+        "/timeline.json": as_json(timeline),
+        "/timeline.svg": lambda: ("image/svg+xml", render_svg(timeline()).encode()),
         "/fairness.json": as_json(fairness),
         "/rounds.json": as_json(lambda: rounds_payload(ledger)),
     }
 
 
-def render(status: dict[str, Any], fairness: dict[str, Any], rounds: dict[str, Any]) -> str:
-    """The whole page."""
+#: The longest stretch of the past the timeline shows (it starts at the first run in it).
+TIMELINE_H = 3.0
+#: Seconds between the page's own reloads.
+REFRESH_S = 10
+
+
+def timeline_document(
+    ledger: Ledger, config: HopsConfig, rules: PrivateData, window_h: float = TIMELINE_H
+) -> dict[str, Any]:
+    """The ``/timeline.json`` document: runs of the jobs any user may see, per managed node.
+
+    The window starts at the first run that was still on within ``window_h``
+    hours (a young cluster fills the width), and ends now.
+    """
+    now = time.time()
+    since = now - window_h * 3600
+    with ledger.reading() as unit:
+        by_id = unit.runs_between(since, now)
+        jobs = unit.jobs(list(by_id))
+        notices = unit.notices_since(since - 3600)
+        queue = unit.queue_lengths_since(since)
+    seen = {j: r for j, r in by_id.items() if j in jobs and sees_job(rules, NOBODY, jobs[j].user)}
+    runs = {int(jobs[j].slurm_job_id or 0): r for j, r in seen.items()}
+    told = {(int(jobs[j].slurm_job_id or 0), n): at for (j, n), at in notices.items() if j in seen}
+    starts = [r.start_time for rs in runs.values() for r in rs]
+    begin = max(since, min(starts, default=now - 600.0))
+    return timeline_payload(runs, told, managed_gpu_nodes(config), queue, begin, now)
+
+
+def managed_gpu_nodes(config: HopsConfig) -> list[tuple[str, str, int]]:
+    """(name, GPU type, GPUs) of each node hops manages, as Slurm lists them now."""
+    from hopsd.slurm.errors import SlurmError
+    from hopsd.slurm.factory import port_from_config
+
+    try:
+        listed = port_from_config(config).list_nodes()
+    except (SlurmError, ValueError):
+        return []
+    facts = [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in listed]
+    managed = managed_nodes(facts, config.partitions, config.node_types)
+    return [(m.name, m.gpu_type, m.gpus) for m in managed]
+
+
+def render(
+    status: dict[str, Any],
+    fairness: dict[str, Any],
+    rounds: dict[str, Any],
+    timeline: dict[str, Any] | None = None,
+) -> str:
+    """The whole page; it reloads itself every :data:`REFRESH_S` seconds."""
     leader = status["leader"]
     led = (
         f"leader: {leader['holder']} (fencing token {leader['token']})"
         if leader["holder"]
         else "leader: none"
     )
-    running = [j for j in status["jobs"] if j["state"] == "running"]
-    queued = [j for j in status["jobs"] if j["state"] != "running"]
+    # what holds GPUs (running, or a profiling run) runs; what holds none waits
+    running = [j for j in status["jobs"] if j["nodes"]]
+    queued = [j for j in status["jobs"] if not j["nodes"]]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>hops status</title>",
+        f"<meta http-equiv='refresh' content='{REFRESH_S}'>",
         f"<style>{STYLE}</style></head><body><h1>hops</h1>",
         f"<p id='leader'>{_e(led)} &middot; RAQLR ({status['raqlr_window_h']:g} h): "
         f"{status['raqlr']:.2f} &middot; page made {_e(_utc(time.time()))}</p>",
+        *_timeline_parts(timeline),
         "<h2>GPU types</h2>",
         _table(
             "gpu-types",
@@ -137,11 +197,12 @@ def render(status: dict[str, Any], fairness: dict[str, Any], rounds: dict[str, A
         f"<h2>Running ({len(running)})</h2>",
         _table(
             "running",
-            ("job", "user", "type", "nodes", "LR", "ETA", "reason"),
+            ("job", "user", "state", "type", "nodes", "LR", "ETA", "reason"),
             (
                 (
                     j["job_id"],
                     j["user"],
+                    j["state"],
                     j["gpu_type"] or "",
                     ",".join(f"{n}:{g}" for n, g in j["nodes"].items()),
                     _lr(j["latency_ratio"]),
@@ -190,6 +251,18 @@ def render(status: dict[str, Any], fairness: dict[str, Any], rounds: dict[str, A
         "</body></html>",
     ]
     return "".join(parts)
+
+
+def _timeline_parts(timeline: dict[str, Any] | None) -> list[str]:
+    if timeline is None:
+        return []
+    span = f"{_utc(timeline['since'])} to {_utc(timeline['until'])}"
+    return [
+        f"<h2>Timeline</h2><p>{_e(span)}: each node's GPUs; a bar is a run "
+        "(blue: running, orange: profiling, red: in its checkpoint grace).</p>",
+        render_svg(timeline),
+        render_curves(timeline),
+    ]
 
 
 def _users(users: Sequence[dict[str, Any]]) -> tuple[Sequence[str], Iterable[Sequence[Any]]]:

@@ -53,11 +53,18 @@ PYTHON = sys.executable
 
 
 def conf_text(
-    ledger: Path, spool: Path, extra: str = "", grace_s: float = 0.0, scheduler: str = ""
+    ledger: Path,
+    spool: Path,
+    extra: str = "",
+    grace_s: float = 0.0,
+    scheduler: str = "",
+    round_s: float = 8.0,
 ) -> str:
     """A live test's hops.conf; ``grace_s`` > 0 gives jobs a checkpoint notice before moves.
 
-    ``extra`` goes into the ``[daemon]`` table, ``scheduler`` into ``[scheduler]``.
+    ``extra`` goes into the ``[daemon]`` table, ``scheduler`` into ``[scheduler]``;
+    ``round_s`` is the round length (short, so tests are quick; a test that needs
+    moves of jobs whose restarts cost more than a round needs longer rounds).
     """
     return f"""
 [ledger]
@@ -66,7 +73,7 @@ url = "sqlite:///{ledger}"
 partitions = ["k80", "v100", "a100"]
 timeout_s = 8.0
 [scheduler]
-round_length_s = 8.0
+round_length_s = {round_s}
 queue_refresh_s = 1.0
 restart_penalty_s = 2.0
 reference_throughput = 100.0
@@ -104,11 +111,13 @@ class LiveEnv:
     blockers: list[int]
 
     @staticmethod
-    def create(root: Path, extra: str = "", grace_s: float = 0.0, scheduler: str = "") -> LiveEnv:
+    def create(
+        root: Path, extra: str = "", grace_s: float = 0.0, scheduler: str = "", round_s: float = 8.0
+    ) -> LiveEnv:
         spool = root / "spool"
         spool.mkdir(parents=True, exist_ok=True)
         ledger = root / "ledger.sqlite"
-        text = conf_text(ledger, spool, extra, grace_s, scheduler)
+        text = conf_text(ledger, spool, extra, grace_s, scheduler, round_s)
         path = root / "hops.conf"
         path.write_text(text)
         config = parse_config(text, str(path))

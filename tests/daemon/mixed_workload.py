@@ -2,7 +2,7 @@
 
 Shared by ``benchmarks/lost_work.py`` (which prints the figures) and the live
 acceptance test (which asserts on them). A real hopsd runs with profiling on,
-8 s rounds and a short checkpoint grace; the workload mixes:
+20 s rounds and a short checkpoint grace; the workload mixes:
 
 * jobs with the probe that checkpoint on notice (``examples/train_synthetic.py``,
   which also checkpoints every few seconds of its own accord, like a real trainer);
@@ -270,9 +270,16 @@ def requeues(env: LiveEnv) -> dict[str, tuple[list[str], int]]:
     return out
 
 
+#: Rounds long enough that moving a trainer to a faster type pays off within one: hopsd
+#: prices a move at the restart it measured whole here (7-15 s from the decision to the
+#: first iteration after it), and with 8 s rounds no move would ever pay.
+ROUND_S = 20.0
+
+
 def live_env(root: Path) -> LiveEnv:
-    """The world of one run: profiling on, 8 s rounds, a short grace, short release waits."""
-    return LiveEnv.create(root, extra=DAEMON, grace_s=GRACE_S, scheduler=SCHEDULER)
+    """The world of one run: profiling on, 20 s rounds, a short grace, short release waits."""
+    return LiveEnv.create(root, extra=DAEMON, grace_s=GRACE_S, scheduler=SCHEDULER,
+                          round_s=ROUND_S)  # fmt: skip
 
 
 def outcome(env: LiveEnv, ids: dict[int, Spec], started: float, log: str) -> Outcome:

@@ -38,6 +38,10 @@ DATASET = 4096
 #: samples/s of one fake GPU per type (train.py --device-rate; v100n2 and a100n2 run at half)
 DEVICE_RATE = "a100=200,v100=100,k80=50"
 GRACE_S = 20.0  # room for 4 ranks importing torch on a loaded 2-core machine
+#: Rounds long enough for a move to pay off within one: hopsd prices a move at the
+#: restart it measured whole (decision to first iteration after it), 8-15 s for these
+#: jobs here, and a move that loses more than a round's share never pays in the plan.
+ROUND_S = 30.0
 #: a moved job's final loss against one process through the same world sizes. The
 #: test jobs train in float64 (``--precision 64``): in float32 the thread count alone
 #: moves this example's final loss by about 1% (rounding, amplified over thousands of

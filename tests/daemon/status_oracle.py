@@ -148,8 +148,9 @@ class StatusOracle:
     # -- judging ---------------------------------------------------------------------
 
     def _say(self, source: str, record: Mapping[str, Any], what: str) -> None:
+        clock = time.strftime("%H:%M:%S", time.gmtime())
         self.contradictions.append(
-            f"{source} job {record['job_id']} ({record['state']}, {record['nodes']}, "
+            f"{clock} {source} job {record['job_id']} ({record['state']}, {record['nodes']}, "
             f"{record['gpu_type']}, {record['reason']!r}): {what}"
         )
 

@@ -22,6 +22,7 @@ plan moves jobs. At the end every job is done and:
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -32,6 +33,13 @@ import pytest
 from daemon_live import LIVE, LiveEnv
 from mixed_workload import DEAF, GRACE_S, TICK_S, WORKLOAD, Outcome, live_env, run_workload
 from status_oracle import StatusOracle
+from test_live_status_page import ROOT, chromium
+from timeline_check import bars_against_ledger, bars_in_screenshot
+
+from hopsd.core.privacy import PrivateData
+from hopsd.ledger.unit import Ledger
+from hopsd.views.page import timeline_document
+from hopsd.views.timeline import render_svg
 
 pytestmark = LIVE
 
@@ -53,6 +61,25 @@ def notice_over(result: Outcome, job: int) -> list[str]:
     return [x for x in result.log.splitlines() if "event=notice-over " in x and f"job={job} " in x]
 
 
+def timeline_drawn_as_it_ran(env: LiveEnv) -> None:
+    """The status page's timeline of the whole workload: every bar a run of the ledger
+    (profiling runs, moves, graces), and in Chromium's picture of it where the run was."""
+    doc = timeline_document(Ledger(env.sessions), env.config, PrivateData())
+    bars, wrong = bars_against_ledger(doc, env.sessions)
+    kinds = {b["kind"] for n in doc["nodes"] for b in n["bars"]}
+    assert bars >= 20 and {"run", "profiling"} <= kinds and wrong == [], (bars, kinds, wrong)
+    svg = env.root / "timeline.svg"
+    svg.write_text(render_svg(doc))
+    artefacts = Path(os.environ.get("HOPS_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    artefacts.mkdir(parents=True, exist_ok=True)
+    shot = artefacts / "timeline-mixed.png"
+    shot.unlink(missing_ok=True)
+    chromium([f"--screenshot={shot}", "--window-size=1000,400", "--hide-scrollbars",
+              f"file://{svg}"], env.root / "profile")  # fmt: skip
+    drawn, misplaced = bars_in_screenshot(shot, doc, doc)
+    assert drawn >= 10 and misplaced == [], (drawn, misplaced)
+
+
 def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) -> None:
     # hopsd trails Slurm by up to a tick, a slow one included, and a poll's own time
     oracle = StatusOracle(env, lambda: set(env.submitted), lag_s=TICK_S + SLOW_TICK_S + 1.0)
@@ -69,7 +96,8 @@ def test_a_mixed_workload_loses_no_work_and_keeps_every_promise(env: LiveEnv) ->
         oracle.shows,
         runs,
     )
-    assert oracle.contradictions == [], "\n".join(oracle.contradictions[:20])
+    assert oracle.contradictions == [], "\n".join(oracle.contradictions[:80])
+    timeline_drawn_as_it_ran(env)
 
     trainers = [j for j in result.jobs if j.spec.kind == "probe"]
     noticed = [(j.spec.label, n) for j in trainers for why, n in j.losses() if why == "plan"]

@@ -25,6 +25,7 @@ from daemon_live import LIVE, LiveEnv, hopsd_process
 from real_jobs import (
     GRACE_S,
     LOSS_TOLERANCE,
+    ROUND_S,
     RealJob,
     a100_blocked_but_one,
     block_gpus,
@@ -60,7 +61,8 @@ def make_env(scheduler: str) -> LiveEnv:
     root = Path(tempfile.mkdtemp(prefix="hops-real-"))
     root.chmod(0o755)
     daemon = "requeue_wait_s = 2.0\n"
-    return LiveEnv.create(root, grace_s=GRACE_S, scheduler=scheduler, extra=daemon)
+    return LiveEnv.create(root, grace_s=GRACE_S, scheduler=scheduler, extra=daemon,
+                          round_s=ROUND_S)  # fmt: skip
 
 
 @pytest.fixture

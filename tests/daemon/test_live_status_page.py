@@ -1,6 +1,8 @@
 """hopsd's status page in a real browser: Debian's headless Chromium loads it from a live
-hopsd on the test cluster; the test checks what the page shows and keeps a screenshot
-(``test-artifacts/status-page.png``, or under ``$HOPS_TEST_ARTIFACTS``)."""
+hopsd on the test cluster; the test checks what the page shows (each job and type row
+as ``/status.json`` says, each timeline bar a run of the ledger, drawn where it was in a
+screenshot of the timeline) and keeps screenshots (``test-artifacts/status-page.png``
+and ``timeline.png``, or under ``$HOPS_TEST_ARTIFACTS``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 from daemon_live import LIVE, LiveEnv, hopsd_process
+from timeline_check import bars_against_ledger, bars_in_screenshot
 
 pytestmark = LIVE
 
@@ -102,6 +105,45 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
+TYPE_COLUMNS = ("gpu_type", "nodes", "gpus_total", "gpus_busy", "gpus_idle")
+
+
+def agrees_with_status(page: Tables, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Each number the page's job and type tables show is what ``/status.json`` said just
+    before or just after the page was made."""
+    problems = []
+    docs = [before, after]
+    for row in page.tables["running"][1:]:
+        seen = [(str(j["job_id"]), j["state"], j["gpu_type"] or "",
+                 ",".join(f"{n}:{g}" for n, g in j["nodes"].items()))
+                for d in docs for j in d["jobs"]]  # fmt: skip
+        if tuple(row[:1] + row[2:5]) not in seen:
+            problems.append(f"running row {row} is in neither {seen}")
+    for row in page.tables["queue"][1:]:
+        seen = [(str(j["job_id"]), j["state"], ",".join(map(str, j["demands"])))
+                for d in docs for j in d["jobs"]]  # fmt: skip
+        if (row[0], row[2], row[3]) not in seen:
+            problems.append(f"queue row {row} is in neither {seen}")
+    for row in page.tables["gpu-types"][1:]:
+        seen = [tuple(str(c[k]) for k in TYPE_COLUMNS) for d in docs for c in d["cluster"]]
+        if tuple(row) not in seen:
+            problems.append(f"gpu-types row {row} is in neither {seen}")
+    return problems
+
+
+def check_timeline(base: str, env: LiveEnv, shot: Path, tmp_path: Path) -> None:
+    """The timeline's bars are the ledger's runs, and drawn where they were."""
+    before = fetch(f"{base}/timeline.json")
+    shot.unlink(missing_ok=True)
+    chromium([f"--screenshot={shot}", "--window-size=1000,400", "--hide-scrollbars",
+              f"{base}/timeline.svg"], tmp_path / "profile-timeline")  # fmt: skip
+    after = fetch(f"{base}/timeline.json")
+    bars, wrong = bars_against_ledger(after, env.sessions)
+    assert bars >= 2 and wrong == [], (bars, wrong)
+    drawn, misplaced = bars_in_screenshot(shot, before, after)
+    assert drawn >= 2 and misplaced == [], (drawn, misplaced)
+
+
 @pytest.mark.slow
 def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
     live_env: LiveEnv, tmp_path: Path
@@ -139,15 +181,18 @@ def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
         fairness = fetch(f"{base}/fairness.json")
         assert {"jobs", "users", "jain_users", "raqlr"} <= set(fairness)
 
+        before = fetch(f"{base}/status.json")
         dom = chromium(["--dump-dom", f"{base}/status"], tmp_path / "profile-dom")
+        after = fetch(f"{base}/status.json")
         page = Tables()
         page.feed(dom)
+        assert agrees_with_status(page, before, after) == []
         assert "leader: " in page.leader and f":{proc.pid}" in page.leader, page.leader
         types = {row[0] for row in page.tables["gpu-types"][1:]}
         assert {"a100", "k80"} <= types
         run_rows = {row[0]: row for row in page.tables["running"][1:]}
         assert {str(j) for j in running} <= set(run_rows)
-        assert all(run_rows[str(j)][2] in types for j in running)  # a GPU type shown
+        assert all(run_rows[str(j)][3] in types for j in running)  # a GPU type shown
         queue_rows = {row[0]: row for row in page.tables["queue"][1:]}
         assert str(queued) in queue_rows
         assert queue_rows[str(queued)][6] not in ("", "-")  # the reason it waits
@@ -159,6 +204,7 @@ def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
 
         artefacts = Path(os.environ.get("HOPS_TEST_ARTIFACTS", ROOT / "test-artifacts"))
         artefacts.mkdir(parents=True, exist_ok=True)
+        check_timeline(base, env, artefacts / "timeline.png", tmp_path)
         shot = artefacts / "status-page.png"
         shot.unlink(missing_ok=True)
         chromium(

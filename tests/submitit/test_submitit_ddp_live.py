@@ -24,6 +24,7 @@ from real_jobs import (
     EXAMPLES,
     GRACE_S,
     LOSS_TOLERANCE,
+    ROUND_S,
     RealJob,
     a100_blocked_but_one,
     loss_gap,
@@ -55,7 +56,7 @@ def env() -> Iterator[LiveEnv]:
     root = Path(tempfile.mkdtemp(prefix="hops-real-"))
     root.chmod(0o755)
     live = LiveEnv.create(root, grace_s=GRACE_S, scheduler="profiling = false\n",
-                          extra="requeue_wait_s = 2.0\n")  # fmt: skip
+                          extra="requeue_wait_s = 2.0\n", round_s=ROUND_S)  # fmt: skip
     os.environ["HOPS_CONF"] = str(live.config_path)
     daemon = hopsd_process(live)
     yield live

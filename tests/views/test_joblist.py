@@ -101,3 +101,25 @@ def test_a_job_shows_nodes_and_a_reason_only_as_its_state_allows() -> None:
     shown = job_record(running, 10.0, live)
     assert shown["nodes"] == {"a100n1": 2, "a100n2": 2}
     assert shown["reason"] == "running on a100 a100n1:2+a100n2:2"
+
+
+def test_a_placed_job_that_holds_no_gpus_yet_is_starting_not_running() -> None:
+    """The planner says "running on X" of a job it released onto X and "profiling on X" of
+    one it sent to profile there; until Slurm starts the run the job holds nothing."""
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    placed = replace(JOB, state=JobState.QUEUED, plan_reason="running on v100 v100n1:2")
+    assert reason_of(placed, live) == (
+        "starting on v100 v100n1:2: released, waiting for Slurm to start its run"
+    )
+    sent = replace(JOB, state=JobState.PROFILING, plan_reason="profiling on k80 (k80n1)")
+    assert reason_of(sent, live) == (
+        "starting on k80 (k80n1): released, waiting for Slurm to start a profiling run"
+    )
+    running = replace(sent, current_gpu_type="k80", current_parts=(("k80n1", 1),))
+    assert reason_of(running, live) == "profiling on k80 (k80n1)"
+
+
+def test_a_waiting_job_always_has_a_reason() -> None:
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    adopted = replace(JOB, state=JobState.QUEUED, plan_reason="", state_reason="")
+    assert reason_of(adopted, live) == "waiting for hopsd's next round"
