@@ -30,32 +30,13 @@ ACCOUNT_PREFIX = "account:"
 MIN_FACTOR = 1e-9
 
 
-@dataclass(frozen=True, slots=True)
-class UsageSample:
-    """Normalised GPU-seconds one owner used in an interval ending at ``at``."""
-
-    user: str
-    account: str
-    at: float
-    gpu_s_norm: float
-
-
 def decay(age_s: float, half_life_s: float) -> float:
-    """Weight of usage that is ``age_s`` old: halves every ``half_life_s``."""
+    """Weight of usage that is ``age_s`` old: halves every ``half_life_s``.
+
+    The rule the ledger's one query applies to every usage bucket
+    (:func:`hopsd.ledger.usage.decayed_usage`, which a test holds to this).
+    """
     return math.pow(0.5, max(age_s, 0.0) / half_life_s)
-
-
-def decayed_usage(
-    samples: Iterable[UsageSample], now: float, half_life_s: float
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Decayed usage per user and per account."""
-    users: dict[str, float] = {}
-    accounts: dict[str, float] = {}
-    for s in samples:
-        weight = s.gpu_s_norm * decay(now - s.at, half_life_s)
-        users[s.user] = users.get(s.user, 0.0) + weight
-        accounts[s.account] = accounts.get(s.account, 0.0) + weight
-    return users, accounts
 
 
 def fairshare_factors(
@@ -163,19 +144,6 @@ def fair_share(
         accounts=fairshare_factors(account_usage, account_shares, (a for _, a in owner_list)),
         weight=weight,
     )
-
-
-def compute_fairshare(
-    samples: Iterable[UsageSample],
-    owners: Iterable[tuple[str, str]],
-    shares: Mapping[str, float],
-    half_life_s: float,
-    weight: float,
-    now: float,
-) -> FairShare:
-    """Fair-share factors from raw usage samples (the simulator's and replay's form)."""
-    users, accounts = decayed_usage(samples, now, half_life_s)
-    return fair_share(users, accounts, owners, shares, weight)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from hopsd.core.fairshare import (
     FairShare,
     FairShareRule,
     Usage,
-    UsageSample,
     apply_fair_share,
-    compute_fairshare,
+    decay,
+    fair_share,
     fairshare_factors,
 )
 from hopsd.core.model import Assignment, Configuration, Plan
@@ -105,17 +105,22 @@ def test_fairshare_factors_by_hand():
 
 def test_decay_and_multiplier_by_hand():
     hour = 3600.0
-    samples = [UsageSample("alice", "lab", 0.0, 40.0), UsageSample("bob", "lab", hour, 10.0)]
-    fs = compute_fairshare(samples, [("alice", "lab"), ("bob", "lab")], {}, hour, 1.0, hour)
     # alice's 40 are one half-life old -> 20; bob's 10 are fresh: fractions 2/3 and 1/3
+    users = {"alice": 40.0 * decay(hour, hour), "bob": 10.0 * decay(0.0, hour)}
+    accounts = {"lab": sum(users.values())}
+
+    def factors(owners: list[tuple[str, str]], weight: float) -> FairShare:
+        return fair_share(users, accounts, owners, {}, weight)
+
+    fs = factors([("alice", "lab"), ("bob", "lab")], 1.0)
     assert fs.users["alice"] == pytest.approx(2 ** (-(2 / 3) / 0.5))
     assert fs.users["bob"] == pytest.approx(2 ** (-(1 / 3) / 0.5))
     # one account holds all usage and all shares: factor 0.5, so its multiplier is 1
     assert fs.accounts["lab"] == pytest.approx(0.5)
     assert fs.multiplier("bob", "lab") == pytest.approx(2 * 2 ** (-2 / 3))
-    zero = compute_fairshare(samples, [("alice", "lab")], {}, hour, 0.0, hour)
+    zero = factors([("alice", "lab")], 0.0)
     assert zero.multiplier("alice", "lab") == 1.0
-    half = compute_fairshare(samples, [("alice", "lab")], {}, hour, 0.5, hour)
+    half = factors([("alice", "lab")], 0.5)
     assert half.multiplier("alice", "lab") == pytest.approx(math.sqrt(2 * 2 ** (-4 / 3)))
 
 
