@@ -620,8 +620,9 @@ class Reconciler:
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
         elif seen.pending and state == JobState.RUNNING:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
-            unit.close_requeued_run(row.id, now)
-            unit.transition(row.id, target, now, seen.reason or "requeued")
+            # why hops requeued it (a move, a preemption, ...), else Slurm's word
+            why = unit.close_requeued_run(row.id, now, row.restarts or 0)
+            unit.transition(row.id, target, now, why or seen.reason or "requeued")
             unit.set_placement(row.id, None)
             # what the run said after the last tick: had it done all its samples
             # before the requeue reached it, the requeue hit a finished run, and
@@ -691,7 +692,7 @@ class Reconciler:
         if seen.state == RUNNING and row.current is None:
             unit.open_run(row.id, seen.restarts, runs.PROFILING, config, seen.start_time or now)
         elif seen.pending and row.current is not None:
-            unit.close_requeued_run(row.id, now)
+            unit.close_requeued_run(row.id, now, row.restarts or 0)
         unit.set_placement(row.id, config)
         unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
 

@@ -203,7 +203,10 @@ class Tick:
         obs = self._timed(result, "observe_s", lambda: observe(self.port, self.clock))
         result.reconcile = self._timed(result, "reconcile_s", lambda: self._reconcile(obs, now))
         if not self.shadow:
-            obs = self._timed(result, "resume_s", lambda: self._resume(obs, result))
+            seen = obs
+            obs = self._timed(result, "resume_s", lambda: self._resume(seen, result))
+            if obs is not seen:
+                self._follow_own_actions(obs, result)
         self._decide_and_record(obs, result)
         if result.actions and not self.shadow:
             crash_point(CRASH_AFTER_INTENT)
@@ -211,6 +214,21 @@ class Tick:
         result.total_s = time.perf_counter() - started
         result.slurm_calls = self.call_count() - calls_before
         return result
+
+    def _follow_own_actions(self, obs: Observation, result: TickResult) -> None:
+        """Reconcile again after resumed intents changed Slurm (a requeue, a release).
+
+        The plan is made from the fresh observation; without this the ledger
+        would follow it only at the next tick, which under load starts seconds
+        later: meanwhile ``hops status`` said a job requeued by hops still ran.
+        """
+        again = self._timed(result, "reconcile_s", lambda: self._reconcile(obs, self.clock()))
+        first = result.reconcile
+        if first is None:
+            result.reconcile = again
+            return
+        for name in ("adopted", "rejected", "started", "requeued", "ended", "retired"):
+            getattr(first, name).extend(getattr(again, name))
 
     def observe_and_reconcile(self) -> ReconcileReport:
         """Only the first two steps: adopt and follow jobs without deciding anything.

@@ -227,10 +227,11 @@ def released_by_hops(session: Session, job_id: str) -> bool:
     return session.scalars(stmt).first() == IntentAction.RELEASE
 
 
-def last_requeue(session: Session, job_id: str) -> dict[str, Any] | None:
-    """The payload of the job's latest done requeue (None: hops never requeued it)."""
+def last_requeue_done(session: Session, job_id: str) -> tuple[dict[str, Any], float | None] | None:
+    """The payload of the job's latest done requeue and when it was taken (None: hops
+    never requeued the job)."""
     stmt = (
-        select(IntentRow.payload)
+        select(IntentRow.payload, IntentRow.finished_at)
         .where(
             IntentRow.job_id == job_id,
             IntentRow.action == IntentAction.REQUEUE_HOLD,
@@ -239,8 +240,16 @@ def last_requeue(session: Session, job_id: str) -> dict[str, Any] | None:
         .order_by(IntentRow.id.desc())
         .limit(1)
     )
-    payload = session.scalars(stmt).first()
-    return dict(payload) if payload else None
+    found = session.execute(stmt).first()
+    if found is None or not found[0]:
+        return None
+    return dict(found[0]), found[1]
+
+
+def last_requeue(session: Session, job_id: str) -> dict[str, Any] | None:
+    """The payload of the job's latest done requeue (None: hops never requeued it)."""
+    found = last_requeue_done(session, job_id)
+    return None if found is None else found[0]
 
 
 def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:

@@ -86,20 +86,22 @@ def open_run(
     kind: str,
     config: Configuration | None,
     start: float,
-    why_earlier_ended: Callable[[], str] = lambda: REQUEUED,
+    why_earlier_ended: Callable[[int], tuple[str, float | None]] = lambda run: (REQUEUED, None),
 ) -> None:
     """Record that run ``run`` of the job started at ``start``; seen again, only fill in
     where it runs once that is known (a run's nodes do not change).
 
     An earlier run still open was requeued and replaced between two looks: it
-    ended by ``start`` at the latest, for the reason ``why_earlier_ended`` gives.
+    ended by ``start`` at the latest, for the reason ``why_earlier_ended`` gives of
+    it (and when, if it knows: the requeue that ended it).
     """
     row = _row(session, job_id, run)
     if row is None:
         earlier = _open_before(session, job_id, run)
         if earlier is not None:
-            earlier.end_time = max(min(start, earlier.end_time or start), earlier.start_time)
-            earlier.ended = why_earlier_ended()
+            why, at = why_earlier_ended(earlier.run)
+            earlier.end_time = max(min(start, at or start), earlier.start_time)
+            earlier.ended = why
         gpu_type = None if config is None else config.gpu_type
         session.add(
             RunRow(

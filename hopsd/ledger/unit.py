@@ -305,10 +305,25 @@ class Unit:
         """Record a run hopsd sees started (see :func:`hopsd.ledger.runs.open_run`); an
         earlier run replaced since the last look ended as the job's latest requeue says."""
 
-        def why() -> str:
-            return runs.ended_by_requeue(intents.last_requeue(self._session, job_id))
+        def why(earlier: int) -> tuple[str, float | None]:
+            return self._requeue_of(job_id, earlier)
 
         runs.open_run(self._session, job_id, run, kind, config, start, why)
+
+    def _requeue_of(self, job_id: str, run: int | None) -> tuple[str, float | None]:
+        """Why run ``run`` of the job ended by a requeue, and when hops took that requeue."""
+        payload, taken_at = self._requeue_by_hops(job_id, run)
+        return runs.ended_by_requeue(payload), taken_at
+
+    def _requeue_by_hops(
+        self, job_id: str, run: int | None
+    ) -> tuple[dict[str, Any] | None, float | None]:
+        """hops's requeue of run ``run`` (any run when None): its payload and when it was
+        taken; (None, None) when hops did not requeue that run."""
+        found = intents.last_requeue_done(self._session, job_id)
+        if found is None or (run is not None and found[0].get("restarts") != run):
+            return None, None
+        return found
 
     def close_run(
         self,
@@ -322,10 +337,14 @@ class Unit:
         """End the job's open run (see :func:`hopsd.ledger.runs.close_run`)."""
         return runs.close_run(self._session, job_id, end, ended, exit_code, amend=amend)
 
-    def close_requeued_run(self, job_id: str, end: float) -> bool:
-        """End the job's open run as its latest requeue says: moved, preempted, ..."""
-        why = runs.ended_by_requeue(intents.last_requeue(self._session, job_id))
-        return runs.close_run(self._session, job_id, end, why)
+    def close_requeued_run(self, job_id: str, end: float, run: int | None = None) -> str | None:
+        """End the job's open run as its requeue says (moved, preempted, ...); the reason
+        hops gave that requeue, None when hops did not requeue run ``run``."""
+        payload, taken_at = self._requeue_by_hops(job_id, run)
+        # the run ended when hops requeued it, not when hopsd next looked
+        ended = runs.ended_by_requeue(payload)
+        runs.close_run(self._session, job_id, min(end, taken_at or end), ended)
+        return None if payload is None else str(payload.get("reason") or "") or None
 
     def job_runs(self, job_ids: Sequence[str]) -> dict[str, list[JobRun]]:
         """Every recorded run of each job, oldest first (one query)."""

@@ -15,7 +15,7 @@ from daemon_fakeport import FakeClock, FakePort
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.reconcile import UNPLANNED, UNPLANNED_RUN
+from hopsd.daemon.reconcile import UNPLANNED
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
 from hopsd.slurm.errors import SlurmCommandError
@@ -75,7 +75,10 @@ def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
     tick.run_once()
     assert port.actions(job)[0] == "requeue_hold"
     assert port.jobs[job].restarts == 1
-    assert row(sessions, job).state_reason == UNPLANNED_RUN  # the run it had, and why
+    # requeued within the tick (hopsd follows its own requeue at once), and why
+    requeued = row(sessions, job)
+    assert requeued.state == "preempted" and requeued.state_reason == UNPLANNED
+    assert requeued.first_start_time is not None  # the run it had
     with pytest.raises(SlurmCommandError, match="denied"):
         port.owner_release(job)  # the requeue's hold is hops's own
 
