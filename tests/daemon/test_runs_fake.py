@@ -81,7 +81,9 @@ def test_a_run_hops_stopped_says_so_and_a_completed_run_says_completed(
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job, start_on={"fast1": 4})  # Slurm starts it without a decision
     tick = make_tick(config, port, sessions, clock)
-    tick.run_once()  # hops requeues it held
+    tick.run_once()  # hops requeues it held, and follows its own requeue in the same tick
+    (stopped,) = runs_of(sessions, job)
+    assert (stopped.ended, stopped.end_time) == ("preempted", clock.now)
     clock.advance(1)
     tick.run_once()  # sees it pending again
     (unplanned,) = runs_of(sessions, job)[:1]
