@@ -44,9 +44,13 @@ NODE_TYPES = {
 }
 
 
+ROUND_S = 30.0
+
 @pytest.fixture
 def env(tmp_path: Path):  # type: ignore[no-untyped-def]
-    live = LiveEnv.create(tmp_path)
+    # hopsd prices the move at the restart it measured whole (the profiling runs' restarts,
+    # several seconds here): a round must be long enough for a 2x faster server to pay it
+    live = LiveEnv.create(tmp_path, round_s=ROUND_S)
     text = live.config_path.read_text().replace("[scheduler]\n", PROFILING, 1)
     live.config_path.write_text(text)
     live = dataclasses.replace(live, config=parse_config(text, str(live.config_path)))
@@ -133,7 +137,8 @@ def test_profiles_estimates_and_server_speed_are_learned_and_used(env: LiveEnv) 
 
     # the fast server frees: hops moves the job there, on what it learned
     subprocess.run(["scancel", str(env.blockers[-1])], check=True, timeout=20)
-    assert drive(tick.run_once, lambda: placements(env, job)[-1] == ("move", "v100n1"), 30), (
+    moved = ("move", "v100n1")
+    assert drive(tick.run_once, lambda: placements(env, job)[-1] == moved, ROUND_S + 30), (
         placements(env, job)
     )
     learned = entity(env, job)
