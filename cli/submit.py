@@ -21,7 +21,7 @@ from hops_cli.submit_env import export_option, job_environment, user_export, wit
 from hopsd.core.admission import admit
 from hopsd.core.inventory import (
     ManagedNode,
-    NodeFacts,
+    facts_of,
     gpus_per_type,
     managed_nodes,
     partitions_for_types,
@@ -38,10 +38,7 @@ def _managed(ctx: typer.Context) -> list[ManagedNode]:
 
     config = config_of(ctx)
     port = port_from_config(config)
-    facts = [
-        NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in port.list_nodes()
-    ]
-    return managed_nodes(facts, config.partitions, config.node_types)
+    return managed_nodes(facts_of(port.list_nodes()), config.partitions, config.node_types)
 
 
 def _partition_option(

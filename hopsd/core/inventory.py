@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,24 @@ class NodeFacts:
     gpu_type: str
     gpus: int
     partitions: tuple[str, ...]
+
+
+class ListedNode(Protocol):
+    """A node as a Slurm port lists it (``hopsd.slurm.port.SlurmNode``), what the rule reads."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpu_type(self) -> str | None: ...
+    @property
+    def gpus_total(self) -> int: ...
+    @property
+    def partitions(self) -> tuple[str, ...]: ...
+
+
+def facts_of(nodes: Iterable[ListedNode]) -> list[NodeFacts]:
+    """The facts the rule needs of each listed node (no GPU type: "")."""
+    return [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, tuple(n.partitions)) for n in nodes]
 
 
 @dataclass(frozen=True, slots=True)

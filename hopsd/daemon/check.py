@@ -101,7 +101,7 @@ def check_slurm(config: HopsConfig, port: PortMaker) -> list[CheckResult]:
 
 def _list_nodes(name: str, port: SlurmPort, config: HopsConfig) -> CheckResult:
     """Slurm answers, and the managed partitions hold GPU nodes hops can place jobs on."""
-    from hopsd.core.inventory import NodeFacts, managed_nodes
+    from hopsd.core.inventory import facts_of, managed_nodes
     from hopsd.slurm.errors import SlurmAuthError, SlurmError
 
     try:
@@ -122,8 +122,7 @@ def _list_nodes(name: str, port: SlurmPort, config: HopsConfig) -> CheckResult:
             f"partition {','.join(missing)} not in Slurm (it has {','.join(sorted(known)) or '-'})",
             "set [slurm] partitions to partitions Slurm has",
         )
-    facts = [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in listed]
-    managed = managed_nodes(facts, config.partitions, config.node_types)
+    managed = managed_nodes(facts_of(listed), config.partitions, config.node_types)
     if not managed:
         return CheckResult(
             name,

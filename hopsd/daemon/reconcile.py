@@ -19,6 +19,7 @@ job is then adopted under a ledger id of its own (``<slurm id>-<n>``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -134,6 +135,11 @@ class ReconcileReport:
     requeued: list[str] = field(default_factory=list)
     ended: list[tuple[str, str]] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
+
+    def extend(self, later: ReconcileReport) -> None:
+        """Add what a later reconciliation in the same tick changed."""
+        for name in (f.name for f in dataclasses.fields(self)):
+            getattr(self, name).extend(getattr(later, name))
 
 
 def check_tag(

@@ -223,12 +223,10 @@ class Tick:
         later: meanwhile ``hops status`` said a job requeued by hops still ran.
         """
         again = self._timed(result, "reconcile_s", lambda: self._reconcile(obs, self.clock()))
-        first = result.reconcile
-        if first is None:
+        if result.reconcile is None:
             result.reconcile = again
-            return
-        for name in ("adopted", "rejected", "started", "requeued", "ended", "retired"):
-            getattr(first, name).extend(getattr(again, name))
+        else:
+            result.reconcile.extend(again)
 
     def observe_and_reconcile(self) -> ReconcileReport:
         """Only the first two steps: adopt and follow jobs without deciding anything.

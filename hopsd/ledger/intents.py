@@ -246,13 +246,7 @@ def last_requeue_done(session: Session, job_id: str) -> tuple[dict[str, Any], fl
     return dict(found[0]), found[1]
 
 
-def last_requeue(session: Session, job_id: str) -> dict[str, Any] | None:
-    """The payload of the job's latest done requeue (None: hops never requeued it)."""
-    found = last_requeue_done(session, job_id)
-    return None if found is None else found[0]
-
-
 def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
     """The job's latest done requeue was hops's retry of a failed launch."""
-    payload = last_requeue(session, job_id)
-    return bool(payload and payload.get("relaunch"))
+    found = last_requeue_done(session, job_id)
+    return found is not None and bool(found[0].get("relaunch"))

@@ -25,8 +25,9 @@ import statistics
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hopsd.ledger.models import IntentRow, JobRow, RunRow
+from hopsd.ledger.models import IntentRow, JobRow
 from hopsd.ledger.records import IntentAction, IntentState
+from hopsd.ledger.runs import run_row
 
 #: A "restart" longer than this was not one (a job held by an admin, a lost report).
 MAX_RESTART_S = 3600.0
@@ -59,9 +60,7 @@ def whole_restart_s(
     if stops[0].payload.get("kind") == "move":
         whole = first_iteration_at - decided
     else:
-        old = session.scalars(
-            select(RunRow).where(RunRow.job_id == job_id, RunRow.run == run - 1)
-        ).first()
+        old = run_row(session, job_id, run - 1)
         releases = [
             r.created_at
             for r in rows

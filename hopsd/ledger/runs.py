@@ -9,7 +9,7 @@ lists the runs; they are what a user compares with ``sacct -D``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -67,7 +67,8 @@ def _parts(config: Configuration | None) -> list[list[Any]] | None:
     return None if config is None else [[n, g] for n, g in config.parts]
 
 
-def _row(session: Session, job_id: str, run: int) -> RunRow | None:
+def run_row(session: Session, job_id: str, run: int) -> RunRow | None:
+    """Run ``run`` of the job as recorded (None: never seen)."""
     stmt = select(RunRow).where(RunRow.job_id == job_id, RunRow.run == run)
     return session.scalars(stmt).first()
 
@@ -95,7 +96,7 @@ def open_run(
     ended by ``start`` at the latest, for the reason ``why_earlier_ended`` gives of
     it (and when, if it knows: the requeue that ended it).
     """
-    row = _row(session, job_id, run)
+    row = run_row(session, job_id, run)
     if row is None:
         earlier = _open_before(session, job_id, run)
         if earlier is not None:
@@ -144,6 +145,20 @@ def close_run(
     return True
 
 
+def _record(row: RunRow) -> JobRun:
+    parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
+    return JobRun(
+        row.run, row.kind, row.gpu_type, parts, row.start_time, row.end_time, row.ended,
+        row.exit_code,
+    )  # fmt: skip
+
+
+def _by_job(rows: Iterable[RunRow], out: dict[str, list[JobRun]]) -> dict[str, list[JobRun]]:
+    for row in rows:
+        out.setdefault(row.job_id, []).append(_record(row))
+    return out
+
+
 def runs_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[JobRun]]:
     """Every recorded run of each job, oldest first (one query)."""
     out: dict[str, list[JobRun]] = {j: [] for j in job_ids}
@@ -152,30 +167,15 @@ def runs_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[JobRun]]
     stmt = (
         select(RunRow).where(RunRow.job_id.in_(list(job_ids))).order_by(RunRow.job_id, RunRow.run)
     )
-    for row in session.scalars(stmt):
-        parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
-        out[row.job_id].append(
-            JobRun(
-                row.run,
-                row.kind,
-                row.gpu_type,
-                parts,
-                row.start_time,
-                row.end_time,
-                row.ended,
-                row.exit_code,
-            )
-        )
-    return out
+    return _by_job(session.scalars(stmt), out)
 
 
 def runs_between(session: Session, since: float, until: float) -> dict[str, list[JobRun]]:
-    """Runs that overlap ``[since, until]``, per job (the status page's timeline)."""
-    stmt = select(RunRow.job_id).where(
-        RunRow.start_time <= until, (RunRow.end_time.is_(None)) | (RunRow.end_time >= since)
+    """Runs that overlap ``[since, until]``, per job, oldest first (the status page's
+    timeline; one query)."""
+    stmt = (
+        select(RunRow)
+        .where(RunRow.start_time <= until, (RunRow.end_time.is_(None)) | (RunRow.end_time >= since))
+        .order_by(RunRow.job_id, RunRow.run)
     )
-    job_ids = sorted({str(j) for j in session.scalars(stmt)})
-    return {
-        j: [r for r in runs if r.start_time <= until and (r.end_time or until) >= since]
-        for j, runs in runs_of(session, job_ids).items()
-    }
+    return _by_job(session.scalars(stmt), {})

@@ -16,6 +16,7 @@ dropped there would be fetched again, one query per job.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -305,9 +306,7 @@ class Unit:
         """Record a run hopsd sees started (see :func:`hopsd.ledger.runs.open_run`); an
         earlier run replaced since the last look ended as the job's latest requeue says."""
 
-        def why(earlier: int) -> tuple[str, float | None]:
-            return self._requeue_of(job_id, earlier)
-
+        why = functools.partial(self._requeue_of, job_id)
         runs.open_run(self._session, job_id, run, kind, config, start, why)
 
     def _requeue_of(self, job_id: str, run: int | None) -> tuple[str, float | None]:

@@ -12,17 +12,20 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hopsd.config import HopsConfig
-from hopsd.core.inventory import NodeFacts, managed_nodes
+from hopsd.core.inventory import facts_of, managed_nodes
 from hopsd.core.privacy import ANONYMOUS, PrivateData, Viewer, sees_job
 from hopsd.ledger.records import RoundSummary
 from hopsd.ledger.unit import Ledger
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.privacy import public_fairness, public_status
-from hopsd.views.status import status_payload
+from hopsd.views.status import read_nodes, status_payload
 from hopsd.views.timeline import render_curves, render_svg, timeline_payload
+
+if TYPE_CHECKING:
+    from hopsd.slurm.port import SlurmNode
 
 NOBODY = Viewer(ANONYMOUS)
 
@@ -74,9 +77,9 @@ def documents(
     ``PrivateData`` (``rules``) lets any user see (:mod:`hopsd.views.privacy`).
     """
 
-    def status() -> dict[str, Any]:
+    def status(listed: tuple[list[SlurmNode], str | None] | None = None) -> dict[str, Any]:
         with ledger.reading() as unit:
-            return public_status(status_payload(unit, config, None, window_h), rules())
+            return public_status(status_payload(unit, config, None, window_h, listed), rules())
 
     def fairness() -> dict[str, Any]:
         with ledger.reading() as unit:
@@ -85,11 +88,13 @@ def documents(
     def as_json(build: Callable[[], dict[str, Any]]) -> Callable[[], Document]:
         return lambda: ("application/json", json.dumps(build()).encode() + b"\n")
 
-    def timeline() -> dict[str, Any]:
-        return timeline_document(ledger, config, rules(), window_h=TIMELINE_H)
+    def timeline(listed: Sequence[SlurmNode] | None = None) -> dict[str, Any]:
+        nodes = listed if listed is not None else read_nodes(config)[0]
+        return timeline_document(ledger, config, rules(), nodes, window_h=TIMELINE_H)
 
     def page() -> Document:
-        body = render(status(), fairness(), rounds_payload(ledger), timeline())
+        listed = read_nodes(config)  # one look at Slurm's nodes for the whole page
+        body = render(status(listed), fairness(), rounds_payload(ledger), timeline(listed[0]))
         return "text/html; charset=utf-8", body.encode()
 
     return {
@@ -109,9 +114,14 @@ REFRESH_S = 10
 
 
 def timeline_document(
-    ledger: Ledger, config: HopsConfig, rules: PrivateData, window_h: float = TIMELINE_H
+    ledger: Ledger,
+    config: HopsConfig,
+    rules: PrivateData,
+    nodes: Sequence[SlurmNode],
+    window_h: float = TIMELINE_H,
 ) -> dict[str, Any]:
-    """The ``/timeline.json`` document: runs of the jobs any user may see, per managed node.
+    """The ``/timeline.json`` document: runs of the jobs any user may see, per managed node
+    of ``nodes`` (as Slurm lists them).
 
     The window starts at the first run that was still on within ``window_h``
     hours (a young cluster fills the width), and ends now.
@@ -128,21 +138,9 @@ def timeline_document(
     told = {(int(jobs[j].slurm_job_id or 0), n): at for (j, n), at in notices.items() if j in seen}
     starts = [r.start_time for rs in runs.values() for r in rs]
     begin = max(since, min(starts, default=now - 600.0))
-    return timeline_payload(runs, told, managed_gpu_nodes(config), queue, begin, now)
-
-
-def managed_gpu_nodes(config: HopsConfig) -> list[tuple[str, str, int]]:
-    """(name, GPU type, GPUs) of each node hops manages, as Slurm lists them now."""
-    from hopsd.slurm.errors import SlurmError
-    from hopsd.slurm.factory import port_from_config
-
-    try:
-        listed = port_from_config(config).list_nodes()
-    except (SlurmError, ValueError):
-        return []
-    facts = [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in listed]
-    managed = managed_nodes(facts, config.partitions, config.node_types)
-    return [(m.name, m.gpu_type, m.gpus) for m in managed]
+    managed = managed_nodes(facts_of(nodes), config.partitions, config.node_types)
+    lanes = [(m.name, m.gpu_type, m.gpus) for m in managed]
+    return timeline_payload(runs, told, lanes, queue, begin, now)
 
 
 def render(

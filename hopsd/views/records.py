@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hopsd.core.fairshare import standings
-from hopsd.core.inventory import NodeFacts, managed_nodes
+from hopsd.core.inventory import facts_of, managed_nodes
 from hopsd.core.metrics import jain_index, raqlr
 from hopsd.ledger.records import JobRecord, JobState
 
@@ -58,8 +58,7 @@ def type_summaries(
     queued: int,
 ) -> list[TypeSummary]:
     """GPUs total/busy/idle per type over the managed nodes (the core's inventory rule)."""
-    facts = [NodeFacts(n.name, n.gpu_type or "", n.gpus_total, n.partitions) for n in nodes]
-    managed = {m.name: m.gpu_type for m in managed_nodes(facts, partitions, node_types)}
+    managed = {m.name: m.gpu_type for m in managed_nodes(facts_of(nodes), partitions, node_types)}
     totals: dict[str, list[int]] = {}
     for node in nodes:
         gpu_type = managed.get(node.name)

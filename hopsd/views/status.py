@@ -42,7 +42,8 @@ class StatusReads(Protocol):
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
 
 
-def _nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
+def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
+    """The nodes Slurm lists now, or none and why Slurm did not answer."""
     from hopsd.slurm.factory import port_from_config
 
     try:
@@ -68,15 +69,20 @@ def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str,
 
 
 def status_payload(
-    unit: StatusReads, config: HopsConfig, wanted: JobFilter | None, window_h: float
+    unit: StatusReads,
+    config: HopsConfig,
+    wanted: JobFilter | None,
+    window_h: float,
+    listed: tuple[list[SlurmNode], str | None] | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` document of ``hops status`` (stable schema, see README)."""
+    """The ``--json`` document of ``hops status`` (stable schema, see README); ``listed``:
+    the nodes a caller already read (:func:`read_nodes`), else they are read here."""
     wanted = wanted or JobFilter()
     now = time.time()
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
     states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
     every = unit.jobs_in_states(states)
-    nodes, slurm_error = _nodes(config)
+    nodes, slurm_error = listed if listed is not None else read_nodes(config)
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
     starts = start_estimates(every, now)
     position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}

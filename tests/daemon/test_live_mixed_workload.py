@@ -64,7 +64,7 @@ def notice_over(result: Outcome, job: int) -> list[str]:
 def timeline_drawn_as_it_ran(env: LiveEnv) -> None:
     """The status page's timeline of the whole workload: every bar a run of the ledger
     (profiling runs, moves, graces), and in Chromium's picture of it where the run was."""
-    doc = timeline_document(Ledger(env.sessions), env.config, PrivateData())
+    doc = timeline_document(Ledger(env.sessions), env.config, PrivateData(), env.port.list_nodes())
     bars, wrong = bars_against_ledger(doc, env.sessions)
     kinds = {b["kind"] for n in doc["nodes"] for b in n["bars"]}
     assert bars >= 20 and {"run", "profiling"} <= kinds and wrong == [], (bars, kinds, wrong)

@@ -106,7 +106,7 @@ def test_status_document_is_the_same_from_either(
     filled: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("hopsd.views.status.time.time", lambda: NOW)
-    monkeypatch.setattr("hopsd.views.status._nodes", lambda config: ([], None))
+    monkeypatch.setattr("hopsd.views.status.read_nodes", lambda config: ([], None))
     config = HopsConfig()
     ledger = Ledger.open(filled, read_only=True)
     with ledger.reading() as unit, reading(filled) as reader:
