@@ -113,5 +113,6 @@ def db_prune(
         engine.dispose()
     typer.echo(
         f"ledger {redact(config.ledger_url)}: removed {pruned.rounds} rounds, "
-        f"{pruned.intents} intents, {pruned.allocations} allocations older than {keep:g} days"
+        f"{pruned.intents} intents, {pruned.allocations} allocations, "
+        f"{pruned.predictions} predictions older than {keep:g} days"
     )

@@ -44,7 +44,7 @@ def estimates_of(records: list[ThroughputRecord]) -> dict[str, dict[str, Any]]:
 def show_payload(unit: Unit, slurm_job_id: int) -> dict[str, Any] | None:
     """The ``--json`` document of ``hops show`` (golden file show.json), None if unknown."""
     from hopsd.ledger.records import ACTIVE_STATES
-    from hopsd.views.joblist import daemon_state, queue_order, show_record, start_estimates
+    from hopsd.views.joblist import daemon_state, queue_order, show_record
 
     found = unit.jobs_by_slurm_ids([slurm_job_id]).get(slurm_job_id)
     if found is None:
@@ -53,12 +53,12 @@ def show_payload(unit: Unit, slurm_job_id: int) -> dict[str, Any] | None:
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
     active = unit.jobs_in_states(ACTIVE_STATES)
     position = {j.id: k + 1 for k, j in enumerate(queue_order(active))}
-    start = start_estimates(active, now).get(found.id)
+    predicted = unit.latest_predictions([found.id]).get(found.id)
     placements = unit.placements([found.id])[found.id]
     runs = unit.job_runs([found.id])[found.id]
     estimates = estimates_of(unit.job_throughputs(found.id))
     return show_record(
-        found, now, daemon, placements, estimates, start, position.get(found.id), runs
+        found, now, daemon, placements, estimates, predicted, position.get(found.id), runs
     )
 
 

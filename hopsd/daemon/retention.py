@@ -38,10 +38,11 @@ class Retention:
         self._last, self._more = now, pruned.more
         if pruned.total:
             log.info(
-                "event=ledger-pruned rounds=%d intents=%d allocations=%d more=%s",
+                "event=ledger-pruned rounds=%d intents=%d allocations=%d predictions=%d more=%s",
                 pruned.rounds,
                 pruned.intents,
                 pruned.allocations,
+                pruned.predictions,
                 str(pruned.more).lower(),
             )
         return pruned

@@ -123,7 +123,7 @@ class Service:
             log.warning("event=prune-failed error=%r", str(exc).splitlines()[0])
             return
         if pruned is not None:
-            for table in ("rounds", "intents", "allocations"):
+            for table in ("rounds", "intents", "allocations", "predictions"):
                 self.metrics.pruned.labels(table).inc(getattr(pruned, table))
 
     def _back_off(self, exc: SlurmUnavailableError) -> None:

@@ -28,6 +28,7 @@ from hopsd.core.model import Plan
 from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.sizeclaim import SizeRule, check_sizes
+from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
@@ -49,6 +50,7 @@ from hopsd.daemon.enact import (
     crash_point,
     resume_steps,
 )
+from hopsd.daemon.forecasting import Forecaster
 from hopsd.daemon.gpu_use import GpuUse, gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
@@ -71,6 +73,7 @@ from hopsd.ledger.records import (
     core_job,
 )
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
+from hopsd.sim.forecast import ForecastInput
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -90,6 +93,7 @@ class TickResult:
     decide_s: float = 0.0
     record_s: float = 0.0
     enact_s: float = 0.0
+    forecast_s: float = 0.0
     total_s: float = 0.0
     slurm_calls: int = 0
     queued: int = 0
@@ -112,6 +116,7 @@ class TickResult:
             "decide_s": self.decide_s,
             "record_s": self.record_s,
             "enact_s": self.enact_s,
+            "forecast_s": self.forecast_s,
             "total_s": self.total_s,
             "slurm_calls": self.slurm_calls,
         }
@@ -163,6 +168,8 @@ class Tick:
         self.policy = get_policy(config.policy)
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
+        self.forecaster = Forecaster()
+        self._launch_s: float | None = None
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -211,6 +218,7 @@ class Tick:
         if result.actions and not self.shadow:
             crash_point(CRASH_AFTER_INTENT)
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
+        result.forecast_s = self.forecaster.run(self.ledger, self._launch_s)
         result.total_s = time.perf_counter() - started
         result.slurm_calls = self.call_count() - calls_before
         return result
@@ -330,6 +338,7 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
+            self._offer_forecast(unit, rows, snap, decision, clock, now)
             self._record_doubts(unit, decision)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
@@ -346,6 +355,30 @@ class Tick:
             started = time.perf_counter()
             self._record(unit, built, decision, result, now)
             result.record_s = time.perf_counter() - started
+
+    def _offer_forecast(
+        self,
+        unit: Unit,
+        rows: Sequence[JobRecord],
+        snap: Snapshot,
+        decision: Decision,
+        clock: RoundClock,
+        now: float,
+    ) -> None:
+        """Hand the round's input and plan to the forecaster, when a forecast is due."""
+        planned = decision.kind != IDLE
+        if self.shadow or not self.forecaster.due(planned, now, self.settings.round_length_s):
+            return
+        self._launch_s = unit.launch_s()
+        given = ForecastInput(
+            snap,
+            clock,
+            self.policy.name,
+            self.settings,
+            self._step_options(),
+            plan=decision.plan if planned else None,
+        )
+        self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""

@@ -231,6 +231,28 @@ class RunRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
 
 
+class PredictionRow(Base):
+    """What a round's forecast said of a job: its next start and its end (epoch seconds).
+
+    ``state`` is the job's state when it was made (a waiting job's START, a
+    running job's ETA); ``gpu_type``/``gpus`` where a waiting job was foreseen
+    to start. Written only when the forecast changed, so the newest row is what
+    ``hops status`` shows.
+    """
+
+    __tablename__ = "predictions"
+    __table_args__ = (Index("ix_predictions_job_id_made_at", "job_id", "made_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    made_at: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16))
+    start_at: Mapped[float | None] = mapped_column(Float)
+    end_at: Mapped[float | None] = mapped_column(Float)
+    gpu_type: Mapped[str | None] = mapped_column(String(64))
+    gpus: Mapped[int] = mapped_column(Integer, default=0)
+
+
 class IntentRow(Base):
     """A Slurm action written before it is taken, then marked done or failed."""
 

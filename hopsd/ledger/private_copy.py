@@ -84,6 +84,7 @@ TABLES: dict[str, str] = {
     "rounds": "jobs",  # a round's note lists the jobs it acted on
     "allocations": "jobs",
     "runs": "jobs",
+    "predictions": "jobs",
     "intents": "jobs",
     "throughput": "jobs",
     "profiles": "jobs",

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from hopsd.ledger.records import (
     JobState,
     LeaseInfo,
     LrRule,
+    Prediction,
     RefusalRecord,
     RoundInfo,
     TagStatus,
@@ -57,6 +58,12 @@ _LEASE = (
 _LATEST_ROUND = (
     "SELECT number, started_at, shadow, policy FROM rounds ORDER BY started_at DESC, id DESC "
     "LIMIT 1"
+)
+#: Job ids per query (well under SQLite's bound on parameters).
+_CHUNK = 900
+_PREDICTIONS = (
+    "SELECT job_id, made_at, state, start_at, end_at, gpu_type, gpus FROM predictions"
+    " WHERE id IN (SELECT MAX(id) FROM predictions WHERE job_id IN ({marks}) GROUP BY job_id)"
 )
 _REFUSALS = (
     'SELECT slurm_job_id, "user", reason, refused_at FROM refusals{where} ORDER BY slurm_job_id'
@@ -176,6 +183,25 @@ class Reader:
             where = f' WHERE "user" IN ({", ".join([self._mark] * len(names))})'
         rows = self._rows(_REFUSALS.format(where=where), names or ())
         return [RefusalRecord(int(j), u, r, float(t)) for j, u, r, t in rows]
+
+    def latest_predictions(self, job_ids: Sequence[str]) -> dict[str, Prediction]:
+        """Each job's newest prediction (:func:`hopsd.ledger.predictions.latest`)."""
+        out: dict[str, Prediction] = {}
+        ids = list(dict.fromkeys(job_ids))
+        for k in range(0, len(ids), _CHUNK):
+            part = ids[k : k + _CHUNK]
+            sql = _PREDICTIONS.format(marks=", ".join([self._mark] * len(part)))
+            for job_id, made, state, start, end, gpu_type, gpus in self._rows(sql, part):
+                out[job_id] = Prediction(
+                    job_id,
+                    float(made),
+                    state,
+                    None if start is None else float(start),
+                    None if end is None else float(end),
+                    gpu_type,
+                    int(gpus or 0),
+                )
+        return out
 
 
 def _json(value: Any) -> Any:

@@ -428,6 +428,24 @@ class JobRun:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """What a round's forecast said of a job (:mod:`hopsd.sim.forecast`), in epoch seconds.
+
+    ``start_at``: its next start (None: it held GPUs when the forecast was made,
+    or the horizon did not reach its start); ``end_at``: its end (None: beyond
+    the horizon). ``state`` is the job's state when it was made.
+    """
+
+    job_id: str
+    made_at: float
+    state: str
+    start_at: float | None
+    end_at: float | None
+    gpu_type: str | None = None
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
 class RoundInfo:
     """What the latest recorded round says about the daemon: when, and whether it only watched."""
 

@@ -25,9 +25,9 @@ import statistics
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hopsd.ledger.models import IntentRow, JobRow
-from hopsd.ledger.records import IntentAction, IntentState
-from hopsd.ledger.runs import run_row
+from hopsd.ledger.models import AllocationRow, IntentRow, JobRow, RunRow
+from hopsd.ledger.records import AllocationReason, IntentAction, IntentState
+from hopsd.ledger.runs import RUN, run_row
 
 #: A "restart" longer than this was not one (a job held by an admin, a lost report).
 MAX_RESTART_S = 3600.0
@@ -86,3 +86,40 @@ def model_restart_s(session: Session, model_name: str) -> float | None:
     )
     values = [float(v) for v in session.scalars(stmt) if v is not None]
     return statistics.median(values) if values else None
+
+
+#: How many of the latest first starts the launch median is taken over.
+LAUNCH_SAMPLE = 50
+
+
+def launch_s(session: Session) -> float | None:
+    """What a first start costs until the job trains: the median, over the latest jobs,
+    of hops's start decision to Slurm's start of the run, plus the job's start-up to
+    its first iteration (what its probe reported). None: no job started yet.
+
+    The forecast charges it to every job it starts (:mod:`hopsd.sim.forecast`).
+    """
+    stmt = (
+        select(AllocationRow.job_id, AllocationRow.at)
+        .where(AllocationRow.reason == AllocationReason.START)
+        .order_by(AllocationRow.at.desc())
+        .limit(LAUNCH_SAMPLE)
+    )
+    decided: dict[str, float] = {}
+    for job_id, at in session.execute(stmt):
+        decided[job_id] = min(float(at), decided.get(job_id, float(at)))
+    if not decided:
+        return None
+    starts = session.execute(
+        select(RunRow.job_id, RunRow.start_time, JobRow.startup_s)
+        .join(JobRow, JobRow.id == RunRow.job_id)
+        .where(RunRow.job_id.in_(list(decided)), RunRow.kind == RUN)
+        .order_by(RunRow.run)
+    )
+    first: dict[str, float] = {}
+    for job_id, start, startup in starts:
+        if job_id in first or start < decided[job_id]:
+            continue
+        first[job_id] = float(start) - decided[job_id] + max(float(startup or 0.0), 0.0)
+    costs = [c for c in first.values() if 0.0 <= c <= MAX_RESTART_S]
+    return statistics.median(costs) if costs else None

@@ -19,7 +19,14 @@ from sqlalchemy import ColumnElement, Select, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.ledger.jobs import TERMINAL_STATES
-from hopsd.ledger.models import AllocationRow, IntentRow, IntentState, JobRow, RoundRow
+from hopsd.ledger.models import (
+    AllocationRow,
+    IntentRow,
+    IntentState,
+    JobRow,
+    PredictionRow,
+    RoundRow,
+)
 
 DAY_S = 86400.0
 
@@ -31,11 +38,12 @@ class Pruned:
     rounds: int = 0
     intents: int = 0
     allocations: int = 0
+    predictions: int = 0
     more: bool = False
 
     @property
     def total(self) -> int:
-        return self.rounds + self.intents + self.allocations
+        return self.rounds + self.intents + self.allocations + self.predictions
 
 
 def cutoff_of(now: float, retention_days: float) -> float:
@@ -55,6 +63,10 @@ def _old_intents(cutoff: float) -> ColumnElement[bool]:
 
 def _old_allocations(cutoff: float) -> ColumnElement[bool]:
     return (AllocationRow.at < cutoff) & AllocationRow.job_id.in_(_ended_jobs())
+
+
+def _old_predictions(cutoff: float) -> ColumnElement[bool]:
+    return (PredictionRow.made_at < cutoff) & PredictionRow.job_id.in_(_ended_jobs())
 
 
 def _batch(session: Session, table: type, where: ColumnElement[bool], size: int) -> int:
@@ -83,6 +95,7 @@ def prune(
     steps: list[tuple[str, type, Callable[[float], ColumnElement[bool]]]] = [
         ("intents", IntentRow, _old_intents),
         ("allocations", AllocationRow, _old_allocations),
+        ("predictions", PredictionRow, _old_predictions),
         ("rounds", RoundRow, lambda c: RoundRow.started_at < c),
     ]
     done = 0

@@ -28,7 +28,17 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Configuration
 from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
-from hopsd.ledger import allocations, intents, jobs, lease, restarts, rounds, runs, usage
+from hopsd.ledger import (
+    allocations,
+    intents,
+    jobs,
+    lease,
+    predictions,
+    restarts,
+    rounds,
+    runs,
+    usage,
+)
 from hopsd.ledger.engine import SqliteBegin, make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LedgerError, UnknownJobError
 from hopsd.ledger.history import LedgerHistory, read_history
@@ -54,6 +64,7 @@ from hopsd.ledger.records import (
     JobUpdate,
     LeaseInfo,
     PlacementRecord,
+    Prediction,
     RefusalRecord,
     RoundInfo,
     RoundRecord,
@@ -352,6 +363,22 @@ class Unit:
     def runs_between(self, since: float, until: float) -> dict[str, list[JobRun]]:
         """Runs overlapping ``[since, until]``, per job id."""
         return runs.runs_between(self._session, since, until)
+
+    def record_predictions(self, made: Iterable[Prediction]) -> int:
+        """Write the forecast's predictions that changed (:mod:`hopsd.ledger.predictions`)."""
+        return predictions.write(self._session, made)
+
+    def latest_predictions(self, job_ids: Sequence[str]) -> dict[str, Prediction]:
+        """Each job's newest prediction: what ``hops status`` shows as START and ETA."""
+        return predictions.latest(self._session, job_ids)
+
+    def job_predictions(self, job_ids: Sequence[str]) -> Mapping[str, list[Prediction]]:
+        """Every prediction made of the jobs, oldest first."""
+        return predictions.of_jobs(self._session, job_ids)
+
+    def launch_s(self) -> float | None:
+        """What a first start costs until the job trains (:func:`restarts.launch_s`)."""
+        return restarts.launch_s(self._session)
 
     def notices_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops signalled each (job, run) its checkpoint notice, since ``since``."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hopsd.core.accounting import Clock, RunEnd, charge, clock_of, restarts_after
@@ -97,6 +97,11 @@ class EngineConfig:
     # The solver stops on work done (branch-and-bound nodes), never on seconds: a
     # time limit would let a busy or slow machine cut a solve short and change a plan.
     solver_by_work: bool = True
+    # A forecast begins mid-life: at ``start_s`` the resumed jobs are on the cluster, and
+    # the first round is due at ``first_round_s`` (the live round clock's next round).
+    start_s: float = 0.0
+    first_round_s: float = 0.0
+    partial: bool = False  # stop at the horizon with jobs unfinished instead of failing
 
 
 #: Branch-and-bound nodes per solve in a simulation. On paper-512 every solve of
@@ -131,6 +136,7 @@ class JobState:
     has_run: bool = False
     restarts: int = 0
     first_start: float | None = None
+    first_config: Configuration | None = None
     finish_time: float | None = None
     active_integral_at_submit: float = 0.0
     active_integral_at_finish: float = 0.0
@@ -148,6 +154,35 @@ class JobState:
             return math.inf
         left = self.spec.total_samples - self.samples_done
         return max(now, self.penalty_until) + max(left, 0.0) / self.rate
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A job already on the cluster when the run begins (a forecast from the live state).
+
+    ``status`` is ``queued`` or ``running`` (on ``config``, without progress until
+    ``busy_until``: a restart under way) or ``arriving`` (in its profiling phase,
+    queued at ``ready_at``). The counters carry on from what hopsd charged so far.
+    """
+
+    status: str
+    samples_done: float = 0.0
+    wait_time: float = 0.0
+    attained_service: float = 0.0
+    restarts: int = 0
+    has_run: bool = False
+    config: Configuration | None = None
+    busy_until: float = 0.0
+    ready_at: float = 0.0
+    first_start: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in ("queued", "running", "arriving"):
+            raise InvalidInputError(
+                f"a resumed job is queued, running or arriving, not {self.status!r}"
+            )
+        if (self.status == "running") != (self.config is not None):
+            raise InvalidInputError("a resumed job has a configuration exactly when it runs")
 
 
 @dataclass
@@ -189,6 +224,10 @@ class Engine:
         policy: Policy,
         config: EngineConfig | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        resumed: Mapping[str, Resumed] | None = None,
+        store: InMemoryThroughputStore | None = None,
+        reserved: Mapping[str, int] | None = None,
     ) -> None:
         self.truth = truth
         self.cluster = truth.cluster
@@ -199,8 +238,11 @@ class Engine:
             self.settings = by_work(self.settings)
         self.progress = progress
         self.rng = random.Random(f"engine-{self.config.seed}")
-        self.store = InMemoryThroughputStore()
-        self.used: dict[str, int] = {n.id: 0 for n in self.cluster.nodes}
+        self.store = store if store is not None else InMemoryThroughputStore()
+        self.resumed = dict(resumed or {})
+        # GPUs no policy may hand out (a forecast: held by jobs hops does not manage)
+        self.reserved = {n: g for n, g in (reserved or {}).items() if g > 0}
+        self.used: dict[str, int] = {n.id: self.reserved.get(n.id, 0) for n in self.cluster.nodes}
         self.total_gpus = self.cluster.total_gpus
         self.now = 0.0
         self.active_integral = 0.0
@@ -213,6 +255,9 @@ class Engine:
         self.active: dict[str, JobState] = {}  # arrived, not finished (arrival order)
         if len(self.by_id) != len(self.jobs):
             raise InvalidInputError("job ids in the workload are not unique")
+        unknown = sorted(set(self.resumed) - set(self.by_id))
+        if unknown:
+            raise InvalidInputError(f"resumed job(s) not in the workload: {unknown[:5]}")
         self._ref_rate = {m: reference_rate(truth, m) for m in {j.spec.model for j in self.jobs}}
         self._limits: dict[str, tuple[tuple[str, int], ...]] = {}
         self._core_jobs: dict[str, tuple[tuple[object, ...], Job]] = {}
@@ -223,6 +268,11 @@ class Engine:
         self.fragment_plans = 0
         self.unmentioned = 0
         self.clock = RoundClock(self.settings.round_length_s)
+        if self.config.first_round_s > self.config.start_s:  # a round ran before the start
+            self.clock = RoundClock(
+                self.settings.round_length_s,
+                self.config.first_round_s - self.settings.round_length_s,
+            )
         self.profiling_used: dict[str, int] = {n.id: 0 for n in self.cluster.nodes}
         # Profiles measured per (model, per-GPU batch), newest per type: what hopsd finds in
         # its ledger for a job naming its model (they outlive the jobs that measured them).
@@ -250,11 +300,16 @@ class Engine:
     # ------------------------------------------------------------------ loop
     def run(self) -> EngineResult:
         length = self.settings.round_length_s
-        next_round = 0.0
-        arrivals = list(self.jobs)
+        self.now = self.config.start_s
+        next_round = max(self.config.first_round_s, self.now)
+        if next_round > self.now:
+            self.rounds.append(RoundStat(start=self.now))  # the live round under way
+        self._resume()
+        arrivals = [j for j in self.jobs if j.spec.job_id not in self.resumed]
         next_arrival = 0
         done = 0
-        horizon = (self.jobs[-1].spec.submit_time if self.jobs else 0.0) + self.config.max_horizon_s
+        last = max(self.jobs[-1].spec.submit_time, self.now) if self.jobs else self.now
+        horizon = last + self.config.max_horizon_s
         while done < len(self.jobs):
             if self.now >= next_round - EPS:
                 self._start_round(next_round)
@@ -279,6 +334,8 @@ class Engine:
                 default=math.inf,
             )
             t_next = min(t_arr, t_ready, t_report, t_end, next_round)
+            if t_next > horizon and self.config.partial:
+                break  # a forecast: what is known by the horizon, unfinished jobs open
             if t_next > horizon:
                 stuck = [j.spec.job_id for j in self.jobs if j.status != "done"]
                 raise SimulationError(
@@ -320,6 +377,24 @@ class Engine:
             fragment_plans=self.fragment_plans,
             unmentioned_running=self.unmentioned,
         )
+
+    def _resume(self) -> None:
+        """Put the resumed jobs where the live cluster has them, at the start time."""
+        for job_id, was in self.resumed.items():
+            job = self.by_id[job_id]
+            self._arrive(job)
+            job.samples_done = was.samples_done
+            job.wait_time = was.wait_time
+            job.attained_service = was.attained_service
+            job.restarts = was.restarts
+            job.has_run = was.has_run or was.config is not None
+            job.ready_at = was.ready_at
+            job.status = was.status
+            if was.config is not None:
+                self._occupy(job, was.config)
+                job.penalty_until = was.busy_until
+            if was.first_start is not None:
+                job.first_start = was.first_start
 
     def _advance(self, t: float) -> None:
         dt = t - self.now
@@ -528,8 +603,11 @@ class Engine:
         )
 
     def _left_by_profiling(self) -> dict[str, int]:
-        """What the policy may hand out of the nodes profiling runs use (the rest: all)."""
+        """What the policy may hand out of the nodes profiling runs (or reserved GPUs) use
+        (the rest: all)."""
         taken = {n: gpus for n, gpus in self.profiling_used.items() if gpus}
+        for node_id, gpus in self.reserved.items():
+            taken[node_id] = taken.get(node_id, 0) + gpus
         return headroom({n: self.cluster.node(n).gpus for n in taken}, taken)
 
     def _profilee(self, js: JobState) -> Profilee:
@@ -685,6 +763,7 @@ class Engine:
         job.types_used.add(cfg.gpu_type)
         if job.first_start is None:
             job.first_start = self.now
+            job.first_config = cfg
 
     def _restart_cost(self, job: JobState) -> float:
         """Seconds without progress after a move or restart: the model's own, else the penalty."""

@@ -8,8 +8,10 @@ Names used in every payload (see README, "Reading the numbers"):
 * ``since_submit_s``: wall-clock seconds since the job was submitted (this is
   not the method's age).
 * ``elapsed_s``: seconds since the job first started (to its end when finished).
-* ``start_in_s``: for a waiting job, the rough start estimate of
-  :func:`start_estimates`; ``eta_s`` for a running job, seconds left.
+* ``start_in_s``: for a waiting job, seconds until hopsd's forecast starts it;
+  ``eta_s`` for a job on GPUs, seconds until the forecast ends it. Both come
+  from the job's newest recorded prediction (:mod:`hopsd.sim.forecast`, made
+  after every plan): what is shown is in the ledger, and can be checked.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hopsd.ledger.records import (
     JobState,
     LeaseInfo,
     PlacementRecord,
+    Prediction,
     RoundInfo,
 )
 
@@ -83,31 +86,25 @@ def elapsed_of(job: JobRecord, now: float) -> float:
     return max(end - job.first_start_time, 0.0)
 
 
-def eta_of(job: JobRecord, now: float) -> float | None:
-    """Seconds left of a running job at its observed rate since it first started."""
-    if job.state != JobState.RUNNING or job.samples_done <= 0 or job.first_start_time is None:
-        return None
-    ran = max(now - job.first_start_time - job.wait_time, 1.0)
-    rate = job.samples_done / ran
-    return max(job.total_samples - job.samples_done, 0.0) / rate if rate > 0 else None
-
-
 def queue_order(jobs: Sequence[JobRecord]) -> list[JobRecord]:
     """Waiting jobs in the order hopsd serves them: highest latency ratio first, then oldest."""
     waiting = [j for j in jobs if j.state in WAITING]
     return sorted(waiting, key=lambda j: (-(j.latency_ratio or 0.0), j.submit_time, j.id))
 
 
-def start_estimates(jobs: Sequence[JobRecord], now: float) -> dict[str, float]:
-    """Rough seconds until each waiting job starts (``squeue --start``'s role).
+def start_in_of(job: JobRecord, predicted: Prediction | None, now: float) -> float | None:
+    """Seconds until a waiting job starts, as the newest forecast saw it (None: no forecast
+    reached its start)."""
+    if job.state not in WAITING or predicted is None or predicted.start_at is None:
+        return None
+    return max(predicted.start_at - now, 0.0)
 
-    The rule, deliberately simple and stated in the README: the k-th waiting job
-    in :func:`queue_order` starts when the k-th running job (by ETA) ends, each
-    ending job freeing room for one waiting job. A waiting job beyond the
-    running jobs with a known ETA has no estimate.
-    """
-    ends = sorted(e for j in jobs if (e := eta_of(j, now)) is not None)
-    return {j.id: ends[k] for k, j in enumerate(queue_order(jobs)) if k < len(ends)}
+
+def eta_of(job: JobRecord, predicted: Prediction | None, now: float) -> float | None:
+    """Seconds until a job on GPUs ends, as the newest forecast saw it."""
+    if job.state not in HOLDING or predicted is None or predicted.end_at is None:
+        return None
+    return max(predicted.end_at - now, 0.0)
 
 
 #: States in which a job holds GPUs: only then does it show a type and nodes.
@@ -177,13 +174,14 @@ def job_record(
     job: JobRecord,
     now: float,
     daemon: DaemonState,
-    start_in_s: float | None = None,
+    predicted: Prediction | None = None,
     position: int | None = None,
 ) -> dict[str, Any]:
     """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json)."""
     held = job.current_parts if job.state in HOLDING else None
     nodes = {str(n): int(g) for n, g in (held or [])}
-    eta = eta_of(job, now)
+    eta = eta_of(job, predicted, now)
+    start_in_s = start_in_of(job, predicted, now)
     return {
         "job_id": job.slurm_job_id,
         "name": job_name(job),
@@ -287,12 +285,12 @@ def show_record(
     daemon: DaemonState,
     placements: Sequence[PlacementRecord],
     estimates: Mapping[str, Mapping[str, Any]],
-    start_in_s: float | None,
+    predicted: Prediction | None,
     position: int | None,
     runs: Sequence[JobRun] = (),
 ) -> dict[str, Any]:
     """Everything hops knows about one job (``hops show --json``, golden file show.json)."""
-    base = job_record(job, now, daemon, start_in_s, position)
+    base = job_record(job, now, daemon, predicted, position)
     base.update(
         {
             "id": job.id,

@@ -7,7 +7,7 @@ One builder for both, so the page and the CLI can never disagree on a schema.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from hopsd.config import HopsConfig
@@ -17,13 +17,14 @@ from hopsd.ledger.records import (
     JobRecord,
     JobState,
     LeaseInfo,
+    Prediction,
     RefusalRecord,
     RoundInfo,
 )
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 from hopsd.views.filters import JobFilter
-from hopsd.views.joblist import daemon_state, job_record, queue_order, start_estimates
+from hopsd.views.joblist import daemon_state, job_record, queue_order
 from hopsd.views.records import raqlr_of, type_summaries
 
 
@@ -40,6 +41,8 @@ class StatusReads(Protocol):
     def latest_round(self) -> RoundInfo | None: ...
 
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
+
+    def latest_predictions(self, job_ids: Sequence[str]) -> dict[str, Prediction]: ...
 
 
 def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
@@ -84,10 +87,10 @@ def status_payload(
     every = unit.jobs_in_states(states)
     nodes, slurm_error = listed if listed is not None else read_nodes(config)
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
-    starts = start_estimates(every, now)
     position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}
     rows = [r for r in every if _matches(r, wanted, node_parts)]
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
+    predicted = unit.latest_predictions([r.id for r in rows])
     queued = sum(1 for r in every if r.state != JobState.RUNNING)
     lrs = unit.finished_latency_ratios(now - window_h * 3600)
     refused = [
@@ -96,7 +99,9 @@ def status_payload(
         if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
     ]
     return {
-        "jobs": [job_record(r, now, daemon, starts.get(r.id), position.get(r.id)) for r in rows],
+        "jobs": [
+            job_record(r, now, daemon, predicted.get(r.id), position.get(r.id)) for r in rows
+        ],
         "refused": refused,
         "daemon": daemon.as_json(),
         "cluster": [

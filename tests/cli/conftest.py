@@ -16,6 +16,8 @@ from hopsd.ledger.jobs import JobProgress, JobSpec, add_job, apply_progress, set
 from hopsd.ledger.jobs import transition as job_transition
 from hopsd.ledger.migrate import upgrade
 from hopsd.ledger.models import JobRow, JobState, RefusalRow
+from hopsd.ledger.predictions import write as write_predictions
+from hopsd.ledger.records import Prediction
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
 from hopsd.slurm.port import AccountingRecord, SlurmJob, SlurmNode
@@ -112,6 +114,14 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         running.ftf_rho = 1.1  # as hopsd records it each tick (the core's Themis rho)
         running.plan_reason = "running on v100 v100n1:1"  # the last step's reason
         add_usage(session, "alice", "ml", now - 100, 6000, 6000)
+        # the forecast of hopsd's last round: 102 starts on 101's GPUs when 101 ends
+        write_predictions(
+            session,
+            [
+                Prediction("j101", now - 30, "running", None, now + 1500),
+                Prediction("j102", now - 30, "queued", now + 1500, now + 4000, "v100", 2),
+            ],
+        )
         store = SqlThroughputStore(session, now)
         store.set_type_aggregated("j101", "v100", 1, 100.0)
         store.set_entity_aggregated("j101", "v100n1", 1, 100.0)

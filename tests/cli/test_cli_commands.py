@@ -157,8 +157,9 @@ def test_status_json_schema_and_values(ledger: str, port: Any) -> None:
     assert jobs[102]["reason"] == "hopsd not running" and payload["daemon"]["mode"] == "stopped"
     assert jobs[101]["elapsed_s"] >= 2999 and jobs[102]["elapsed_s"] == 0.0
     assert 1799 <= jobs[102]["since_submit_s"] < 1900 and "age_s" not in jobs[102]
-    # one running job with an ETA: the first waiting job starts when it ends
+    # START and ETA are hopsd's recorded forecast: the waiting job starts when 101 ends
     assert jobs[102]["queue_position"] == 1 and jobs[102]["start_in_s"] == jobs[101]["eta_s"]
+    assert jobs[101]["eta_s"] == pytest.approx(1500, abs=60)
     assert payload["leader"]["holder"] is None and payload["leader"]["token"] == 0
     v100 = next(c for c in payload["cluster"] if c["gpu_type"] == "v100")
     assert (v100["gpus_total"], v100["gpus_busy"], v100["gpus_idle"]) == (8, 2, 6)

@@ -24,6 +24,7 @@ from hopsd.ledger.records import (
     JobSpec,
     JobState,
     JobUpdate,
+    Prediction,
     RoundSummary,
 )
 from hopsd.ledger.unit import Ledger, Unit
@@ -98,6 +99,17 @@ def story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[float]:
         )
         for job, lr in waiting:
             unit.update_job(JobUpdate(job, latency_ratio=lr, plan_reason="queued: position"))
+    with ledger.unit() as unit:  # hopsd's forecasts: an older one of 205, then the newest
+        unit.record_predictions(
+            [
+                Prediction(running, now - 60, "running", None, now + 900),
+                Prediction(waiting[1][0], now - 60, "queued", now + 600, now + 2000),
+                Prediction(waiting[0][0], now - 60, "queued", None, None),
+            ]
+        )
+        unit.record_predictions(
+            [Prediction(waiting[1][0], now - 5, "queued", now + 900, now + 2300)]
+        )
     ledger.dispose()
     conf = tmp_path / "hops.conf"
     conf.write_text(f'[ledger]\nurl = "{url}"\n')
@@ -162,8 +174,11 @@ def test_status_start_estimate_and_queue_order(story: float, port: Any) -> None:
     jobs = {j["job_id"]: j for j in _status("--all")["jobs"]}
     assert set(jobs) == {203, 204, 205}
     assert jobs[205]["queue_position"] == 1 and jobs[204]["queue_position"] == 2
-    # one running job with an ETA: the first in line starts when it ends, the next has none
-    assert jobs[203]["eta_s"] is not None and jobs[205]["start_in_s"] == jobs[203]["eta_s"]
+    # START and ETA are the newest forecast recorded: 205 starts when 203 ends; the
+    # forecast reached no start of 204
+    assert jobs[203]["eta_s"] == pytest.approx(900, abs=30)
+    assert jobs[205]["start_in_s"] == pytest.approx(900, abs=30)
+    assert jobs[205]["eta_s"] is None and jobs[203]["start_in_s"] is None
     assert jobs[204]["start_in_s"] is None
     assert jobs[203]["name"] == "train203.sh" and jobs[203]["elapsed_s"] >= 3599
 

@@ -30,7 +30,7 @@ LEDGER_TABLES = {t.name for t in Base.metadata.sorted_tables}
 def test_migrations_ship_inside_the_package() -> None:
     assert Path(migrate.__file__).parent / "migrations" == SQL_DIR
     assert (SQL_DIR / "env.py").is_file()
-    assert head_revision() == "0011"
+    assert head_revision() == "0012"
 
 
 def test_empty_to_head_creates_every_table_matching_the_models(empty_url: str) -> None:

@@ -11,16 +11,18 @@ from hopsd.ledger.records import (
     LeaseInfo,
     LrRule,
     PlacementRecord,
+    Prediction,
     RoundInfo,
     TagStatus,
 )
 from hopsd.views.joblist import (
     daemon_state,
+    eta_of,
     gpu_hours_by_type,
     job_name,
     job_record,
     reason_of,
-    start_estimates,
+    start_in_of,
 )
 
 JOB = JobRecord(
@@ -61,12 +63,22 @@ def test_daemon_state_from_lease_and_last_round() -> None:
     assert daemon_state(live, shadow, 130.0).mode == "stopped"  # lease expired: no heartbeat
 
 
-def test_start_estimates_follow_lr_order_and_running_etas() -> None:
-    running = replace(JOB, id="r", state=JobState.RUNNING, first_start_time=0.0, samples_done=500.0)
-    low = replace(JOB, id="low", latency_ratio=0.5)
-    high = replace(JOB, id="high", latency_ratio=2.0)
-    starts = start_estimates([running, low, high], now=100.0)
-    assert starts == {"high": 100.0}  # 500 of 1000 samples in 100 s: 100 s left
+def test_start_and_eta_are_the_newest_forecast_as_the_state_allows() -> None:
+    """A waiting job shows when the forecast starts it, a job on GPUs when it ends; a
+    start already due shows 0, and a state without such a time shows none."""
+    waiting = replace(JOB, state=JobState.QUEUED)
+    running = replace(JOB, state=JobState.RUNNING)
+    said = Prediction(JOB.id, 50.0, "queued", start_at=130.0, end_at=400.0)
+    assert start_in_of(waiting, said, 100.0) == 30.0
+    assert eta_of(waiting, said, 100.0) is None
+    assert eta_of(running, said, 100.0) == 300.0
+    assert start_in_of(running, said, 100.0) is None
+    assert start_in_of(waiting, said, 200.0) == 0.0
+    assert start_in_of(waiting, None, 100.0) is None
+    beyond = replace(said, start_at=None, end_at=None)  # past the forecast's horizon
+    assert start_in_of(waiting, beyond, 100.0) is None and eta_of(running, beyond, 100.0) is None
+    shown = job_record(waiting, 100.0, daemon_state(None, None, 100.0), said)
+    assert (shown["start_in_s"], shown["eta_s"]) == (30.0, None)
 
 
 def test_reasons_for_profiling_finished_and_stopped() -> None:

@@ -1,0 +1,64 @@
+"""START and ETA: after a round is enacted, hopsd runs its step forward and records what it sees.
+
+The forecast (:mod:`hopsd.sim.forecast`) starts from the snapshot the round
+planned, with the round's plan applied; each job's predicted next start and
+end go to the ledger when they changed (:mod:`hopsd.ledger.predictions`),
+and ``hops status`` shows the newest. A forecast that fails is logged and
+skipped: scheduling never waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+
+from hopsd.ledger.records import Prediction
+from hopsd.ledger.unit import Ledger
+from hopsd.sim.forecast import ForecastInput, Predicted, forecast
+
+log = logging.getLogger("hopsd.forecast")
+
+
+class Forecaster:
+    """Runs a forecast after every plan, and at least once a round while nothing changes."""
+
+    def __init__(self) -> None:
+        self.last_at: float | None = None
+        self.pending: ForecastInput | None = None
+        self.states: Mapping[str, str] = {}
+
+    def due(self, planned: bool, now: float, round_s: float) -> bool:
+        """A plan changed what will happen, or the newest forecast is a round old."""
+        return planned or self.last_at is None or now - self.last_at >= round_s
+
+    def offer(self, given: ForecastInput, states: Mapping[str, str]) -> None:
+        """The round's input and each job's ledger state, for :meth:`run` after enacting."""
+        self.pending = given
+        self.states = dict(states)
+
+    def run(self, ledger: Ledger, launch_s: float | None) -> float:
+        """Forecast what was offered and record it; the seconds it took (0: nothing to do)."""
+        given, self.pending = self.pending, None
+        if given is None:
+            return 0.0
+        started = time.perf_counter()
+        now = given.snapshot.now
+        self.last_at = now
+        try:
+            seen = forecast(replace(given, launch_s=max(launch_s or 0.0, 0.0)))
+        except Exception as exc:  # a forecast is advice: it never stops a tick
+            log.error("event=forecast-failed error=%r kind=%s", str(exc), type(exc).__name__)
+            return time.perf_counter() - started
+        made = [self._prediction(p, now) for p in seen.values() if p.job_id in self.states]
+        with ledger.unit() as unit:
+            written = unit.record_predictions(made)
+        took = time.perf_counter() - started
+        log.info("event=forecast jobs=%d written=%d took_s=%.3f", len(made), written, took)
+        return took
+
+    def _prediction(self, p: Predicted, now: float) -> Prediction:
+        return Prediction(
+            p.job_id, now, self.states[p.job_id], p.start_at, p.end_at, p.gpu_type, p.gpus
+        )

@@ -1,0 +1,298 @@
+"""When each job will start and finish: the one scheduling step run forward from now.
+
+hopsd's START and ETA, and ``hops submit --test-only``, are this forecast. From
+the snapshot a round planned (the queue, the running jobs where they run, what
+the estimator knows, the GPUs hops may not use) the simulator's engine runs the
+same step with the same policy and settings, round after round, until every
+job has finished or the horizon is reached. Jobs progress at the rates the
+estimator predicts (the forecast believes hopsd's own estimates), pay their
+learned restart price on every move and ``launch_s`` on a first start, and no
+new job arrives except the ``extra`` ones asked about.
+
+The figures are compared with what really happened by
+``benchmarks/predictions.py``; nothing here reads a clock or the ledger.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from hopsd.core.estimator import Estimator
+from hopsd.core.model import Cluster, Configuration, Job, Plan
+from hopsd.core.policies import get_policy
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import RoundClock, StepOptions
+from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.sim.engine import Engine, EngineConfig, EngineResult, Resumed
+from hopsd.sim.truth import GroundTruth, ModelSpec
+from hopsd.sim.workload import JobSpec
+
+#: How far a forecast looks ahead before it leaves the rest unknown.
+HORIZON_S = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class Hypothetical:
+    """A job asked about but not submitted (``hops submit --test-only``).
+
+    ``per_gpu`` is its assumed single-GPU samples/s per type (what hopsd
+    assumes of a job it has never seen run: its model's measured rates, else
+    the type table); a type left out is one it may not run on.
+    """
+
+    id: str
+    demands: tuple[int, ...]
+    total_samples: float
+    per_gpu: Mapping[str, float]
+    batch_size: int = 32
+    params: float = 25e6
+    user: str = ""
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A job's forecast, in epoch seconds: next start (None: it runs now), and end.
+
+    None for an end (or a start) the horizon did not reach.
+    """
+
+    job_id: str
+    start_at: float | None
+    end_at: float | None
+    gpu_type: str | None = None
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class ForecastInput:
+    """The live state a forecast starts from (what one round of the tick planned)."""
+
+    snapshot: Snapshot
+    clock: RoundClock
+    policy: str
+    settings: Settings
+    options: StepOptions = field(default_factory=StepOptions)
+    launch_s: float = 0.0
+    adoption_s: float = 0.0
+    horizon_s: float = HORIZON_S
+    #: the plan this round took from the snapshot, being enacted: the forecast starts
+    #: after it (starts launching, moves restarting, preemptions back in the queue)
+    plan: Plan | None = None
+
+
+@dataclass
+class _EstimatedTruth(GroundTruth):
+    """Jobs progress at the estimator's answer; a hypothetical job at its model's theory."""
+
+    estimator: Estimator | None = None
+    jobs: Mapping[str, Job] = field(default_factory=dict)
+
+    def _compute(
+        self, model: str, config: Configuration, batch_size: int | None
+    ) -> tuple[float, tuple[float, ...]]:
+        job = self.jobs.get(model)
+        if job is None or self.estimator is None:
+            return super()._compute(model, config, batch_size)
+        rates = tuple(self.estimator.per_gpu_on_node(job, n, config)[0] for n, _ in config.parts)
+        return min(rates) * config.total_gpus, rates
+
+    def single_gpu(
+        self,
+        model: str,
+        gpu_type: str,
+        data_factor: float = 1.0,
+        batch_size: int | None = None,
+    ) -> float:
+        job = self.jobs.get(model)
+        if job is None or self.estimator is None:
+            return super().single_gpu(model, gpu_type, data_factor, batch_size)
+        return self.estimator.type_per_gpu(job, gpu_type)
+
+
+def _runnable(job: Job, cluster: Cluster) -> list[str]:
+    """Types the job may run on (its limits exclude the others)."""
+    limits = dict(job.max_gpus)
+    return [t for t in sorted(cluster.gpu_types) if limits.get(t, 1) > 0]
+
+
+def _model_of(job: Job, estimator: Estimator, restart_s: float, launch_s: float) -> ModelSpec:
+    rates = {t: estimator.type_per_gpu(job, t) for t in _runnable(job, estimator.cluster)}
+    return ModelSpec(
+        name=job.id,
+        params=max(job.params, 0.0),
+        batch_size=max(job.batch_size, 1),
+        throughput=rates,
+        restore_s=job.restart_s if job.restart_s is not None else restart_s,
+        launch_s=launch_s,
+        max_gpus=dict(job.max_gpus),
+    )
+
+
+def _hypothetical_model(h: Hypothetical, cluster: Cluster, launch_s: float) -> ModelSpec:
+    """A job never seen: its assumed rates; 0 GPUs of the types it may not run on."""
+    return ModelSpec(
+        name=h.id,
+        params=max(h.params, 0.0),
+        batch_size=max(h.batch_size, 1),
+        throughput=dict(h.per_gpu),
+        launch_s=launch_s,
+        max_gpus={t: 0 for t in cluster.gpu_types if t not in h.per_gpu},
+    )
+
+
+def _reserved(snapshot: Snapshot) -> dict[str, int]:
+    """GPUs of each node hops may not hand out now: held by jobs it does not manage.
+
+    A profiling run's GPU is out of the snapshot's capacity too, but it comes
+    back when the run ends; the forecast lets its job join the queue instead.
+    """
+    out: dict[str, int] = {}
+    for node in snapshot.cluster.nodes:
+        out[node.id] = node.gpus - snapshot.capacity_of(node.id)
+    for p in snapshot.profiling:
+        if p.run is not None and p.run.started and out.get(p.run.node, 0) > 0:
+            out[p.run.node] -= 1
+    return {n: g for n, g in out.items() if g > 0}
+
+
+def _after_plan(was: Resumed, job: Job, plan: Plan, now: float, given: ForecastInput) -> Resumed:
+    """Where the plan being enacted puts the job, and how long until it trains there."""
+    if job.id in plan.preempt:
+        return replace(was, status="queued", config=None, has_run=True, busy_until=0.0)
+    placed = {a.job_id: a.config for a in (*plan.start, *plan.move)}
+    config = placed.get(job.id)
+    if config is None:
+        return was
+    restart = job.restart_s if job.restart_s is not None else given.settings.restart_penalty_s
+    busy = restart if was.has_run else given.launch_s
+    return replace(was, status="running", config=config, has_run=True, busy_until=now + busy)
+
+
+def _resumed(job: Job, origin: float, now: float) -> Resumed:
+    if job.current is None:
+        return Resumed(
+            "queued",
+            samples_done=job.samples_done,
+            wait_time=job.wait_time,
+            attained_service=job.attained_service,
+            has_run=job.attained_service > 0,
+        )
+    return Resumed(
+        "running",
+        samples_done=job.samples_done,
+        wait_time=job.wait_time,
+        attained_service=job.attained_service,
+        has_run=True,
+        config=job.current,
+        first_start=now - origin,
+    )
+
+
+def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[str, Predicted]:
+    """Each job's predicted next start and end (see the module docstring)."""
+    snap = given.snapshot
+    now = snap.now
+    store = copy.deepcopy(snap.store) if isinstance(snap.store, InMemoryThroughputStore) else None
+    estimator = Estimator(snap.cluster, snap.store, given.settings)
+    jobs = list(snap.jobs) + [p.job for p in snap.profiling if p.job is not None]
+    origin = min([j.submit_time for j in jobs] + [now])
+    models: dict[str, ModelSpec] = {}
+    specs: list[JobSpec] = []
+    resumed: dict[str, Resumed] = {}
+    ready_at = now + given.adoption_s - origin
+    profiling = {p.job_id for p in snap.profiling}
+    for job in jobs:
+        if job.samples_done >= job.total_samples:
+            continue
+        models[job.id] = _model_of(job, estimator, given.settings.restart_penalty_s, given.launch_s)
+        specs.append(_spec(job.id, job.submit_time - origin, job, job.total_samples))
+        was = _resumed(job, origin, now)
+        if given.plan is not None:
+            was = _after_plan(was, job, given.plan, now - origin, given)
+        if job.id in profiling:
+            was = replace(was, status="arriving", ready_at=ready_at)
+        resumed[job.id] = was
+    for h in extra:
+        models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s)
+        specs.append(
+            JobSpec(h.id, now - origin, h.demands, h.total_samples, h.id, h.user, h.batch_size)
+        )
+    if not specs:
+        return {}
+    truth = _EstimatedTruth(snap.cluster, models, estimator=estimator, jobs={j.id: j for j in jobs})
+    result = _run(given, truth, specs, resumed, store, origin)
+    return _predictions(result, origin, resumed)
+
+
+def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
+    return JobSpec(
+        job_id=job_id,
+        submit_time=max(submit, 0.0),
+        demands=job.demands,
+        total_samples=total,
+        model=job_id,
+        user=job.user,
+        batch_size=max(job.batch_size, 1),
+    )
+
+
+def _run(
+    given: ForecastInput,
+    truth: GroundTruth,
+    specs: Sequence[JobSpec],
+    resumed: Mapping[str, Resumed],
+    store: InMemoryThroughputStore | None,
+    origin: float,
+) -> EngineResult:
+    start = given.snapshot.now - origin
+    last = given.clock.last_round_at
+    length = given.settings.round_length_s
+    first_round = start if last is None else max(last + length - origin, start)
+    config = EngineConfig(
+        settings=given.settings,
+        profile_s=0.0,
+        adoption_s=given.adoption_s,
+        profile_noise=0.0,
+        measure_noise=0.0,
+        measure_after_s=math.inf,
+        spare_guard_s=given.options.spare_guard_s,
+        max_horizon_s=given.horizon_s,
+        start_s=start,
+        first_round_s=first_round,
+        partial=True,
+    )
+    engine = Engine(
+        truth,
+        specs,
+        get_policy(given.policy),
+        config,
+        resumed=resumed,
+        store=store,
+        reserved=_reserved(given.snapshot),
+    )
+    return engine.run()
+
+
+def _predictions(
+    result: EngineResult, origin: float, resumed: Mapping[str, Resumed]
+) -> dict[str, Predicted]:
+    """Epoch times; a job placed now (running, or started by the plan) has no start to come."""
+    out: dict[str, Predicted] = {}
+    for js in result.jobs:
+        was = resumed.get(js.spec.job_id)
+        runs_now = was is not None and was.status == "running"
+        start = None if runs_now or js.first_start is None else js.first_start + origin
+        end = None if js.finish_time is None else js.finish_time + origin
+        first = js.first_config
+        out[js.spec.job_id] = Predicted(
+            js.spec.job_id,
+            start,
+            end,
+            first.gpu_type if first is not None and start is not None else None,
+            first.total_gpus if first is not None and start is not None else 0,
+        )
+    return out

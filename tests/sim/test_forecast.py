@@ -1,0 +1,98 @@
+"""The forecast: the scheduling step run forward from a live snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import RoundClock
+from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.sim.forecast import ForecastInput, Hypothetical, forecast
+
+NOW = 1_000_000.0
+RATE = 100.0  # samples/s per GPU, learned for every job on every node
+
+
+def _cluster(gpus: int = 2) -> Cluster:
+    return Cluster.build([GpuType("a100", speed=1.0)], [Node("n1", "a100", gpus)])
+
+
+def _store(job_ids: list[str]) -> InMemoryThroughputStore:
+    store = InMemoryThroughputStore()
+    for job_id in job_ids:
+        for gpus in (1, 2):
+            store.set_entity_aggregated(job_id, "n1", gpus, RATE)
+            store.set_type_aggregated(job_id, "a100", gpus, RATE)
+    return store
+
+
+def _input(jobs: list[Job], *, capacity: dict[str, int] | None = None) -> ForecastInput:
+    snap = Snapshot(
+        now=NOW,
+        cluster=_cluster(),
+        jobs=tuple(jobs),
+        store=_store([j.id for j in jobs] + ["new"]),
+        capacity=capacity or {},
+    )
+    settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
+    return ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings)
+
+
+def _running(job_id: str, done: float, total: float, gpus: int = 2) -> Job:
+    return Job(
+        id=job_id,
+        demands=(gpus,),
+        total_samples=total,
+        submit_time=NOW - 100.0,
+        samples_done=done,
+        attained_service=50.0,
+        current=Configuration("a100", (("n1", gpus),)),
+    )
+
+
+def _queued(job_id: str, total: float, submit: float = NOW - 50.0) -> Job:
+    return Job(
+        id=job_id, demands=(2,), total_samples=total, submit_time=submit, wait_time=NOW - submit
+    )
+
+
+def test_a_running_job_ends_when_its_samples_run_out() -> None:
+    out = forecast(_input([_running("r", done=4000.0, total=10_000.0)]))
+    # 6000 samples left at 2 GPUs x 100 samples/s: 30 s from now, no move
+    assert out["r"].start_at is None
+    assert out["r"].end_at == pytest.approx(NOW + 30.0, abs=0.5)
+
+
+def test_a_waiting_job_starts_when_the_gpus_it_needs_are_freed() -> None:
+    jobs = [_running("r", done=4000.0, total=10_000.0), _queued("q", total=12_000.0)]
+    out = forecast(_input(jobs))
+    start = out["q"].start_at
+    assert start is not None
+    assert start == pytest.approx(NOW + 30.0, abs=1.0)
+    # its first start pays no restart: 12000 samples at 200/s
+    assert out["q"].end_at == pytest.approx(start + 60.0, abs=1.0)
+    assert (out["q"].gpu_type, out["q"].gpus) == ("a100", 2)
+
+
+def test_gpus_hops_may_not_use_delay_the_queue() -> None:
+    jobs = [_queued("q", total=6000.0)]
+    free = forecast(_input(jobs))
+    blocked = forecast(_input(jobs, capacity={"n1": 1}))
+    assert free["q"].start_at is not None
+    assert free["q"].start_at <= NOW + 30.0 + 1e-6  # at the next round at the latest
+    assert blocked["q"].start_at is None  # a 2-GPU job never fits the one GPU left
+    assert blocked["q"].end_at is None
+
+
+def test_a_hypothetical_job_is_forecast_behind_the_live_queue() -> None:
+    jobs = [_running("r", done=4000.0, total=10_000.0), _queued("q", total=12_000.0)]
+    asked = Hypothetical("new", (2,), 6000.0, {"a100": RATE})
+    out = forecast(_input(jobs), [asked])
+    q_end = out["q"].end_at
+    new_start = out["new"].start_at
+    assert q_end is not None and new_start is not None
+    assert new_start >= q_end - 1.0  # q waited longer: the latency-ratio queue serves it first
+    assert out["new"].end_at == pytest.approx(new_start + 30.0, abs=1.0)
+    assert "new" not in forecast(_input(jobs))
