@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors
+from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors, hours
 from hops_cli.notice_guard import submitted_copy
 from hops_cli.submit_args import (
     SubmitError,
@@ -28,6 +28,8 @@ from hopsd.core.inventory import (
 )
 
 if TYPE_CHECKING:
+    from hopsd.config import HopsConfig
+    from hopsd.slurm.port import SlurmPort
     from hopsd.slurm.tag import HopsTag
 
 
@@ -54,6 +56,37 @@ def _partition_option(
         )
     parts = partitions_for_types(managed, tag.types, tag.exclude_types)
     return [f"--partition={','.join(parts)}"] if parts else []
+
+
+def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json: bool) -> None:
+    """The forecast of the job as it would be submitted (:mod:`hops_cli.forecast_job`)."""
+    import getpass
+    import json
+
+    from hops_cli.forecast_job import test_only_payload
+    from hops_cli.ledger_access import reading
+
+    with reading(config) as unit:
+        payload = test_only_payload(config, unit, port, tag, getpass.getuser())
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    typer.echo(
+        f"not submitted; {payload['running_jobs']} job(s) running, "
+        f"{payload['queued_jobs']} waiting, forecast by hopsd's step:"
+    )
+    rows = ([("expected", payload["expected"])] if payload["expected"] else []) + [
+        ("", o) for o in payload["options"]
+    ]
+    for label, row in rows:
+        typer.echo(
+            f"  {label:<9} {row['gpu_type'] or '-':<8} {row['gpus']:>3} GPUs  "
+            f"start {_in(row['start_in_s'])}  finish {_in(row['finish_in_s'])}"
+        )
+
+
+def _in(seconds: float | None) -> str:
+    return "beyond the forecast" if seconds is None else f"in {hours(seconds)}"
 
 
 def submit(
@@ -96,6 +129,15 @@ def submit(
         typer.Option("--no-preempt", help="Once started, hops never moves or preempts the job."),
     ] = False,
     parsable: Annotated[bool, typer.Option("--parsable", help="Print only the job id.")] = False,
+    test_only: Annotated[
+        bool,
+        typer.Option(
+            "--test-only",
+            help="Submit nothing: print when the job would start and finish, as a whole "
+            "and on each GPU type and count it could get (hopsd's step run forward).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --test-only: JSON.")] = False,
 ) -> None:
     """Submit a training job that hops places on the best GPUs for it.
 
@@ -111,6 +153,10 @@ def submit(
     checkpoints (examples/pytorch has templates).
 
     Example: hops submit train.sh --gpus 1,2,4 --epochs 90 --dataset-size 1281167
+
+    With --test-only nothing is submitted: hops adds the job to the live state
+    and runs hopsd's scheduling step forward, then prints the predicted start
+    and finish (like sbatch --test-only, for each type and count).
     """
     from hopsd.slurm.errors import TagError
     from hopsd.slurm.tag import HopsTag
@@ -167,6 +213,9 @@ def submit(
 
         config = config_of(ctx)
         port = port_from_config(config)
+        if test_only:
+            _print_test_only(config, port, tag, as_json)
+            return
         notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
         env = job_environment(config.spool_dir, float(size), batch_size, notice)
         theirs = user_export(extra) or user_export(info.directives)

@@ -376,6 +376,7 @@ class Tick:
             self.policy.name,
             self.settings,
             self._step_options(),
+            profile_s=(unit.profiling_phase_s() or 0.0) if self.config.profiling else 0.0,
             plan=decision.plan if planned else None,
         )
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})

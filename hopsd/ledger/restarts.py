@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from hopsd.ledger.models import AllocationRow, IntentRow, JobRow, RunRow
 from hopsd.ledger.records import AllocationReason, IntentAction, IntentState
-from hopsd.ledger.runs import RUN, run_row
+from hopsd.ledger.runs import PROFILING, RUN, run_row
 
 #: A "restart" longer than this was not one (a job held by an admin, a lost report).
 MAX_RESTART_S = 3600.0
@@ -123,3 +123,25 @@ def launch_s(session: Session) -> float | None:
         first[job_id] = float(start) - decided[job_id] + max(float(startup or 0.0), 0.0)
     costs = [c for c in first.values() if 0.0 <= c <= MAX_RESTART_S]
     return statistics.median(costs) if costs else None
+
+
+def profiling_phase_s(session: Session) -> float | None:
+    """How long a new job's profiling phase lasts: the median, over the latest profiled
+    jobs, of its first profiling run's start to its last one's end. None: none yet.
+
+    The forecast holds a new job in profiling that long before it may be planned.
+    """
+    stmt = (
+        select(RunRow.job_id, RunRow.start_time, RunRow.end_time)
+        .where(RunRow.kind == PROFILING, RunRow.end_time.is_not(None))
+        .order_by(RunRow.id.desc())
+        .limit(LAUNCH_SAMPLE * 4)
+    )
+    spans: dict[str, tuple[float, float]] = {}
+    for job_id, start, end in session.execute(stmt):
+        if end is None:
+            continue
+        lo, hi = spans.get(job_id, (float(start), float(end)))
+        spans[job_id] = (min(lo, float(start)), max(hi, float(end)))
+    phases = [hi - lo for lo, hi in spans.values() if 0.0 <= hi - lo <= MAX_RESTART_S]
+    return statistics.median(phases) if phases else None

@@ -380,6 +380,10 @@ class Unit:
         """What a first start costs until the job trains (:func:`restarts.launch_s`)."""
         return restarts.launch_s(self._session)
 
+    def profiling_phase_s(self) -> float | None:
+        """How long a new job's profiling lasts (:func:`restarts.profiling_phase_s`)."""
+        return restarts.profiling_phase_s(self._session)
+
     def notices_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops signalled each (job, run) its checkpoint notice, since ``since``."""
         stmt = select(IntentRow.job_id, IntentRow.payload).where(

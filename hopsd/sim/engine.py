@@ -102,6 +102,10 @@ class EngineConfig:
     start_s: float = 0.0
     first_round_s: float = 0.0
     partial: bool = False  # stop at the horizon with jobs unfinished instead of failing
+    # A forecast stops planning once nothing waits or arrives (each running job then ends
+    # at its pace where it is) and after ``max_rounds`` rounds (the rest left open).
+    settle_when_served: bool = False
+    max_rounds: int | None = None
 
 
 #: Branch-and-bound nodes per solve in a simulation. On paper-512 every solve of
@@ -311,6 +315,8 @@ class Engine:
         last = max(self.jobs[-1].spec.submit_time, self.now) if self.jobs else self.now
         horizon = last + self.config.max_horizon_s
         while done < len(self.jobs):
+            if self._settled(next_arrival < len(arrivals)):
+                break
             if self.now >= next_round - EPS:
                 self._start_round(next_round)
                 next_round += length
@@ -377,6 +383,19 @@ class Engine:
             fragment_plans=self.fragment_plans,
             unmentioned_running=self.unmentioned,
         )
+
+    def _settled(self, arrivals_left: bool) -> bool:
+        """A forecast's end: every job served (their ends follow) or its rounds used up."""
+        cap = self.config.max_rounds
+        if cap is not None and len(self.rounds) > cap:
+            return True
+        if not self.config.settle_when_served or arrivals_left:
+            return False
+        if any(j.status != "running" for j in self.active.values()):
+            return False
+        for job in self.active.values():
+            job.finish_time = job.finish_eta(self.now)
+        return True
 
     def _resume(self) -> None:
         """Put the resumed jobs where the live cluster has them, at the start time."""

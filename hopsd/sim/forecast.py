@@ -4,9 +4,10 @@ hopsd's START and ETA, and ``hops submit --test-only``, are this forecast. From
 the snapshot a round planned (the queue, the running jobs where they run, what
 the estimator knows, the GPUs hops may not use) the simulator's engine runs the
 same step with the same policy and settings, round after round, until every
-job has finished or the horizon is reached. Jobs progress at the rates the
-estimator predicts (the forecast believes hopsd's own estimates), pay their
-learned restart price on every move and ``launch_s`` on a first start, and no
+job is served (nothing waits: each running job then ends at its pace where it
+is), :data:`MAX_ROUNDS` rounds were planned or the horizon is reached. Jobs
+progress at the rates the estimator predicts (the forecast believes hopsd's own
+estimates), pay their learned restart price on every move and ``launch_s`` on a first start, and no
 new job arrives except the ``extra`` ones asked about.
 
 The figures are compared with what really happened by
@@ -31,8 +32,10 @@ from hopsd.sim.engine import Engine, EngineConfig, EngineResult, Resumed
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 
-#: How far a forecast looks ahead before it leaves the rest unknown.
+#: How far a forecast looks ahead before it leaves the rest unknown ...
 HORIZON_S = 7 * 86400.0
+#: ... and how many rounds it plans at most (its cost is about one plan per round).
+MAX_ROUNDS = 200
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class ForecastInput:
     options: StepOptions = field(default_factory=StepOptions)
     launch_s: float = 0.0
     adoption_s: float = 0.0
+    #: a new job's profiling phase (0: planned at once), as hopsd measured it
+    profile_s: float = 0.0
     horizon_s: float = HORIZON_S
     #: the plan this round took from the snapshot, being enacted: the forecast starts
     #: after it (starts launching, moves restarting, preemptions back in the queue)
@@ -254,7 +259,7 @@ def _run(
     first_round = start if last is None else max(last + length - origin, start)
     config = EngineConfig(
         settings=given.settings,
-        profile_s=0.0,
+        profile_s=given.profile_s,
         adoption_s=given.adoption_s,
         profile_noise=0.0,
         measure_noise=0.0,
@@ -264,6 +269,8 @@ def _run(
         start_s=start,
         first_round_s=first_round,
         partial=True,
+        settle_when_served=True,
+        max_rounds=MAX_ROUNDS,
     )
     engine = Engine(
         truth,
@@ -286,7 +293,8 @@ def _predictions(
         was = resumed.get(js.spec.job_id)
         runs_now = was is not None and was.status == "running"
         start = None if runs_now or js.first_start is None else js.first_start + origin
-        end = None if js.finish_time is None else js.finish_time + origin
+        finite = js.finish_time is not None and math.isfinite(js.finish_time)
+        end = js.finish_time + origin if finite and js.finish_time is not None else None
         first = js.first_config
         out[js.spec.job_id] = Predicted(
             js.spec.job_id,

@@ -1,0 +1,194 @@
+"""START, ETA and ``hops submit --test-only`` set beside what really happened.
+
+hopsd (in process, the daemon's own tick) schedules the live-vs-replay workload
+on the live Slurm test cluster. Before each job is submitted, the benchmark
+asks what ``hops submit --test-only`` would print for it; while the workload
+runs, hopsd records every START and ETA it shows (the ledger's predictions).
+When every job has ended, each prediction is compared with the run Slurm
+really started and the end the job really had:
+
+    eval "$(bash docker/cluster.sh up | grep ^export)"
+    .venv/bin/python benchmarks/predictions.py [--scale 2] [--json]
+
+prints ``{"jobs", "start_median_error", "eta_median_error",
+"test_only_median_error"}``: each the median of ``|predicted - true| / true``
+where *true* is the time from the prediction to the event (the true wait for
+START, the true remaining time for ETA, the true time to finish for
+``--test-only``), with the counts and the per-job first predictions beside.
+A true time under one hopsd tick is taken as one tick (a prediction cannot be
+judged finer than hopsd sees). Goal: each <= 0.25.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from daemon_live import LiveEnv
+from live_replay import Arrival
+from live_vs_replay import WORKLOAD
+
+from hops_cli.forecast_job import test_only_payload
+from hops_cli.simulate import stdout_to_stderr
+from hopsd.daemon.tick import Tick
+from hopsd.ledger.records import JobRecord, JobRun, Prediction
+from hopsd.ledger.unit import Ledger
+from hopsd.slurm.tag import HopsTag
+from hopsd.solver_banner import silence_solver_banner
+
+WAITING = {"submitted", "queued", "preempted", "requeued", "profiling"}
+
+
+def _ask(env: LiveEnv, a: Arrival) -> dict[str, Any]:
+    """What ``hops submit --test-only`` says of the job, just before it is submitted."""
+    with Ledger(env.sessions).reading() as unit:
+        payload = test_only_payload(
+            env.config, unit, env.port, HopsTag(a.demands, a.samples, 32), "bench"
+        )
+    return payload
+
+
+def run(env: LiveEnv, workload: list[Arrival], deadline_s: float) -> dict[int, dict[str, Any]]:
+    """Submit on schedule (asking --test-only first), tick until every job ended."""
+    tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
+    pending = sorted(workload, key=lambda a: a.at_s)
+    asked: dict[int, dict[str, Any]] = {}
+    start = time.time()
+    end = time.monotonic() + deadline_s
+    index = 0
+    while time.monotonic() < end:
+        began = time.monotonic()
+        while index < len(pending) and time.time() - start >= pending[index].at_s:
+            a = pending[index]
+            said = _ask(env, a)
+            job = env.submit(a.demands, a.samples, type_speed=a.type_speed, label=f"p{index}")
+            asked[job] = said
+            index += 1
+        tick.run_once()
+        if index == len(pending) and env.all_terminal():
+            return asked
+        time.sleep(max(0.0, env.config.queue_refresh_s - (time.monotonic() - began)))
+    raise SystemExit(f"workload not finished within {deadline_s:.0f} s")
+
+
+def _error(predicted: float, true_at: float, made_at: float, floor_s: float) -> float:
+    return abs(predicted - true_at) / max(true_at - made_at, floor_s)
+
+
+def _next_start(runs: list[JobRun], after: float) -> float | None:
+    """Slurm's start of the job's first training run begun after ``after``."""
+    starts = [r.start_time for r in runs if r.kind == "run" and r.start_time >= after]
+    return min(starts, default=None)
+
+
+def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Every prediction against what happened (see the module docstring)."""
+    floor_s = env.config.queue_refresh_s
+    with Ledger(env.sessions).reading() as unit:
+        jobs: dict[int, JobRecord] = unit.jobs_by_slurm_ids(list(asked))
+        ids = [j.id for j in jobs.values()]
+        said: dict[str, list[Prediction]] = dict(unit.job_predictions(ids))
+        runs = unit.job_runs(ids)
+    starts: list[float] = []
+    etas: list[float] = []
+    tests: list[float] = []
+    per_job: list[dict[str, Any]] = []
+    for slurm_id, job in sorted(jobs.items()):
+        if job.end_time is None or str(job.state) != "done":
+            continue
+        first_start = first_eta = None
+        for p in said.get(job.id, []):
+            if p.state in WAITING and p.start_at is not None:
+                true = _next_start(runs.get(job.id, []), p.made_at)
+                if true is not None:
+                    starts.append(_error(p.start_at, true, p.made_at, floor_s))
+                    first_start = starts[-1] if first_start is None else first_start
+            if p.state == "running" and p.end_at is not None:
+                etas.append(_error(p.end_at, job.end_time, p.made_at, floor_s))
+                first_eta = etas[-1] if first_eta is None else first_eta
+        expected = asked[slurm_id].get("expected") or {}
+        test_error = None
+        if expected.get("end_at") is not None:
+            made = float(asked[slurm_id]["made_at"])
+            test_error = _error(float(expected["end_at"]), job.end_time, made, floor_s)
+            tests.append(test_error)
+        per_job.append(
+            {
+                "job": slurm_id,
+                "jct_s": round(job.end_time - job.submit_time, 1),
+                "first_start_error": _round(first_start),
+                "first_eta_error": _round(first_eta),
+                "test_only_error": _round(test_error),
+            }
+        )
+    return {
+        "jobs": len(per_job),
+        "start_median_error": _median(starts),
+        "eta_median_error": _median(etas),
+        "test_only_median_error": _median(tests),
+        "start_predictions": len(starts),
+        "eta_predictions": len(etas),
+        "test_only_predictions": len(tests),
+        "per_job": per_job,
+    }
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=2.0, help="multiply samples and arrivals")
+    parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if not os.environ.get("SLURM_CONF"):
+        print(
+            "hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr
+        )
+        return 2
+    workload = [
+        Arrival(a.at_s * args.scale, a.demands, a.samples * args.scale, a.type_speed)
+        for a in WORKLOAD
+    ]
+    with tempfile.TemporaryDirectory(prefix="hops-predictions-") as tmp:
+        root = Path(args.keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        env = LiveEnv.create(root)
+        silence_solver_banner()
+        try:
+            with stdout_to_stderr():
+                asked = run(env, workload, deadline_s=1200)
+            figures = judge(env, asked)
+        finally:
+            env.cleanup()
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"jobs {figures['jobs']}")
+    for key in ("start", "eta", "test_only"):
+        value = figures[f"{key}_median_error"]
+        shown = "-" if value is None else f"{value:.1%}"
+        print(
+            f"{key:<10} median error {shown:>7} over {figures[f'{key}_predictions']} (goal <= 25 %)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
