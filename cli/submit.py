@@ -65,7 +65,9 @@ def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json:
 
     from hops_cli.forecast_job import test_only_payload
     from hops_cli.ledger_access import reading
+    from hopsd.solver_banner import silence_solver_banner
 
+    silence_solver_banner()  # the forecast solves plans: nothing but the answer on stdout
     with reading(config) as unit:
         payload = test_only_payload(config, unit, port, tag, getpass.getuser())
     if as_json:
