@@ -20,14 +20,13 @@ from prometheus_client.exposition import choose_encoder
 
 from hopsd.config_checks import split_address
 from hopsd.daemon.httpserve import BoundedHandler, BoundedServer
+from hopsd.views.routes import NotThere, Page, Under
 
 log = logging.getLogger("hopsd.endpoint")
 
 #: A named check: returns None when fine, else the reason it is not.
 Check = Callable[[], str | None]
 
-#: A read-only document: returns its content type and body.
-Page = Callable[[], tuple[str, bytes]]
 
 
 def health(checks: Mapping[str, Check]) -> tuple[int, dict[str, object]]:
@@ -52,7 +51,7 @@ class Endpoint:
         registry: CollectorRegistry,
         checks: Mapping[str, Check],
         address: str,
-        pages: Mapping[str, Page] | None = None,
+        pages: Mapping[str, Page | Under] | None = None,
     ) -> None:
         host, port = split_address("metrics.address", address)
         handler = _handler(registry, checks, pages or {})
@@ -68,8 +67,24 @@ class Endpoint:
         self.server.server_close()
 
 
+def _below(pages: Mapping[str, Page | Under], path: str) -> Page | None:
+    """The page of ``path`` from the :class:`Under` whose prefix it has (None: not one)."""
+    for prefix, under in pages.items():
+        if isinstance(under, Under) and path.startswith(prefix) and len(path) > len(prefix):
+            rest = path[len(prefix) :]
+
+            def page(under: Under = under, rest: str = rest) -> tuple[str, bytes]:
+                found = under.answer(rest)
+                if found is None:
+                    raise NotThere(rest)
+                return found
+
+            return page
+    return None
+
+
 def _handler(
-    registry: CollectorRegistry, checks: Mapping[str, Check], pages: Mapping[str, Page]
+    registry: CollectorRegistry, checks: Mapping[str, Check], pages: Mapping[str, Page | Under]
 ) -> type[BoundedHandler]:
     class Handler(BoundedHandler):
         def do_GET(self) -> None:
@@ -77,8 +92,10 @@ def _handler(
             if path == "/healthz":
                 status, body = health(checks)
                 self._send(status, "application/json", json.dumps(body).encode() + b"\n")
-            elif path in pages:
-                self._page(pages[path])
+            elif path in pages and not isinstance(page := pages[path], Under):
+                self._page(page)
+            elif (below := _below(pages, path)) is not None:
+                self._page(below)
             elif path in ("/metrics", "/"):
                 encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
                 self._send(200, content_type, encoder(registry))
@@ -88,6 +105,9 @@ def _handler(
         def _page(self, page: Page) -> None:
             try:
                 content_type, body = page()
+            except NotThere:
+                self._send(404, "text/plain; charset=utf-8", b"not found\n")
+                return
             except Exception as exc:  # the ledger away: say so, keep serving
                 log.warning("event=page-failed path=%s error=%r", self.path, str(exc))
                 self._send(503, "text/plain; charset=utf-8", f"unavailable: {exc}\n".encode())

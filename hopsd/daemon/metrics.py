@@ -30,10 +30,11 @@ from prometheus_client import (
 import hopsd
 from hopsd.daemon.decide import MOVE, PREEMPT, PROFILE, START
 from hopsd.daemon.enact import EnactReport, Step
-from hopsd.daemon.endpoint import Check, Endpoint, Page
+from hopsd.daemon.endpoint import Check, Endpoint
 from hopsd.daemon.gpu_use import GpuUse
 from hopsd.daemon.problems import InputProblems
 from hopsd.ledger.records import IntentAction
+from hopsd.views.routes import Page, Under
 
 _TICK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -176,7 +177,7 @@ class DaemonMetrics:
         self,
         address: str,
         checks: Mapping[str, Check] | None = None,
-        pages: Mapping[str, Page] | None = None,
+        pages: Mapping[str, Page | Under] | None = None,
     ) -> None:
         """Expose ``/metrics``, ``/healthz`` (and the status ``pages``) at ``HOST:PORT``
         (no-op for an empty address)."""

@@ -21,6 +21,7 @@ from hopsd.ledger.records import RoundSummary
 from hopsd.ledger.unit import Ledger
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.privacy import public_fairness, public_status
+from hopsd.views.routes import Document, Page, Under
 from hopsd.views.status import read_nodes, status_payload
 from hopsd.views.timeline import render_curves, render_svg, timeline_payload
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 
 NOBODY = Viewer(ANONYMOUS)
 
-#: A route's answer: content type and body.
-Document = tuple[str, bytes]
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;color:#222}"
@@ -70,8 +69,9 @@ def documents(
     config: HopsConfig,
     rules: Callable[[], PrivateData] = PrivateData,
     window_h: float = 24.0,
-) -> dict[str, Callable[[], Document]]:
-    """The routes hopsd serves beside /metrics: the page and the JSON behind it.
+) -> dict[str, Page | Under]:
+    """The routes hopsd serves beside /metrics: the page, each job's page (``/job/ID``)
+    and the JSON behind them.
 
     Nobody is identified over HTTP, so every document is what Slurm's
     ``PrivateData`` (``rules``) lets any user see (:mod:`hopsd.views.privacy`).
@@ -97,8 +97,23 @@ def documents(
         body = render(status(listed), fairness(), rounds_payload(ledger), timeline(listed[0]))
         return "text/html; charset=utf-8", body.encode()
 
+    def job(rest: str) -> Document | None:
+        """``/job/ID`` (the page) and ``/job/ID.json``; None for anything else."""
+        from hopsd.views.job_page import job_document, render_job
+
+        wanted, as_doc = (rest[:-5], True) if rest.endswith(".json") else (rest, False)
+        if not wanted.isdigit() or len(wanted) > 12:
+            return None
+        doc = job_document(ledger, rules(), int(wanted))
+        if doc is None:
+            return None
+        if as_doc:
+            return "application/json", json.dumps(doc).encode() + b"\n"
+        return "text/html; charset=utf-8", render_job(doc).encode()
+
     return {
         "/status": page,
+        "/job/": Under(job),
         "/status.json": as_json(status),
         "/timeline.json": as_json(timeline),
         "/timeline.svg": lambda: ("image/svg+xml", render_svg(timeline()).encode()),
@@ -132,15 +147,22 @@ def timeline_document(
         by_id = unit.runs_between(since, now)
         jobs = unit.jobs(list(by_id))
         notices = unit.notices_since(since - 3600)
+        releases = unit.releases_since(since - 3600)
         queue = unit.queue_lengths_since(since)
     seen = {j: r for j, r in by_id.items() if j in jobs and sees_job(rules, NOBODY, jobs[j].user)}
     runs = {int(jobs[j].slurm_job_id or 0): r for j, r in seen.items()}
-    told = {(int(jobs[j].slurm_job_id or 0), n): at for (j, n), at in notices.items() if j in seen}
+
+    def by_slurm_id(per_run: dict[tuple[str, int], float]) -> dict[tuple[int, int], float]:
+        return {
+            (int(jobs[j].slurm_job_id or 0), n): at for (j, n), at in per_run.items() if j in seen
+        }
+
+    told, freed = by_slurm_id(notices), by_slurm_id(releases)
     starts = [r.start_time for rs in runs.values() for r in rs]
     begin = max(since, min(starts, default=now - 600.0))
     managed = managed_nodes(facts_of(nodes), config.partitions, config.node_types)
     lanes = [(m.name, m.gpu_type, m.gpus) for m in managed]
-    return timeline_payload(runs, told, lanes, queue, begin, now)
+    return timeline_payload(runs, told, lanes, queue, begin, now, freed)
 
 
 def render(
@@ -163,11 +185,11 @@ def render(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>hops status</title>",
         f"<meta http-equiv='refresh' content='{REFRESH_S}'>",
         f"<style>{STYLE}</style></head><body><h1>hops</h1>",
-        f"<p id='leader'>{_e(led)} &middot; RAQLR ({status['raqlr_window_h']:g} h): "
-        f"{status['raqlr']:.2f} &middot; page made {_e(_utc(time.time()))}</p>",
+        f"<p id='leader'>{escape(led)} &middot; RAQLR ({status['raqlr_window_h']:g} h): "
+        f"{status['raqlr']:.2f} &middot; page made {escape(utc(time.time()))}</p>",
         *_timeline_parts(timeline),
         "<h2>GPU types</h2>",
-        _table(
+        table(
             "gpu-types",
             ("type", "nodes", "GPUs", "busy", "idle"),
             (
@@ -176,24 +198,26 @@ def render(
             ),
         ),
         f"<h2>Queue ({len(queued)})</h2>",
-        _table(
+        table(
             "queue",
-            ("job", "user", "state", "demands", "wait", "LR", "reason"),
+            ("job", "user", "state", "demands", "wait", "LR", "START", "reason"),
             (
                 (
                     j["job_id"],
                     j["user"],
                     j["state"],
                     ",".join(map(str, j["demands"])),
-                    _dur(j["wait_s"]),
+                    dur(j["wait_s"]),
                     _lr(j["latency_ratio"]),
+                    dur(j["start_in_s"]),
                     j["reason"] or j["problem"] or "",
                 )
                 for j in queued
             ),
+            JOB_LINK,
         ),
         f"<h2>Running ({len(running)})</h2>",
-        _table(
+        table(
             "running",
             ("job", "user", "state", "type", "nodes", "LR", "ETA", "reason"),
             (
@@ -204,14 +228,15 @@ def render(
                     j["gpu_type"] or "",
                     ",".join(f"{n}:{g}" for n, g in j["nodes"].items()),
                     _lr(j["latency_ratio"]),
-                    _dur(j["eta_s"]),
+                    dur(j["eta_s"]),
                     j["reason"] or "",
                 )
                 for j in running
             ),
+            JOB_LINK,
         ),
         "<h2>Fairness per job</h2>",
-        _table(
+        table(
             "fairness-jobs",
             ("job", "user", "state", "LR", "rho", "starving"),
             (
@@ -227,15 +252,15 @@ def render(
             ),
         ),
         f"<h2>Fairness per user</h2><p>Jain index {fairness['jain_users']:.3f}</p>",
-        _table("fairness-users", *_users(fairness["users"])),
+        table("fairness-users", *_users(fairness["users"])),
         "<h2>Recent rounds</h2>",
-        _table(
+        table(
             "rounds",
             ("round", "at", "kind", "queued", "running", "actions", "decision s", "idle GPUs"),
             (
                 (
                     r["number"],
-                    _utc(r["started_at"]),
+                    utc(r["started_at"]),
                     r["kind"],
                     r["queued"],
                     r["running"],
@@ -254,10 +279,11 @@ def render(
 def _timeline_parts(timeline: dict[str, Any] | None) -> list[str]:
     if timeline is None:
         return []
-    span = f"{_utc(timeline['since'])} to {_utc(timeline['until'])}"
+    span = f"{utc(timeline['since'])} to {utc(timeline['until'])}"
     return [
-        f"<h2>Timeline</h2><p>{_e(span)}: each node's GPUs; a bar is a run "
-        "(blue: running, orange: profiling, red: in its checkpoint grace).</p>",
+        f"<h2>Timeline</h2><p>{escape(span)}: each node's GPUs; a bar is a run "
+        "(grey: held for it, released and waiting for Slurm to start it; blue: running; "
+        "orange: profiling; red: in its checkpoint grace).</p>",
         render_svg(timeline),
         render_curves(timeline),
     ]
@@ -271,10 +297,29 @@ def _users(users: Sequence[dict[str, Any]]) -> tuple[Sequence[str], Iterable[Seq
     return headers, ([_cell(u[h]) for h in headers] for u in users)
 
 
-def _table(ident: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+#: Where a job's own page is: its id in the tables links there.
+JOB_LINK = "/job/"
+
+
+def table(
+    ident: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    link: str | None = None,
+) -> str:
+    """An HTML table, every cell escaped; with ``link`` the first cell links to
+    ``link`` + its value (a job id to the job's page)."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+
+    def first(value: Any) -> str:
+        text = escape(_cell(value))
+        return f"<a href='{escape(link)}{text}'>{text}</a>" if link and value is not None else text
+
     body = "".join(
-        "<tr>" + "".join(f"<td>{_e(_cell(v))}</td>" for v in row) + "</tr>" for row in rows
+        "<tr>"
+        + "".join(f"<td>{first(v) if k == 0 else escape(_cell(v))}</td>" for k, v in enumerate(row))
+        + "</tr>"
+        for row in rows
     )
     return f"<table id='{ident}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -287,7 +332,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _e(text: object) -> str:
+def escape(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
@@ -295,7 +340,7 @@ def _lr(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _dur(seconds: float | None) -> str:
+def dur(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     if seconds < 90:
@@ -305,5 +350,5 @@ def _dur(seconds: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def _utc(epoch: float) -> str:
+def utc(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

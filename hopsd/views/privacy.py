@@ -34,6 +34,12 @@ def public_fairness(doc: dict[str, Any], rules: PrivateData) -> dict[str, Any]:
     return out
 
 
+def public_job(job: dict[str, Any], rules: PrivateData) -> dict[str, Any]:
+    """One job's ``/job/ID`` document (the caller checked the job may be seen): no
+    account the anonymous viewer may not see, and not the script's path."""
+    return {k: v for k, v in _job(job, rules).items() if k != "script"}
+
+
 def _job(job: dict[str, Any], rules: PrivateData) -> dict[str, Any]:
     if "account" in job and not sees_account(rules, _NOBODY, job["user"]):
         return {**job, "account": ""}

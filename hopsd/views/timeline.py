@@ -1,10 +1,12 @@
 """The status page's timeline: which job held which GPUs of each node, and when.
 
 Built from the ledger's runs (:mod:`hopsd.ledger.runs`: Slurm's start of each
-run, its end, its nodes), the notices hops sent (a run's last stretch, from the
-signal to its end, is its checkpoint grace) and the rounds (how many jobs
-waited). One document serves ``/timeline.json`` and the SVG the page draws
-from it, so a test can hold every bar against the run it stands for.
+run, its end, its nodes), the releases hops made (the GPUs are *held* for a run
+from hops's decision to release it until Slurm starts it), the notices hops
+sent (a run's last stretch, from the signal to its end, is its checkpoint
+grace) and the rounds (how many jobs waited). One document serves
+``/timeline.json`` and the SVG the page draws from it, so a test can hold every
+bar against the run it stands for.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class Bar:
     gpus: int
     job_id: int
     run: int
-    kind: str  # profiling, run, or grace (from the notice to the run's end)
+    kind: str  # held (released, not started yet), profiling, run, or grace (notice to end)
     start: float
     end: float
     open: bool
@@ -49,12 +51,28 @@ class Bar:
         }
 
 
-def _stretches(run: JobRun, notice_at: float | None, now: float) -> list[tuple[str, float, float]]:
-    """The run's kind from its start, then ``grace`` from the notice to its end."""
+#: How long before its start a release still counts as this run's (older: a stale intent).
+HELD_MAX_S = 600.0
+
+
+def held_from(run: JobRun, released_at: float | None) -> float:
+    """When the run's GPUs were first held: hops's release decision, else its start."""
+    if released_at is None or not run.start_time - HELD_MAX_S <= released_at < run.start_time:
+        return run.start_time
+    return released_at
+
+
+def _stretches(
+    run: JobRun, notice_at: float | None, released_at: float | None, now: float
+) -> list[tuple[str, float, float]]:
+    """``held`` from the release to the start, the run's kind, then ``grace`` from the
+    notice to its end."""
     end = run.end_time if run.end_time is not None else now
+    held = held_from(run, released_at)
+    out = [("held", held, run.start_time)] if held < run.start_time else []
     if notice_at is None or not run.start_time < notice_at < end:
-        return [(run.kind, run.start_time, end)]
-    return [(run.kind, run.start_time, notice_at), ("grace", notice_at, end)]
+        return [*out, (run.kind, run.start_time, end)]
+    return [*out, (run.kind, run.start_time, notice_at), ("grace", notice_at, end)]
 
 
 def bars_of(
@@ -63,22 +81,26 @@ def bars_of(
     sizes: Mapping[str, int],
     since: float,
     now: float,
+    releases: Mapping[tuple[int, int], float] | None = None,
 ) -> list[Bar]:
     """Every run's bars on the nodes of ``sizes``, each on GPU lanes free at its start.
 
-    ``runs`` per Slurm job id; ``notices`` the signal time per (job, run).
+    ``runs`` per Slurm job id; ``notices`` the signal time per (job, run);
+    ``releases`` hops's release decision per (job, run).
     Lanes are assigned in start order, lowest free first, so bars on one node
     never overlap while the runs did not hold more GPUs than the node has.
     """
+    released = releases or {}
     spans: list[tuple[float, float, str, int, JobRun]] = []
     for job, job_runs in runs.items():
         for run in job_runs:
             end = run.end_time if run.end_time is not None else now
             if end < since:
                 continue
+            since_held = held_from(run, released.get((job, run.run)))
             for node, _gpus in run.parts:
                 if node in sizes:
-                    spans.append((run.start_time, end, node, job, run))
+                    spans.append((since_held, end, node, job, run))
     busy: dict[str, list[tuple[float, int, int]]] = {}  # node -> (until, lane, gpus)
     out: list[Bar] = []
     for start, end, node, job, run in sorted(spans, key=lambda s: (s[0], s[2], s[3])):
@@ -86,7 +108,10 @@ def bars_of(
         held = [(u, lane, g) for u, lane, g in busy.get(node, []) if u > start]
         lane = _free_lane(held, gpus, sizes[node])
         busy[node] = [*held, (end, lane, gpus)]
-        for kind, a, b in _stretches(run, notices.get((job, run.run)), now):
+        stretches = _stretches(run, notices.get((job, run.run)), released.get((job, run.run)), now)
+        for kind, a, b in stretches:
+            if b <= since:
+                continue
             out.append(
                 Bar(node, lane, gpus, job, run.run, kind, max(a, since), b, run.end_time is None)
             )
@@ -132,11 +157,12 @@ def timeline_payload(
     queue: Sequence[tuple[float, int]],
     since: float,
     now: float,
+    releases: Mapping[tuple[int, int], float] | None = None,
 ) -> dict[str, Any]:
     """The ``/timeline.json`` document; ``nodes`` are (name, GPU type, GPUs)."""
     sizes = {n: g for n, _, g in nodes}
     types = {n: t for n, t, _ in nodes}
-    bars = bars_of(runs, notices, sizes, since, now)
+    bars = bars_of(runs, notices, sizes, since, now, releases)
     return {
         "since": since,
         "until": now,
@@ -161,7 +187,7 @@ LABEL = 90
 LANE_PX = 10
 #: Bars at least this wide carry their job's id.
 LABELLED_PX = 60
-COLOURS = {"run": "#3a7bd5", "profiling": "#f0a030", "grace": "#c0392b"}
+COLOURS = {"run": "#3a7bd5", "profiling": "#f0a030", "grace": "#c0392b", "held": "#8e8e8e"}
 
 
 def _x(at: float, since: float, until: float) -> float:

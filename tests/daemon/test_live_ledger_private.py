@@ -26,6 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,6 +218,10 @@ def test_private_data_is_honoured_by_every_read_path(env: LiveEnv, private_data:
         assert json.loads(own.stdout)["jobs"][0]["name"] == f"{env.prefix}{VICTIM}"  # Slurm's
         page = _get(port, "/status.json") + _get(port, "/status") + _get(port, "/fairness.json")
         assert VICTIM not in page and ATTACKER not in page
+        # a job's own page is there only for a job any user may see
+        assert [_code(port, f"/job/{j}{ext}") for j in (mine, theirs) for ext in ("", ".json")] == [
+            404
+        ] * 4
         everyone = hops_as("root", conf, "status", "--all", "--json")
         assert {j["job_id"] for j in json.loads(everyone.stdout)["jobs"]} == {mine, theirs}
         subprocess.run(["scancel", str(theirs)], check=True, timeout=20)
@@ -236,6 +241,15 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _code(port: int, path: str) -> int:
+    """The HTTP status hopsd answers ``path`` with."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
 
 
 def _get(port: int, path: str) -> str:

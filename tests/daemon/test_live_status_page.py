@@ -21,6 +21,8 @@ import pytest
 from daemon_live import LIVE, LiveEnv, hopsd_process
 from timeline_check import bars_against_ledger, bars_in_screenshot
 
+from hopsd.views.page import _lr, dur
+
 pytestmark = LIVE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,9 +110,34 @@ def shape(value: Any) -> Any:
 TYPE_COLUMNS = ("gpu_type", "nodes", "gpus_total", "gpus_busy", "gpus_idle")
 
 
+def _between(shown: str, values: list[float | None]) -> bool:
+    """A duration the page shows is one of ``values`` as the page formats it, or lies
+    between them (it counted down between the two documents)."""
+    if shown in {dur(v) for v in values}:
+        return True
+    known = [v for v in values if v is not None]
+    if shown == "-" or len(known) < 2:
+        return False
+    return any(dur(t) == shown for t in range(int(min(known)), int(max(known)) + 1))
+
+
+def _lr_between(shown: str, values: list[float | None]) -> bool:
+    """An LR the page shows is one of ``values`` as the page formats it, or between them
+    (hopsd updated it between the two documents)."""
+    if shown in {_lr(v) for v in values}:
+        return True
+    known = [v for v in values if v is not None]
+    return (
+        shown != "-"
+        and len(known) >= 2
+        and min(known) - 0.005 <= float(shown) <= max(known) + 0.005
+    )
+
+
 def agrees_with_status(page: Tables, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """Each number the page's job and type tables show is what ``/status.json`` said just
-    before or just after the page was made."""
+    before or just after the page was made: state, type, nodes, demands, wait, LR, START
+    and ETA."""
     problems = []
     docs = [before, after]
     for row in page.tables["running"][1:]:
@@ -119,11 +146,24 @@ def agrees_with_status(page: Tables, before: dict[str, Any], after: dict[str, An
                 for d in docs for j in d["jobs"]]  # fmt: skip
         if tuple(row[:1] + row[2:5]) not in seen:
             problems.append(f"running row {row} is in neither {seen}")
+        lrs = [j["latency_ratio"] for d in docs for j in d["jobs"] if str(j["job_id"]) == row[0]]
+        if not _lr_between(row[5], lrs):
+            problems.append(f"running row {row}: LR {row[5]} is none of {lrs}")
+        etas = [j["eta_s"] for d in docs for j in d["jobs"] if str(j["job_id"]) == row[0]]
+        if not _between(row[6], etas):
+            problems.append(f"running row {row}: ETA {row[6]} is none of {etas}")
     for row in page.tables["queue"][1:]:
         seen = [(str(j["job_id"]), j["state"], ",".join(map(str, j["demands"])))
                 for d in docs for j in d["jobs"]]  # fmt: skip
         if (row[0], row[2], row[3]) not in seen:
             problems.append(f"queue row {row} is in neither {seen}")
+        mine = [j for d in docs for j in d["jobs"] if str(j["job_id"]) == row[0]]
+        if not _lr_between(row[5], [j["latency_ratio"] for j in mine]):
+            problems.append(f"queue row {row}: LR {row[5]} is none of {mine}")
+        if not _between(row[4], [j["wait_s"] for j in mine]):
+            problems.append(f"queue row {row}: wait {row[4]} is none of {mine}")
+        if not _between(row[6], [j["start_in_s"] for j in mine]):
+            problems.append(f"queue row {row}: START {row[6]} is none of {mine}")
     for row in page.tables["gpu-types"][1:]:
         seen = [tuple(str(c[k]) for k in TYPE_COLUMNS) for d in docs for c in d["cluster"]]
         if tuple(row) not in seen:
@@ -142,6 +182,28 @@ def check_timeline(base: str, env: LiveEnv, shot: Path, tmp_path: Path) -> None:
     assert bars >= 2 and wrong == [], (bars, wrong)
     drawn, misplaced = bars_in_screenshot(shot, before, after)
     assert drawn >= 2 and misplaced == [], (drawn, misplaced)
+
+
+def check_job_page(base: str, env: LiveEnv, job: int, tmp_path: Path) -> None:
+    """``/job/ID``: its timeline's bars are the job's runs of the ledger (held from the
+    release hops made to Slurm's start), and the page lists each run and prediction."""
+    doc = fetch(f"{base}/job/{job}.json")
+    assert doc["job"]["job_id"] == job and "script" not in doc["job"]
+    bars, wrong = bars_against_ledger(doc["timeline"], env.sessions)
+    kinds = {b["kind"] for n in doc["timeline"]["nodes"] for b in n["bars"]}
+    # a held stretch (release to Slurm's start) is under a second here, and Slurm's
+    # start is whole seconds: one is drawn only where the start is after the release
+    assert bars >= 1 and wrong == [] and "run" in kinds, (bars, wrong, kinds)
+    assert doc["predictions"], "hopsd recorded no START/ETA for a job it ran"
+    dom = chromium(["--dump-dom", f"{base}/job/{job}"], tmp_path / "profile-job")
+    page = Tables()
+    page.feed(dom)
+    assert len(page.tables["runs"]) - 1 >= len(doc["job"]["runs"]) >= 1
+    assert len(page.tables["predictions"]) - 1 >= len(doc["predictions"])
+    assert 'class="bar run"' in dom or "class='bar run'" in dom
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{base}/job/999999999", timeout=10)
+    assert missing.value.code == 404
 
 
 @pytest.mark.slow
@@ -195,12 +257,14 @@ def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
         assert all(run_rows[str(j)][3] in types for j in running)  # a GPU type shown
         queue_rows = {row[0]: row for row in page.tables["queue"][1:]}
         assert str(queued) in queue_rows
-        assert queue_rows[str(queued)][6] not in ("", "-")  # the reason it waits
+        assert queue_rows[str(queued)][7] not in ("", "-")  # the reason it waits
         fair_rows = {row[0] for row in page.tables["fairness-jobs"][1:]}
         assert {str(j) for j in [*running, queued]} <= fair_rows
         users = [row[0] for row in page.tables["fairness-users"][1:]]
         assert users, page.tables["fairness-users"]
         assert len(page.tables["rounds"]) >= 2  # a header and at least one round
+
+        check_job_page(base, env, running[0], tmp_path)
 
         artefacts = Path(os.environ.get("HOPS_TEST_ARTIFACTS", ROOT / "test-artifacts"))
         artefacts.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ def job(job_id: int, state: str, reason: str, user: str = "alice") -> dict[str, 
         "wait_s": 12.0,
         "latency_ratio": 0.5,
         "eta_s": 60.0,
+        "start_in_s": 30.0 if state == "queued" else None,
         "reason": reason,
         "problem": None,
     }

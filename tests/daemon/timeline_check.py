@@ -2,7 +2,8 @@
 
 :func:`bars_against_ledger`: every bar of ``/timeline.json`` is a run the
 ledger recorded, on that node, from that run's start (or the window's) to its
-end (or now, while it runs). :func:`bars_in_screenshot`: in a screenshot of
+end (or now, while it runs); a ``held`` bar runs from a release hops carried
+out for that run to the run's start. :func:`bars_in_screenshot`: in a screenshot of
 ``/timeline.svg``, the pixel in the middle of each bar (the part of it drawn
 at both ends of the few seconds between two fetches of the document) has the
 colour of its kind.
@@ -18,7 +19,8 @@ from PIL import Image
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from hopsd.ledger.models import JobRow, RunRow
+from hopsd.ledger.models import IntentRow, JobRow, RunRow
+from hopsd.ledger.records import IntentAction, IntentState
 from hopsd.views.timeline import COLOURS, LABEL, LANE_PX, WIDTH
 
 Doc = Mapping[str, Any]
@@ -29,6 +31,15 @@ def bars_against_ledger(doc: Doc, sessions: sessionmaker[Session]) -> tuple[int,
     with sessions.begin() as s:
         slurm_of = {r.id: int(r.slurm_job_id or 0) for r in s.scalars(select(JobRow))}
         runs = {(slurm_of[r.job_id], r.run): r for r in s.scalars(select(RunRow))}
+        released = {
+            (slurm_of[r.job_id], int(r.payload.get("run", -1)), round(r.created_at, 3))
+            for r in s.scalars(
+                select(IntentRow).where(
+                    IntentRow.action == IntentAction.RELEASE, IntentRow.state == IntentState.DONE
+                )
+            )
+            if r.job_id in slurm_of
+        }
         problems: list[str] = []
         checked = 0
         for node in doc["nodes"]:
@@ -42,6 +53,13 @@ def bars_against_ledger(doc: Doc, sessions: sessionmaker[Session]) -> tuple[int,
                 if parts.get(bar["node"]) != bar["gpus"]:
                     problems.append(f"bar {bar} but the run held {parts}")
                 start = max(run.start_time, doc["since"])
+                if bar["kind"] == "held":
+                    key = (bar["job_id"], bar["run"], round(bar["start"], 3))
+                    if abs(bar["end"] - run.start_time) > 1e-3 or (
+                        bar["start"] > doc["since"] and key not in released
+                    ):
+                        problems.append(f"held bar {bar}: no release of it before {start}")
+                    continue
                 if bar["kind"] != "grace" and abs(bar["start"] - start) > 1e-3:
                     problems.append(f"bar {bar} but the run started at {run.start_time}")
                 ended = run.end_time

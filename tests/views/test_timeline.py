@@ -48,6 +48,25 @@ def test_a_notice_splits_a_run_into_running_and_its_grace() -> None:
     ]
 
 
+def test_gpus_are_held_from_the_release_to_the_start_and_the_lane_stays_reserved() -> None:
+    """A run released at 90 and started by Slurm at 100 holds its GPUs from 90: a run
+    that started at 95 elsewhere on the node takes other lanes. A release long before
+    the start (a stale intent) or after it draws no held stretch."""
+    runs = {
+        7: [run(0, 100.0, 160.0, {"a100n1": 2}), run(1, 170.0, 180.0, {"k80n1": 1})],
+        8: [run(0, 95.0, 150.0, {"a100n1": 2})],
+        9: [run(0, 120.0, 130.0, {"k80n1": 1})],
+    }
+    releases = {(7, 0): 90.0, (7, 1): 175.0, (9, 0): 120.0 - 5000.0}
+    bars = bars_of(runs, {}, {"a100n1": 4, "k80n1": 4}, 0.0, 200.0, releases)
+    got = [(b.job_id, b.run, b.kind, b.start, b.end, b.lane) for b in bars]
+    assert (7, 0, "held", 90.0, 100.0, 0) in got and (7, 0, "run", 100.0, 160.0, 0) in got
+    assert (8, 0, "run", 95.0, 150.0, 2) in got  # job 7 held lanes 0-1 since 90
+    assert not any(b.kind == "held" and (b.job_id, b.run) in ((7, 1), (9, 0)) for b in bars)
+    doc = timeline_payload(runs, {}, NODES, [], 0.0, 200.0, releases)
+    assert "class='bar held'" in render_svg(doc)
+
+
 def test_each_bar_in_the_svg_is_where_its_run_was_and_curves_count_gpus() -> None:
     runs = {
         7: [run(0, 100.0, 150.0, {"a100n1": 2}, kind="profiling")],
