@@ -8,7 +8,7 @@ When every job has ended, each prediction is compared with the run Slurm
 really started and the end the job really had:
 
     eval "$(bash docker/cluster.sh up | grep ^export)"
-    .venv/bin/python benchmarks/predictions.py [--scale 2] [--json]
+    .venv/bin/python benchmarks/predictions.py [--workload contended] [--scale 3] [--json]
 
 prints ``{"jobs", "start_median_error", "eta_median_error",
 "test_only_median_error"}``: each the median of ``|predicted - true| / true``
@@ -47,6 +47,24 @@ from hopsd.slurm.tag import HopsTag
 from hopsd.solver_banner import silence_solver_banner
 
 WAITING = {"submitted", "queued", "preempted", "requeued", "profiling"}
+
+#: More GPUs asked for than the 18-GPU test cluster has, from the first seconds on:
+#: jobs wait, so START is foreseen (and judged) for many of them.
+CONTENDED = [
+    Arrival(0, (4,), 16000),
+    Arrival(0, (4,), 16000),
+    Arrival(1, (4,), 12000),
+    Arrival(1, (2, 4), 12000),
+    Arrival(2, (2,), 8000),
+    Arrival(2, (4,), 16000, "a100=6"),
+    Arrival(3, (1, 2), 6000),
+    Arrival(3, (4,), 12000),
+    Arrival(4, (2, 4), 10000),
+    Arrival(5, (1,), 4000),
+    Arrival(6, (4,), 12000),
+    Arrival(8, (2,), 6000),
+]
+WORKLOADS = {"replay": WORKLOAD, "contended": CONTENDED}
 
 
 def _ask(env: LiveEnv, a: Arrival) -> dict[str, Any]:
@@ -153,7 +171,13 @@ def _round(value: float | None) -> float | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=2.0, help="multiply samples and arrivals")
+    parser.add_argument("--scale", type=float, default=3.0, help="multiply samples and arrivals")
+    parser.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default="contended",
+        help="contended: more GPUs asked for than there are; replay: live_vs_replay's",
+    )
     parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -164,7 +188,7 @@ def main() -> int:
         return 2
     workload = [
         Arrival(a.at_s * args.scale, a.demands, a.samples * args.scale, a.type_speed)
-        for a in WORKLOAD
+        for a in WORKLOADS[args.workload]
     ]
     with tempfile.TemporaryDirectory(prefix="hops-predictions-") as tmp:
         root = Path(args.keep or tmp)

@@ -3,11 +3,13 @@
 The job as it would be tagged is added to the live state (the ledger's jobs,
 what Slurm runs now, what hopsd has learned) and hopsd's step is run forward
 (:mod:`hopsd.sim.forecast`): once with the job as submitted, which is what
-hops expects, and once for each GPU type and count it could get. A job hops
-has never seen runs at the type table's rate, as hopsd assumes; it joins the
-queue after hopsd's queue refresh and, where hopsd profiles new jobs, after
-the profiling phase hopsd measured of the latest jobs. Slurm's ``PrivateData`` applies: jobs the
-caller may not see are not in the forecast.
+hops expects, and once for each GPU type and count it could get. The job runs
+at what earlier jobs of its ``--model`` measured, else at the type table's
+rate, as hopsd assumes; it joins the queue after hopsd's queue refresh and,
+where hopsd profiles new jobs, after the profiling phase hopsd measured of the
+latest jobs. Tagged jobs Slurm has that hopsd has not adopted yet are in the
+queue ahead of it. Slurm's ``PrivateData`` applies: jobs the caller may not see
+are not in the forecast.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.model import Cluster
+from hopsd.daemon.views import Observation
 from hopsd.ledger.unit import Unit
 from hopsd.sim.forecast import ForecastInput, Hypothetical, Predicted, forecast
 from hopsd.slurm.port import SlurmPort
@@ -31,7 +35,62 @@ def allowed_types(tag: HopsTag, types: Sequence[str]) -> list[str]:
     return [t for t in chosen if t not in tag.exclude_types]
 
 
-def _input(config: HopsConfig, unit: Unit, port: SlurmPort, now: float) -> ForecastInput:
+def assumed_rates(
+    unit: Unit, cluster: Cluster, tag: HopsTag, table: dict[str, float]
+) -> dict[str, float]:
+    """Single-GPU samples/s per type hopsd would assume of the job: what earlier jobs of its
+    ``--model`` (at its batch size) measured, the other types scaled by the types' speeds
+    from a measured one (as hopsd derives them); the type table for a model never seen."""
+    from hopsd.core.estimator import expected_iteration_time
+    from hopsd.slurm.tag import UNKNOWN_MODEL
+
+    if tag.model == UNKNOWN_MODEL:
+        return dict(table)
+    key = (tag.model, tag.batch_size)
+    measured: dict[str, float] = {}
+    for _job, gpu_type, profile in unit.model_profiles([key]).get(key, []):  # newest first
+        gpu = cluster.gpu_types.get(gpu_type)
+        if gpu is None or gpu_type in measured:
+            continue
+        t_iter = expected_iteration_time(profile, tag.params, 1, 1, gpu.b_link, gpu.b_net)
+        measured[gpu_type] = tag.batch_size / t_iter
+    if not measured:
+        return dict(table)
+    base, rate = next(iter(sorted(measured.items())))
+    speed = cluster.gpu_types[base].speed
+    return {t: measured.get(t, rate * cluster.gpu_types[t].speed / speed) for t in sorted(table)}
+
+
+def _not_adopted(
+    obs: Observation, adopted: set[int], rates: dict[str, float], now: float
+) -> list[Hypothetical]:
+    """Tagged jobs Slurm has that hopsd has not adopted yet (submitted seconds ago): they
+    are ahead in the queue, so the forecast counts them as jobs hops never saw."""
+    out = []
+    for seen in obs.jobs:
+        tag = seen.tag
+        if tag is None or seen.slurm_id in adopted or seen.final:
+            continue
+        types = allowed_types(tag, sorted(rates))
+        if types:
+            out.append(
+                Hypothetical(
+                    f"slurm-{seen.slurm_id}",
+                    tag.demands,
+                    tag.total_samples,
+                    {t: rates[t] for t in types},
+                    tag.batch_size,
+                    tag.params,
+                    seen.user,
+                    max(now - (seen.submit_time or now), 0.0),
+                )
+            )
+    return out
+
+
+def _input(
+    config: HopsConfig, unit: Unit, port: SlurmPort, now: float
+) -> tuple[ForecastInput, Observation]:
     from hopsd.core.step import RoundClock
     from hopsd.daemon.assemble import assemble
     from hopsd.daemon.observe import observe
@@ -45,7 +104,7 @@ def _input(config: HopsConfig, unit: Unit, port: SlurmPort, now: float) -> Forec
     settings = config.settings()
     last = unit.latest_round()
     clock = RoundClock(settings.round_length_s, None if last is None else last.started_at)
-    return ForecastInput(
+    given = ForecastInput(
         built.snapshot,
         clock,
         config.policy,
@@ -54,6 +113,7 @@ def _input(config: HopsConfig, unit: Unit, port: SlurmPort, now: float) -> Forec
         adoption_s=config.queue_refresh_s,
         profile_s=(unit.profiling_phase_s() or 0.0) if config.profiling else 0.0,
     )
+    return given, obs
 
 
 def _row(p: Predicted, now: float, gpu_type: str | None, gpus: int | None) -> dict[str, Any]:
@@ -72,17 +132,20 @@ def test_only_payload(
 ) -> dict[str, Any]:
     """The ``--json`` document: ``expected`` (the job as submitted) and ``options``."""
     now = time.time()
-    given = _input(config, unit, port, now)
+    given, obs = _input(config, unit, port, now)
     cluster = given.snapshot.cluster
+    every = {t: given.settings.reference_throughput * g.speed for t, g in cluster.gpu_types.items()}
     types = allowed_types(tag, sorted(cluster.gpu_types))
-    table = {t: given.settings.reference_throughput * cluster.gpu_types[t].speed for t in types}
+    table = assumed_rates(unit, cluster, tag, {t: every[t] for t in types})
     largest = {t: sum(n.gpus for n in cluster.nodes if n.gpu_type == t) for t in types}
+    adopted = {int(j.slurm_job_id) for j in unit.active_jobs() if j.slurm_job_id is not None}
+    ahead = _not_adopted(obs, adopted, every, now)
 
     def ask(demands: tuple[int, ...], rates: dict[str, float]) -> Predicted:
         job = Hypothetical(
             ASKED, demands, tag.total_samples, rates, tag.batch_size, tag.params, user
         )
-        return forecast(given, [job])[ASKED]
+        return forecast(given, [*ahead, job])[ASKED]
 
     fits = tuple(d for d in tag.demands if any(d <= largest[t] for t in types))
     expected = _row(ask(fits, table), now, None, None) if fits else None
@@ -94,7 +157,7 @@ def test_only_payload(
     ]
     return {
         "made_at": now,
-        "queued_jobs": len(given.snapshot.queued),
+        "queued_jobs": len(given.snapshot.queued) + len(ahead),
         "running_jobs": len(given.snapshot.running),
         "expected": expected,
         "options": options,

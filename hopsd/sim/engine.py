@@ -179,6 +179,9 @@ class Resumed:
     busy_until: float = 0.0
     ready_at: float = 0.0
     first_start: float | None = None
+    #: an arriving job whose profiling is under way live: at ``ready_at`` it is queued
+    #: knowing every type, not profiled again
+    profiled: bool = False
 
     def __post_init__(self) -> None:
         if self.status not in ("queued", "running", "arriving"):
@@ -467,7 +470,8 @@ class Engine:
 
         True when the job is schedulable at once.
         """
-        if self.config.profile_s > 0:
+        was = self.resumed.get(job.spec.job_id)
+        if self.config.profile_s > 0 and not (was is not None and was.profiled):
             job.status = "profiling"
             job.profiling_since = self.now
             return False

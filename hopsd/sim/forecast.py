@@ -54,6 +54,9 @@ class Hypothetical:
     batch_size: int = 32
     params: float = 25e6
     user: str = ""
+    #: seconds it has waited already (a job Slurm has, not adopted yet): it is in the
+    #: queue from the start, with that wait; 0: it arrives now, after ``adoption_s``
+    waited_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,11 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
     specs: list[JobSpec] = []
     resumed: dict[str, Resumed] = {}
     ready_at = now + given.adoption_s - origin
-    profiling = {p.job_id for p in snap.profiling}
+    # a job in its profiling phase joins the queue when the phase hopsd measured is over
+    profiling = {
+        p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0)
+        for p in snap.profiling
+    }
     for job in jobs:
         if job.samples_done >= job.total_samples:
             continue
@@ -219,13 +226,15 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         if given.plan is not None:
             was = _after_plan(was, job, given.plan, now - origin, given)
         if job.id in profiling:
-            was = replace(was, status="arriving", ready_at=ready_at)
+            was = replace(was, status="arriving", ready_at=profiling[job.id], profiled=True)
         resumed[job.id] = was
     for h in extra:
         models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s)
         specs.append(
             JobSpec(h.id, now - origin, h.demands, h.total_samples, h.id, h.user, h.batch_size)
         )
+        if h.waited_s > 0:
+            resumed[h.id] = Resumed("arriving", wait_time=h.waited_s, ready_at=ready_at)
     if not specs:
         return {}
     truth = _EstimatedTruth(snap.cluster, models, estimator=estimator, jobs={j.id: j for j in jobs})

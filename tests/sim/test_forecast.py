@@ -96,3 +96,22 @@ def test_a_hypothetical_job_is_forecast_behind_the_live_queue() -> None:
     assert new_start >= q_end - 1.0  # q waited longer: the latency-ratio queue serves it first
     assert out["new"].end_at == pytest.approx(new_start + 30.0, abs=1.0)
     assert "new" not in forecast(_input(jobs))
+
+
+def test_a_job_in_its_profiling_phase_is_queued_when_the_measured_phase_is_over() -> None:
+    """Profiling takes 20 s (as hopsd measured it) and this job began 5 s ago: it joins
+    the queue 15 s from now, once, and is not profiled all over again."""
+    import dataclasses
+
+    from hopsd.core.profiling import Profilee
+
+    job = _queued("p", total=6000.0, submit=NOW - 5.0)
+    base = _input([])
+    snap = dataclasses.replace(
+        base.snapshot, profiling=(Profilee("p", NOW - 5.0, NOW - 5.0, job=job),)
+    )
+    given = dataclasses.replace(base, snapshot=snap, profile_s=20.0)
+    start = forecast(given)["p"].start_at
+    assert start is not None
+    # idle GPUs: a fragment plan starts it at once (profiled again, it would start 20 s later)
+    assert start == pytest.approx(NOW + 15.0, abs=1.0)
