@@ -112,6 +112,8 @@ def _input(
         launch_s=unit.launch_s() or 0.0,
         adoption_s=config.queue_refresh_s,
         profile_s=(unit.profiling_phase_s() or 0.0) if config.profiling else 0.0,
+        start_lag_s=unit.start_lag_s() or 0.0,
+        end_seen_s=config.queue_refresh_s / 2,
     )
     return given, obs
 

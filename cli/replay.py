@@ -91,6 +91,8 @@ def replay_payload(
 
     with reading(config) as unit:
         history = unit.history(lo, hi)
+        # how long the window's jobs really spent profiling (the timeout bounds it)
+        profiled_s = unit.profiling_phase_s([j.job_id for j in history.jobs])
     if not history.jobs:
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"
@@ -122,7 +124,12 @@ def replay_payload(
     # to every replayed move; the planner still prices moves at restart_penalty_s.
     restart_cost = measured_restart_cost(world_of(None), history.placements)
     world = world_of(restart_cost)
-    adoption = config.profiling_timeout_s if config.profiling else config.queue_refresh_s / 2
+    # hopsd adopts a job within a queue refresh (half of one on average) and, where it
+    # profiles, plans it after its profiling phase: as long as it measured, else the
+    # profiling timeout (its bound)
+    adoption = config.queue_refresh_s / 2
+    if config.profiling:
+        adoption += profiled_s if profiled_s is not None else config.profiling_timeout_s
     engine = replay_engine_config(
         config.settings(),
         spare_guard_s=max(config.restart_penalty_s, 2 * config.queue_refresh_s),

@@ -377,6 +377,8 @@ class Tick:
             self.settings,
             self._step_options(),
             profile_s=(unit.profiling_phase_s() or 0.0) if self.config.profiling else 0.0,
+            start_lag_s=unit.start_lag_s() or 0.0,
+            end_seen_s=self.config.queue_refresh_s / 2,  # hopsd sees an end at its next tick
             plan=decision.plan if planned else None,
         )
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})

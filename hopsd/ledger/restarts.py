@@ -21,6 +21,7 @@ of the latest earlier jobs of that model.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -125,18 +126,23 @@ def launch_s(session: Session) -> float | None:
     return statistics.median(costs) if costs else None
 
 
-def profiling_phase_s(session: Session) -> float | None:
+def profiling_phase_s(session: Session, job_ids: Sequence[str] | None = None) -> float | None:
     """How long a new job's profiling phase lasts: the median, over the latest profiled
-    jobs, of its first profiling run's start to its last one's end. None: none yet.
+    jobs (or over ``job_ids``), of its first profiling run's start to its last one's end.
+    None: none yet.
 
-    The forecast holds a new job in profiling that long before it may be planned.
+    The forecast holds a new job in profiling that long before it may be planned, and
+    the replay delays each replayed job by it (where hopsd profiled).
     """
     stmt = (
         select(RunRow.job_id, RunRow.start_time, RunRow.end_time)
         .where(RunRow.kind == PROFILING, RunRow.end_time.is_not(None))
         .order_by(RunRow.id.desc())
-        .limit(LAUNCH_SAMPLE * 4)
     )
+    if job_ids is not None:
+        stmt = stmt.where(RunRow.job_id.in_(list(job_ids)))
+    else:
+        stmt = stmt.limit(LAUNCH_SAMPLE * 4)
     spans: dict[str, tuple[float, float]] = {}
     for job_id, start, end in session.execute(stmt):
         if end is None:
@@ -145,3 +151,35 @@ def profiling_phase_s(session: Session) -> float | None:
         spans[job_id] = (min(lo, float(start)), max(hi, float(end)))
     phases = [hi - lo for lo, hi in spans.values() if 0.0 <= hi - lo <= MAX_RESTART_S]
     return statistics.median(phases) if phases else None
+
+
+def start_lag_s(session: Session) -> float | None:
+    """How long Slurm takes to start a run hops released: the median, over the latest
+    releases carried out, of the release decision to Slurm's start of that run. None:
+    no release yet. The forecast adds it to each start it foresees."""
+    stmt = (
+        select(IntentRow.job_id, IntentRow.payload, IntentRow.created_at)
+        .where(IntentRow.action == IntentAction.RELEASE, IntentRow.state == IntentState.DONE)
+        .order_by(IntentRow.id.desc())
+        .limit(LAUNCH_SAMPLE)
+    )
+    released: dict[tuple[str, int], float] = {}
+    for job_id, payload, created in session.execute(stmt):
+        run = (payload or {}).get("run")
+        if job_id is not None and run is not None:
+            key = (str(job_id), int(run))
+            released[key] = max(released.get(key, float(created)), float(created))
+    if not released:
+        return None
+    starts = session.execute(
+        select(RunRow.job_id, RunRow.run, RunRow.start_time).where(
+            RunRow.job_id.in_({j for j, _ in released})
+        )
+    )
+    lags = [
+        float(start) - released[(job_id, int(run))]
+        for job_id, run, start in starts
+        if (job_id, int(run)) in released
+    ]
+    lags = [lag for lag in lags if 0.0 <= lag <= MAX_RESTART_S]
+    return statistics.median(lags) if lags else None

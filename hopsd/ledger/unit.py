@@ -381,9 +381,13 @@ class Unit:
         """What a first start costs until the job trains (:func:`restarts.launch_s`)."""
         return restarts.launch_s(self._session)
 
-    def profiling_phase_s(self) -> float | None:
+    def start_lag_s(self) -> float | None:
+        """Release decision to Slurm's start of the run (:func:`restarts.start_lag_s`)."""
+        return restarts.start_lag_s(self._session)
+
+    def profiling_phase_s(self, job_ids: Sequence[str] | None = None) -> float | None:
         """How long a new job's profiling lasts (:func:`restarts.profiling_phase_s`)."""
-        return restarts.profiling_phase_s(self._session)
+        return restarts.profiling_phase_s(self._session, job_ids)
 
     def notices_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops signalled each (job, run) its checkpoint notice, since ``since``."""

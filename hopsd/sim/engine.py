@@ -106,6 +106,9 @@ class EngineConfig:
     # at its pace where it is) and after ``max_rounds`` rounds (the rest left open).
     settle_when_served: bool = False
     max_rounds: int | None = None
+    # A job that ended frees its GPUs this much later (hopsd sees an end at its next
+    # tick); its recorded end is when it ended.
+    seen_after_end_s: float = 0.0
 
 
 #: Branch-and-bound nodes per solve in a simulation. On paper-512 every solve of
@@ -141,6 +144,7 @@ class JobState:
     restarts: int = 0
     first_start: float | None = None
     first_config: Configuration | None = None
+    trained_at: float | None = None  # when its last sample was trained (its end)
     finish_time: float | None = None
     active_integral_at_submit: float = 0.0
     active_integral_at_finish: float = 0.0
@@ -153,11 +157,14 @@ class JobState:
     def batch_size(self) -> int:
         return self.spec.batch_size or self.model.batch_size
 
-    def finish_eta(self, now: float) -> float:
+    def finish_eta(self, now: float, seen_after_s: float = 0.0) -> float:
+        """When the job ends at its pace (plus ``seen_after_s``: when its end is seen)."""
         if self.status != "running" or self.rate <= 0:
             return math.inf
+        if seen_after_s > 0 and self.trained_at is not None:
+            return self.trained_at + seen_after_s
         left = self.spec.total_samples - self.samples_done
-        return max(now, self.penalty_until) + max(left, 0.0) / self.rate
+        return max(now, self.penalty_until) + max(left, 0.0) / self.rate + seen_after_s
 
 
 @dataclass(frozen=True)
@@ -317,6 +324,7 @@ class Engine:
         done = 0
         last = max(self.jobs[-1].spec.submit_time, self.now) if self.jobs else self.now
         horizon = last + self.config.max_horizon_s
+        seen = self.config.seen_after_end_s
         while done < len(self.jobs):
             if self._settled(next_arrival < len(arrivals)):
                 break
@@ -338,10 +346,8 @@ class Engine:
                 (self._report_at(j) for j in self.active.values() if j.status == "profiling"),
                 default=math.inf,
             )
-            t_end = min(
-                (j.finish_eta(self.now) for j in self.active.values() if j.status == "running"),
-                default=math.inf,
-            )
+            running = (j for j in self.active.values() if j.status == "running")
+            t_end = min((j.finish_eta(self.now, seen) for j in running), default=math.inf)
             t_next = min(t_arr, t_ready, t_report, t_end, next_round)
             if t_next > horizon and self.config.partial:
                 break  # a forecast: what is known by the horizon, unfinished jobs open
@@ -367,7 +373,7 @@ class Engine:
                     self._report_profile(job)
                     profiling = True
             for job in list(self.active.values()):
-                if job.status == "running" and job.finish_eta(self.now) <= self.now + EPS:
+                if job.status == "running" and job.finish_eta(self.now, seen) <= self.now + EPS:
                     self._finish(job)
                     done += 1
                     changed = True
@@ -428,6 +434,10 @@ class Engine:
             config = job.config
             if job.status == "running":
                 assert config is not None
+                if self.config.seen_after_end_s > 0 and job.trained_at is None and job.rate > 0:
+                    left = job.spec.total_samples - job.samples_done
+                    at = max(self.now, job.penalty_until) + max(left, 0.0) / job.rate
+                    job.trained_at = at if at <= t + EPS else None
                 productive = max(0.0, t - max(self.now, job.penalty_until))
                 job.samples_done = min(
                     job.samples_done + job.rate * productive, job.spec.total_samples
@@ -531,7 +541,8 @@ class Engine:
         self._release(job)
         job.status = "done"
         job.samples_done = job.spec.total_samples
-        job.finish_time = self.now
+        seen_late = self.config.seen_after_end_s > 0 and job.trained_at is not None
+        job.finish_time = job.trained_at if seen_late else self.now
         job.active_integral_at_finish = self.active_integral
         self.n_active -= 1
         del self.active[job.spec.job_id]
@@ -610,7 +621,7 @@ class Engine:
         for js in self.active.values():
             if js.status == "profiling":
                 profiling.append(js)
-            if js.status not in ("queued", "running"):
+            if js.status not in ("queued", "running") or self._ending(js):
                 continue
             jobs.append(self._core_job(js))
             if js.status == "running":
@@ -625,12 +636,21 @@ class Engine:
             profiling=tuple(self._profilee(js) for js in profiling),
         )
 
+    def _ending(self, js: JobState) -> bool:
+        """Trained to its end, not yet seen ended (``seen_after_end_s``): out of every plan,
+        its GPUs still held, as hopsd leaves a completing job."""
+        return js.trained_at is not None and self.config.seen_after_end_s > 0
+
     def _left_by_profiling(self) -> dict[str, int]:
         """What the policy may hand out of the nodes profiling runs (or reserved GPUs) use
         (the rest: all)."""
         taken = {n: gpus for n, gpus in self.profiling_used.items() if gpus}
         for node_id, gpus in self.reserved.items():
             taken[node_id] = taken.get(node_id, 0) + gpus
+        for js in self.active.values():
+            if self._ending(js) and js.config is not None:
+                for node_id, gpus in js.config.parts:
+                    taken[node_id] = taken.get(node_id, 0) + gpus
         return headroom({n: self.cluster.node(n).gpus for n in taken}, taken)
 
     def _profilee(self, js: JobState) -> Profilee:

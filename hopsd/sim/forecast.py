@@ -86,6 +86,10 @@ class ForecastInput:
     adoption_s: float = 0.0
     #: a new job's profiling phase (0: planned at once), as hopsd measured it
     profile_s: float = 0.0
+    #: Slurm's start of a released run after hops's decision (added to each start
+    #: foreseen), and how long after a job's end hopsd sees it (its GPUs free then)
+    start_lag_s: float = 0.0
+    end_seen_s: float = 0.0
     horizon_s: float = HORIZON_S
     #: the plan this round took from the snapshot, being enacted: the forecast starts
     #: after it (starts launching, moves restarting, preemptions back in the queue)
@@ -239,7 +243,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         return {}
     truth = _EstimatedTruth(snap.cluster, models, estimator=estimator, jobs={j.id: j for j in jobs})
     result = _run(given, truth, specs, resumed, store, origin)
-    return _predictions(result, origin, resumed)
+    return _predictions(result, origin + given.start_lag_s, resumed, given.start_lag_s)
 
 
 def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
@@ -280,6 +284,7 @@ def _run(
         partial=True,
         settle_when_served=True,
         max_rounds=MAX_ROUNDS,
+        seen_after_end_s=given.end_seen_s,
     )
     engine = Engine(
         truth,
@@ -294,16 +299,19 @@ def _run(
 
 
 def _predictions(
-    result: EngineResult, origin: float, resumed: Mapping[str, Resumed]
+    result: EngineResult, origin: float, resumed: Mapping[str, Resumed], lag: float
 ) -> dict[str, Predicted]:
-    """Epoch times; a job placed now (running, or started by the plan) has no start to come."""
+    """Epoch times (``origin`` is sim time 0 plus the start lag: Slurm starts a run that
+    long after the decision; its end is not moved, the launch the engine charges holds
+    that lag already); a job placed now (running, or started by the plan) has no start
+    to come."""
     out: dict[str, Predicted] = {}
     for js in result.jobs:
         was = resumed.get(js.spec.job_id)
         runs_now = was is not None and was.status == "running"
         start = None if runs_now or js.first_start is None else js.first_start + origin
         finite = js.finish_time is not None and math.isfinite(js.finish_time)
-        end = js.finish_time + origin if finite and js.finish_time is not None else None
+        end = js.finish_time + origin - lag if finite and js.finish_time is not None else None
         first = js.first_config
         out[js.spec.job_id] = Predicted(
             js.spec.job_id,

@@ -115,3 +115,17 @@ def test_a_job_in_its_profiling_phase_is_queued_when_the_measured_phase_is_over(
     assert start is not None
     # idle GPUs: a fragment plan starts it at once (profiled again, it would start 20 s later)
     assert start == pytest.approx(NOW + 15.0, abs=1.0)
+
+
+def test_hopsd_sees_an_end_a_tick_late_and_slurm_starts_a_release_after_a_lag() -> None:
+    """The running job ends at +30 s; hopsd frees its GPUs when it sees the end (+0.75 s)
+    and Slurm starts the next run 2 s after hops releases it: the waiting job starts at
+    +32.75 s, while the running job's end stays where it is."""
+    import dataclasses
+
+    jobs = [_running("r", done=4000.0, total=10_000.0), _queued("q", total=12_000.0)]
+    given = dataclasses.replace(_input(jobs), start_lag_s=2.0, end_seen_s=0.75)
+    out = forecast(given)
+    assert out["r"].end_at == pytest.approx(NOW + 30.0, abs=0.01)
+    assert out["q"].start_at == pytest.approx(NOW + 32.75, abs=0.01)
+    assert out["q"].end_at == pytest.approx(NOW + 30.75 + 60.0, abs=0.01)
