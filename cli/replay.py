@@ -91,8 +91,10 @@ def replay_payload(
 
     with reading(config) as unit:
         history = unit.history(lo, hi)
-        # how long the window's jobs really spent profiling (the timeout bounds it)
-        profiled_s = unit.profiling_phase_s([j.job_id for j in history.jobs])
+        # which of the window's jobs hopsd profiled, and how long that really took
+        window_ids = [j.job_id for j in history.jobs]
+        profiled_s = unit.profiling_phase_s(window_ids)
+        profiled = unit.profiled_jobs(window_ids)
     if not history.jobs:
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"
@@ -115,6 +117,7 @@ def replay_payload(
             restart_cost_s=restart_cost_s,
             launch_s=launch,
             grace_s=config.checkpoint_grace_s,
+            profiled_jobs=profiled,
         )
 
     # What a job's first launch cost (Slurm's start, the job's startup) is charged to its
@@ -125,16 +128,17 @@ def replay_payload(
     restart_cost = measured_restart_cost(world_of(None), history.placements)
     world = world_of(restart_cost)
     # hopsd adopts a job within a queue refresh (half of one on average) and, where it
-    # profiles, plans it after its profiling phase: as long as it measured, else the
-    # profiling timeout (its bound)
-    adoption = config.queue_refresh_s / 2
-    if config.profiling:
-        adoption += profiled_s if profiled_s is not None else config.profiling_timeout_s
+    # profiles, profiles it first: runs on one GPU of each type that train the job, as
+    # long in all as the window's jobs really took (else the timeout, their bound)
+    profile_s = 0.0
+    if config.profiling and profiled:
+        profile_s = profiled_s if profiled_s is not None else config.profiling_timeout_s
     engine = replay_engine_config(
         config.settings(),
         spare_guard_s=max(config.restart_penalty_s, 2 * config.queue_refresh_s),
-        adoption_s=adoption,
+        adoption_s=config.queue_refresh_s / 2,
         measure_after_s=config.queue_refresh_s,
+        profile_s=profile_s,
     )
     results = replay(world, policies, engine, out)
     results["window"] = {"from": lo, "to": hi}

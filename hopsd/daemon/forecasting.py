@@ -22,16 +22,18 @@ log = logging.getLogger("hopsd.forecast")
 
 
 class Forecaster:
-    """Runs a forecast after every plan, and at least once a round while nothing changes."""
+    """Runs a forecast after every plan or change a tick saw (a job adopted, started,
+    requeued or ended), and at least once a round while nothing changes."""
 
     def __init__(self) -> None:
         self.last_at: float | None = None
         self.pending: ForecastInput | None = None
         self.states: Mapping[str, str] = {}
 
-    def due(self, planned: bool, now: float, round_s: float) -> bool:
-        """A plan changed what will happen, or the newest forecast is a round old."""
-        return planned or self.last_at is None or now - self.last_at >= round_s
+    def due(self, changed: bool, now: float, round_s: float) -> bool:
+        """A plan or a change in Slurm changed what will happen, or the newest forecast is
+        a round old."""
+        return changed or self.last_at is None or now - self.last_at >= round_s
 
     def offer(self, given: ForecastInput, states: Mapping[str, str]) -> None:
         """The round's input and each job's ledger state, for :meth:`run` after enacting."""

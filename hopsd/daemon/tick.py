@@ -170,6 +170,7 @@ class Tick:
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
         self._launch_s: float | None = None
+        self._last_reconcile: ReconcileReport | None = None
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -214,6 +215,7 @@ class Tick:
             obs = self._timed(result, "resume_s", lambda: self._resume(seen, result))
             if obs is not seen:
                 self._follow_own_actions(obs, result)
+        self._last_reconcile = result.reconcile
         self._decide_and_record(obs, result)
         if result.actions and not self.shadow:
             crash_point(CRASH_AFTER_INTENT)
@@ -367,7 +369,13 @@ class Tick:
     ) -> None:
         """Hand the round's input and plan to the forecaster, when a forecast is due."""
         planned = decision.kind != IDLE
-        if self.shadow or not self.forecaster.due(planned, now, self.settings.round_length_s):
+        seen = self._last_reconcile
+        moved = seen is not None and bool(
+            seen.adopted or seen.started or seen.requeued or seen.ended
+        )
+        if self.shadow or not self.forecaster.due(
+            planned or moved, now, self.settings.round_length_s
+        ):
             return
         self._launch_s = unit.launch_s()
         given = ForecastInput(

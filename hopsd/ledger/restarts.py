@@ -183,3 +183,11 @@ def start_lag_s(session: Session) -> float | None:
     ]
     lags = [lag for lag in lags if 0.0 <= lag <= MAX_RESTART_S]
     return statistics.median(lags) if lags else None
+
+
+def profiled_jobs(session: Session, job_ids: Sequence[str]) -> frozenset[str]:
+    """The jobs of ``job_ids`` that had a profiling run (hopsd profiled them)."""
+    if not job_ids:
+        return frozenset()
+    stmt = select(RunRow.job_id).where(RunRow.job_id.in_(list(job_ids)), RunRow.kind == PROFILING)
+    return frozenset(str(j) for j in session.scalars(stmt))

@@ -381,6 +381,10 @@ class Unit:
         """What a first start costs until the job trains (:func:`restarts.launch_s`)."""
         return restarts.launch_s(self._session)
 
+    def profiled_jobs(self, job_ids: Sequence[str]) -> frozenset[str]:
+        """The jobs that had a profiling run (:func:`restarts.profiled_jobs`)."""
+        return restarts.profiled_jobs(self._session, job_ids)
+
     def start_lag_s(self) -> float | None:
         """Release decision to Slurm's start of the run (:func:`restarts.start_lag_s`)."""
         return restarts.start_lag_s(self._session)

@@ -444,7 +444,10 @@ class Engine:
                 )
                 job.run_time += dt
             elif job.status == "profiling" and config is not None:  # a profiling run trains
-                job.samples_done = min(job.samples_done + job.rate * dt, job.spec.total_samples)
+                productive = max(0.0, t - max(self.now, job.penalty_until))  # once launched
+                job.samples_done = min(
+                    job.samples_done + job.rate * productive, job.spec.total_samples
+                )
             self._charge(job, dt)
         stat = self.rounds[-1]
         stat.used_gpu_s += used * dt
@@ -481,7 +484,8 @@ class Engine:
         True when the job is schedulable at once.
         """
         was = self.resumed.get(job.spec.job_id)
-        if self.config.profile_s > 0 and not (was is not None and was.profiled):
+        skip = (was is not None and was.profiled) or not job.model.profiled
+        if self.config.profile_s > 0 and not skip:
             job.status = "profiling"
             job.profiling_since = self.now
             return False
@@ -762,6 +766,7 @@ class Engine:
             cfg = Configuration(run.gpu_type, ((run.node, 1),))
             self.profiling_used[run.node] += 1
             self._occupy(js, cfg, real=False)
+            js.penalty_until = self.now + js.model.launch_s  # each run launches first
             js.profiling_runs += 1
             js.has_run = True  # its first real start is a restart
         return bool(decision.stop)

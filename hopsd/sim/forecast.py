@@ -230,7 +230,15 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         if given.plan is not None:
             was = _after_plan(was, job, given.plan, now - origin, given)
         if job.id in profiling:
-            was = replace(was, status="arriving", ready_at=profiling[job.id], profiled=True)
+            # its profiling run's GPU is not a placement: it is queued when profiling ends
+            was = replace(
+                was,
+                status="arriving",
+                config=None,
+                busy_until=0.0,
+                ready_at=profiling[job.id],
+                profiled=True,
+            )
         resumed[job.id] = was
     for h in extra:
         models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s)

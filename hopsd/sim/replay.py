@@ -357,6 +357,7 @@ def build_world(
     restart_cost_s: float | None = None,
     launch_s: Mapping[str, float] | None = None,
     grace_s: float | None = None,
+    profiled_jobs: frozenset[str] | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
@@ -373,6 +374,8 @@ def build_world(
     (:class:`~hopsd.sim.truth.LearnedRestart`; the prior until the replayed job
     restarted, as live), while the job is charged what a restart really cost.
     None: moves are priced at what they cost.
+    ``profiled_jobs``: the jobs hopsd profiled (where the replay profiles, the others
+    are planned at once, as live); None: every job.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -428,6 +431,7 @@ def build_world(
                 if grace_s is not None
                 else None
             ),
+            profiled=profiled_jobs is None or j.job_id in profiled_jobs,
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(
@@ -583,16 +587,22 @@ def sim_figures(result: EngineResult, records: Sequence[JobRecord]) -> dict[str,
 
 
 def replay_engine_config(
-    settings: Settings, *, spare_guard_s: float, adoption_s: float, measure_after_s: float
+    settings: Settings,
+    *,
+    spare_guard_s: float,
+    adoption_s: float,
+    measure_after_s: float,
+    profile_s: float = 0.0,
 ) -> EngineConfig:
     """The simulated world of a replay: hopsd's settings, no noise (the truth was measured).
 
-    ``adoption_s`` stands for the delay before hopsd can schedule a new job (half a
-    queue refresh on average, or profiling when hops.conf enables it).
+    ``adoption_s`` stands for the delay before hopsd adopts a new job (half a queue
+    refresh on average); ``profile_s`` for its profiling phase where hopsd profiles
+    (its runs train the job on one GPU of each type in turn, as live).
     """
     return EngineConfig(
         settings=settings,
-        profile_s=0.0,
+        profile_s=profile_s,
         adoption_s=adoption_s,
         profile_noise=0.0,
         measure_noise=0.0,

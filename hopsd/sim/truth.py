@@ -83,6 +83,9 @@ class ModelSpec:
     restore_s: float | None = None
     launch_s: float = 0.0
     priced_as: LearnedRestart | None = None
+    # whether a new job of the model goes through profiling (where the world profiles):
+    # a replayed job hopsd did not profile (its model was known) is planned at once
+    profiled: bool = True
     max_gpus: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -133,6 +133,23 @@ def _not_started(reason: str | None) -> str | None:
     return f"starting on {where}: released, waiting for Slurm to start {run}"
 
 
+#: How the planner's sentences about a job it takes off its GPUs begin.
+MOVED_TO = "moved to "
+PREEMPTED = "preempted"
+
+
+def _leaving(reason: str | None, where: str | None) -> str | None:
+    """A move or preemption said of a job still on its old GPUs is under way: it
+    checkpoints there before hops requeues it."""
+    if reason is None or where is None:
+        return reason
+    if reason.startswith(MOVED_TO) and reason[len(MOVED_TO) :] != where:
+        return f"moving to {reason[len(MOVED_TO) :]}: checkpointing on {where} before its requeue"
+    if reason.startswith(PREEMPTED):
+        return f"being {reason}: checkpointing on {where} before its requeue"
+    return reason
+
+
 def state_reason_of(job: JobRecord) -> str | None:
     """A reason that fits the job's state, whatever the planner said last.
 
@@ -150,7 +167,7 @@ def state_reason_of(job: JobRecord) -> str | None:
     if job.state == JobState.PROFILING:
         return recorded or (f"profiling on {where}" if where else "profiling: waiting for a GPU")
     if job.state == JobState.RUNNING:
-        return recorded or (f"running on {where}" if where else "running")
+        return _leaving(recorded, where) or (f"running on {where}" if where else "running")
     if recorded is None and job.state_reason:
         return f"waiting ({job.state_reason})"
     return recorded

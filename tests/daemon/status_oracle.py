@@ -182,6 +182,12 @@ class StatusOracle:
             self._say(source, record, "a waiting job's reason says it runs")
         elif mine == "on" and reason.startswith(NOT_RUNNING):
             self._say(source, record, "a running job's reason says it waits")
+        elif mine == "on" and reason.startswith("moved to ") and record["nodes"]:
+            where = f"{record['gpu_type']} " + "+".join(
+                f"{n}:{g}" for n, g in record["nodes"].items()
+            )
+            if reason != f"moved to {where}":
+                self._say(source, record, "a job still on its GPUs says it moved elsewhere")
         elif mine == "ended" and reason.startswith(NOT_WAITING + NOT_RUNNING):
             self._say(source, record, "an ended job's reason is of another state")
 

@@ -129,3 +129,21 @@ def test_hopsd_sees_an_end_a_tick_late_and_slurm_starts_a_release_after_a_lag() 
     assert out["r"].end_at == pytest.approx(NOW + 30.0, abs=0.01)
     assert out["q"].start_at == pytest.approx(NOW + 32.75, abs=0.01)
     assert out["q"].end_at == pytest.approx(NOW + 30.75 + 60.0, abs=0.01)
+
+
+def test_a_profiling_job_on_its_profiling_gpu_is_forecast_not_refused() -> None:
+    """The planner's view of a profiling job may carry the GPU of its profiling run: that
+    is no placement, and the forecast still runs (it failed on it once, live)."""
+    import dataclasses
+
+    from hopsd.core.profiling import Profilee
+
+    job = dataclasses.replace(
+        _queued("p", total=6000.0, submit=NOW - 5.0), current=Configuration("a100", (("n1", 1),))
+    )
+    base = _input([])
+    snap = dataclasses.replace(
+        base.snapshot, profiling=(Profilee("p", NOW - 5.0, NOW - 5.0, job=job),)
+    )
+    out = forecast(dataclasses.replace(base, snapshot=snap, profile_s=20.0))
+    assert out["p"].start_at is not None and out["p"].end_at is not None

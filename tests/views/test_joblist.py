@@ -135,3 +135,21 @@ def test_a_waiting_job_always_has_a_reason() -> None:
     live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
     adopted = replace(JOB, state=JobState.QUEUED, plan_reason="", state_reason="")
     assert reason_of(adopted, live) == "waiting for hopsd's next round"
+
+
+def test_a_move_or_preemption_under_way_says_the_job_checkpoints_where_it_is() -> None:
+    """The planner said "moved to k80 k80n1:1" of a job that still runs on its A100s (its
+    notice's grace): it is moving, not moved; once it runs on the k80 the sentence fits."""
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    old = replace(JOB, state=JobState.RUNNING, current_gpu_type="a100",
+                  current_parts=(("a100n2", 2),), plan_reason="moved to k80 k80n1:1")  # fmt: skip
+    assert reason_of(old, live) == (
+        "moving to k80 k80n1:1: checkpointing on a100 a100n2:2 before its requeue"
+    )
+    there = replace(old, current_gpu_type="k80", current_parts=(("k80n1", 1),))
+    assert reason_of(there, live) == "moved to k80 k80n1:1"
+    going = replace(old, plan_reason="preempted for jobs of higher priority")
+    assert reason_of(going, live) == (
+        "being preempted for jobs of higher priority: checkpointing on a100 a100n2:2 "
+        "before its requeue"
+    )
