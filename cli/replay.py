@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -68,6 +68,20 @@ def slurm_inventory(config: HopsConfig) -> dict[str, tuple[str, int]]:
     return out
 
 
+def excluded_types(jobs: Sequence[Any], managed: Sequence[str]) -> dict[str, frozenset[str]]:
+    """Per job, the GPU types its adopted tag kept it off (what the live planner obeyed)."""
+    from hopsd.core.admission import type_limits
+    from hopsd.slurm.tag import try_decode
+
+    out: dict[str, frozenset[str]] = {}
+    for job in jobs:
+        tag = try_decode(job.adopted_tag)[0] if job.adopted_tag else None
+        if tag is not None and (tag.types or tag.exclude_types):
+            limits = type_limits(tag.types, tag.exclude_types, managed)
+            out[job.job_id] = frozenset(t for t, _ in limits)
+    return out
+
+
 def replay_payload(
     config: HopsConfig,
     lo: float,
@@ -118,6 +132,7 @@ def replay_payload(
             launch_s=launch,
             grace_s=config.checkpoint_grace_s,
             profiled_jobs=profiled,
+            excluded_types=excluded_types(history.jobs, sorted(types)),
         )
 
     # What a job's first launch cost (Slurm's start, the job's startup) is charged to its

@@ -43,6 +43,7 @@ class JobHistory:
     checkpoint_s: float | None = None  # notice to checkpoint, as the job's probe reported
     restart_s: float | None = None  # a restart whole: decision to first iteration after it
     model_restart_s: float | None = None  # its model's, when the job was adopted
+    adopted_tag: str = ""  # the tag it was adopted with, as Slurm's comment held it
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ def _job(r: JobRow) -> JobHistory:
         model_restart_s=r.model_restart_s,
         restarts=int(r.restarts or 0),
         latency_ratio=r.latency_ratio,
+        adopted_tag=r.adopted_tag or "",
     )
 
 

@@ -358,6 +358,7 @@ def build_world(
     launch_s: Mapping[str, float] | None = None,
     grace_s: float | None = None,
     profiled_jobs: frozenset[str] | None = None,
+    excluded_types: Mapping[str, frozenset[str]] | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
@@ -375,7 +376,8 @@ def build_world(
     restarted, as live), while the job is charged what a restart really cost.
     None: moves are priced at what they cost.
     ``profiled_jobs``: the jobs hopsd profiled (where the replay profiles, the others
-    are planned at once, as live); None: every job.
+    are planned at once, as live); None: every job. ``excluded_types``: per job, the
+    GPU types its tag kept it off (``--types``/``--exclude-types``), never given to it.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -432,6 +434,7 @@ def build_world(
                 else None
             ),
             profiled=profiled_jobs is None or j.job_id in profiled_jobs,
+            max_gpus={t: 0 for t in (excluded_types or {}).get(j.job_id, frozenset())},
         )
         trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
         specs.append(

@@ -165,7 +165,9 @@ def state_reason_of(job: JobRecord) -> str | None:
     if where is None:
         recorded = _not_started(recorded)
     if job.state == JobState.PROFILING:
-        return recorded or (f"profiling on {where}" if where else "profiling: waiting for a GPU")
+        if where is not None and (recorded is None or recorded.startswith("profiling on ")):
+            return f"profiling on {where}"  # where it is now, whatever run was said last
+        return recorded or "profiling: waiting for a GPU"
     if job.state == JobState.RUNNING:
         return _leaving(recorded, where) or (f"running on {where}" if where else "running")
     if recorded is None and job.state_reason:

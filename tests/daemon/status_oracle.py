@@ -182,6 +182,9 @@ class StatusOracle:
             self._say(source, record, "a waiting job's reason says it runs")
         elif mine == "on" and reason.startswith(NOT_RUNNING):
             self._say(source, record, "a running job's reason says it waits")
+        elif mine == "on" and reason.startswith("profiling on ") and record["nodes"]:
+            if not reason.startswith(f"profiling on {record['gpu_type']} "):
+                self._say(source, record, "a profiling job's reason names another type")
         elif mine == "on" and reason.startswith("moved to ") and record["nodes"]:
             where = f"{record['gpu_type']} " + "+".join(
                 f"{n}:{g}" for n, g in record["nodes"].items()

@@ -171,3 +171,28 @@ def test_history_reads_only_the_window(tmp_path: Path) -> None:
     with sessions.begin() as s:
         got = read_history(s, 15.0, 30.0)
     assert [j.job_id for j in got.jobs] == ["j1", "j2"] and got.rates == () and got.nodes == ()
+
+
+def test_a_replayed_job_keeps_the_gpu_types_its_tag_allowed() -> None:
+    """A job submitted with --types v100 ran only on V100s live; replayed, it is kept off
+    the other types (it once ran on A100s there, faster than it ever could)."""
+    from dataclasses import dataclass
+
+    from hops_cli.replay import excluded_types
+    from hopsd.slurm.tag import HopsTag
+
+    @dataclass
+    class Seen:
+        job_id: str
+        adopted_tag: str
+
+    jobs = [
+        Seen("v", HopsTag((1,), 100.0, types=("v100",)).encode()),
+        Seen("x", HopsTag((1,), 100.0, exclude_types=("k80",)).encode()),
+        Seen("any", HopsTag((1,), 100.0).encode()),
+        Seen("old", ""),
+    ]
+    assert excluded_types(jobs, ["a100", "k80", "v100"]) == {
+        "v": frozenset({"a100", "k80"}),
+        "x": frozenset({"k80"}),
+    }

@@ -336,3 +336,30 @@ def test_a_profiling_run_is_service_not_waiting_as_hopsd_charges_it() -> None:
     assert done.wait_time < 30.0, done.wait_time  # an idle cluster: it hardly waits at all
     on_gpus = done.finish_time - job.submit_time - done.wait_time
     assert on_gpus >= done.run_time + 60.0 - 1e-6  # the runs' 60 s are on GPUs too
+
+
+def test_a_model_hopsd_did_not_profile_starts_at_once_and_profiling_runs_pay_their_launch() -> None:
+    """Replaying live jobs: one hopsd did not profile (its model was known) is planned at
+    once, never profiled; a profiled one's runs train only once launched (5 s each here),
+    so of its 60 s of profiling, 50 s train: 250 + 500 = 750 samples, not 900."""
+    import dataclasses
+
+    truth = tiny_truth()
+    toy = truth.model("toy")
+    models = {
+        **truth.models,
+        "known": dataclasses.replace(toy, name="known", profiled=False),
+        "slow_launch": dataclasses.replace(toy, name="slow_launch", launch_s=5.0),
+    }
+    truth = dataclasses.replace(truth, models=models, _memo={})
+    jobs = [
+        JobSpec("seen", 0.0, (1,), 3_000.0, "known"),
+        JobSpec("new", 0.0, (1,), 3_000.0, "slow_launch"),
+    ]
+    engine = WatchedEngine(truth, jobs, FastOnlyPolicy(), EngineConfig(measure_noise=0.0))
+    result = {j.spec.job_id: j for j in engine.run().jobs}
+    assert result["seen"].profiling_runs == 0 and result["seen"].first_start == 0.0
+    new = result["new"]
+    assert new.profiling_runs == 2 and new.first_start == 60.0
+    # 750 samples in profiling; the real start pays its restart (30 s) then 2,250 at 20/s
+    assert new.finish_time == pytest.approx(60 + 30 + 2250 / 20, abs=0.5)

@@ -128,7 +128,7 @@ def test_a_placed_job_that_holds_no_gpus_yet_is_starting_not_running() -> None:
         "starting on k80 (k80n1): released, waiting for Slurm to start a profiling run"
     )
     running = replace(sent, current_gpu_type="k80", current_parts=(("k80n1", 1),))
-    assert reason_of(running, live) == "profiling on k80 (k80n1)"
+    assert reason_of(running, live) == "profiling on k80 k80n1:1"  # where it runs, as squeue
 
 
 def test_a_waiting_job_always_has_a_reason() -> None:
@@ -153,3 +153,11 @@ def test_a_move_or_preemption_under_way_says_the_job_checkpoints_where_it_is() -
         "being preempted for jobs of higher priority: checkpointing on a100 a100n2:2 "
         "before its requeue"
     )
+
+
+def test_a_profiling_job_says_where_its_run_is_now_not_where_the_last_one_was() -> None:
+    live = daemon_state(LeaseInfo("hopsd", "h", 0.0, 0.0, 60.0), None, 1.0)
+    moved_on = replace(JOB, state=JobState.PROFILING, current_gpu_type="a100",
+                       current_parts=(("a100n1", 1),),
+                       plan_reason="profiling on v100 (v100n2)")  # fmt: skip
+    assert reason_of(moved_on, live) == "profiling on a100 a100n1:1"
