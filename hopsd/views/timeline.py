@@ -55,20 +55,20 @@ class Bar:
 HELD_MAX_S = 600.0
 
 
-def held_from(run: JobRun, released_at: float | None) -> float:
-    """When the run's GPUs were first held: hops's release decision, else its start."""
+def held_from(run: JobRun, released_at: float | None, after: float | None = None) -> float:
+    """When the run's GPUs were first held: hops's release decision (a move decides the
+    release with the stop, so not before the job's previous run ended), else its start."""
     if released_at is None or not run.start_time - HELD_MAX_S <= released_at < run.start_time:
         return run.start_time
-    return released_at
+    return released_at if after is None else min(max(released_at, after), run.start_time)
 
 
 def _stretches(
-    run: JobRun, notice_at: float | None, released_at: float | None, now: float
+    run: JobRun, notice_at: float | None, held: float, now: float
 ) -> list[tuple[str, float, float]]:
-    """``held`` from the release to the start, the run's kind, then ``grace`` from the
+    """``held`` from ``held`` to the start, the run's kind, then ``grace`` from the
     notice to its end."""
     end = run.end_time if run.end_time is not None else now
-    held = held_from(run, released_at)
     out = [("held", held, run.start_time)] if held < run.start_time else []
     if notice_at is None or not run.start_time < notice_at < end:
         return [*out, (run.kind, run.start_time, end)]
@@ -93,14 +93,17 @@ def bars_of(
     released = releases or {}
     spans: list[tuple[float, float, str, int, JobRun]] = []
     for job, job_runs in runs.items():
-        for run in job_runs:
+        before: float | None = None  # the end of the job's previous run
+        for run in sorted(job_runs, key=lambda r: r.start_time):
             end = run.end_time if run.end_time is not None else now
+            since_held = held_from(run, released.get((job, run.run)), before)
+            before = end
             if end < since:
                 continue
-            since_held = held_from(run, released.get((job, run.run)))
             for node, _gpus in run.parts:
                 if node in sizes:
                     spans.append((since_held, end, node, job, run))
+    spans = _held_after_others(spans)
     busy: dict[str, list[tuple[float, int, int]]] = {}  # node -> (until, lane, gpus)
     out: list[Bar] = []
     for start, end, node, job, run in sorted(spans, key=lambda s: (s[0], s[2], s[3])):
@@ -108,13 +111,31 @@ def bars_of(
         held = [(u, lane, g) for u, lane, g in busy.get(node, []) if u > start]
         lane = _free_lane(held, gpus, sizes[node])
         busy[node] = [*held, (end, lane, gpus)]
-        stretches = _stretches(run, notices.get((job, run.run)), released.get((job, run.run)), now)
+        stretches = _stretches(run, notices.get((job, run.run)), start, now)
         for kind, a, b in stretches:
             if b <= since:
                 continue
             out.append(
                 Bar(node, lane, gpus, job, run.run, kind, max(a, since), b, run.end_time is None)
             )
+    return out
+
+
+def _held_after_others(
+    spans: list[tuple[float, float, str, int, JobRun]],
+) -> list[tuple[float, float, str, int, JobRun]]:
+    """A run's held stretch on a node starts no earlier than the last other run there
+    ended before its start: hops decides a release with the stop of the job whose GPUs
+    it takes (that one checkpoints meanwhile), and the GPUs are the new run's only then."""
+    ends: dict[str, list[float]] = {}
+    for _held, end, node, _job, run in spans:
+        ends.setdefault(node, []).append(end if run.end_time is not None else float("inf"))
+    out = []
+    for held, end, node, job, run in spans:
+        if held < run.start_time:
+            freed = [e for e in ends[node] if held < e <= run.start_time]
+            held = max([held, *freed])
+        out.append((held, end, node, job, run))
     return out
 
 

@@ -40,6 +40,11 @@ def bars_against_ledger(doc: Doc, sessions: sessionmaker[Session]) -> tuple[int,
             )
             if r.job_id in slurm_of
         }
+        ended_on: dict[str, list[float]] = {}
+        for r in runs.values():
+            for n, _ in r.parts or []:
+                if r.end_time is not None:
+                    ended_on.setdefault(str(n), []).append(r.end_time)
         problems: list[str] = []
         checked = 0
         for node in doc["nodes"]:
@@ -54,9 +59,22 @@ def bars_against_ledger(doc: Doc, sessions: sessionmaker[Session]) -> tuple[int,
                     problems.append(f"bar {bar} but the run held {parts}")
                 start = max(run.start_time, doc["since"])
                 if bar["kind"] == "held":
+                    # from the release, or (a move's release is decided with its stop)
+                    # from the end of the job's previous run
                     key = (bar["job_id"], bar["run"], round(bar["start"], 3))
+                    before = runs.get((bar["job_id"], bar["run"] - 1))
+                    after_previous = (
+                        before is not None
+                        and before.end_time is not None
+                        and abs(bar["start"] - before.end_time) <= 1e-3
+                    )
+                    # or from the end of another run on the node (whose GPUs it takes)
+                    after_other = any(
+                        abs(bar["start"] - e) <= 1e-3 for e in ended_on.get(bar["node"], [])
+                    )
+                    from_release = key in released or after_previous or after_other
                     if abs(bar["end"] - run.start_time) > 1e-3 or (
-                        bar["start"] > doc["since"] and key not in released
+                        bar["start"] > doc["since"] and not from_release
                     ):
                         problems.append(f"held bar {bar}: no release of it before {start}")
                     continue

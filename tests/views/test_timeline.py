@@ -106,3 +106,27 @@ def test_the_page_draws_the_timeline_counts_profiling_as_running_and_reloads_its
     assert "<h2>Running (1)</h2>" in page and "<h2>Queue (0)</h2>" in page
     assert "http-equiv='refresh'" in page and "<svg id='timeline'" in page
     assert "data-job='7'" in page and "<script" not in page
+
+
+def test_a_moves_new_run_is_held_only_once_its_old_run_ended() -> None:
+    """A move decides the new run's release with the stop: the GPUs are held for the new
+    run from the old run's end (its grace is drawn as grace), not from the decision."""
+    runs = {7: [run(0, 100.0, 160.0, {"a100n1": 2}), run(1, 165.0, None, {"a100n1": 2})]}
+    bars = bars_of(runs, {(7, 0): 150.0}, {"a100n1": 4}, 0.0, 200.0, {(7, 1): 148.0})
+    got = [(b.run, b.kind, b.start, b.end) for b in bars]
+    assert got == [
+        (0, "run", 100.0, 150.0),
+        (0, "grace", 150.0, 160.0),
+        (1, "held", 160.0, 165.0),
+        (1, "run", 165.0, 200.0),
+    ]
+    assert bars[2].lane == bars[0].lane  # the lanes its old run left
+
+
+def test_a_run_taking_a_preempted_jobs_gpus_is_held_from_that_jobs_end() -> None:
+    """Job 8 was released onto job 7's GPUs at 150, with job 7's preemption: 7 checkpoints
+    until 160, and 8's GPUs are held from then, on the lanes 7 left, never drawn over 7."""
+    runs = {7: [run(0, 100.0, 160.0, {"a100n1": 4})], 8: [run(0, 165.0, None, {"a100n1": 4})]}
+    bars = bars_of(runs, {}, {"a100n1": 4}, 0.0, 200.0, {(8, 0): 150.0})
+    got = [(b.job_id, b.kind, b.start, b.end, b.lane) for b in bars]
+    assert (8, "held", 160.0, 165.0, 0) in got and (7, "run", 100.0, 160.0, 0) in got
