@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemon"))
 
-from daemon_live import LiveEnv
-from live_replay import Arrival, compare, replay_live, run_live
-
-from hops_cli.simulate import stdout_to_stderr
-from hopsd.solver_banner import silence_solver_banner
+from live_replay import (
+    Arrival,
+    benchmark_env,
+    cluster_up,
+    compare,
+    quietly,
+    replay_live,
+    run_live,
+    scaled,
+)
 
 #: Staggered arrivals on the 18-GPU test cluster (k80 x2, v100 2x4, a100 2x4, two
 #: of them half-speed servers): contended for a while, then draining. Samples at
@@ -59,26 +63,16 @@ def main() -> int:
     parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    if not os.environ.get("SLURM_CONF"):
-        print(
-            "hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr
-        )
+    if not cluster_up():
         return 2
-    workload = [
-        Arrival(a.at_s * args.scale, a.demands, a.samples * args.scale, a.type_speed)
-        for a in WORKLOAD
-    ]
-    with tempfile.TemporaryDirectory(prefix="hops-live-replay-") as tmp:
-        root = Path(args.keep or tmp)
-        root.mkdir(parents=True, exist_ok=True)
-        env = LiveEnv.create(root)
-        silence_solver_banner()
-        try:
-            with stdout_to_stderr():  # solver output never mixes with the figures
-                window = run_live(env, workload, deadline_s=900)
-                results = replay_live(env, window, env.config.policy)
-        finally:
-            env.cleanup()
+    workload = scaled(WORKLOAD, args.scale)
+    with benchmark_env(args.keep, "hops-live-replay-") as env:
+
+        def live_then_replay() -> dict[str, Any]:
+            window = run_live(env, workload, deadline_s=900)
+            return replay_live(env, window, env.config.policy)
+
+        results = quietly(live_then_replay)
     figures = compare(results, env.config.policy)
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,16 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemo
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_live import LiveEnv
-from live_replay import Arrival
+from live_replay import Arrival, benchmark_env, cluster_up, quietly, scaled
 from live_vs_replay import WORKLOAD
 
 from hops_cli.forecast_job import test_only_payload
-from hops_cli.simulate import stdout_to_stderr
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.records import JobRecord, JobRun, Prediction
 from hopsd.ledger.unit import Ledger
 from hopsd.slurm.tag import HopsTag
-from hopsd.solver_banner import silence_solver_banner
 
 WAITING = {"submitted", "queued", "preempted", "requeued", "profiling"}
 
@@ -196,26 +192,12 @@ def main() -> int:
     parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    if not os.environ.get("SLURM_CONF"):
-        print(
-            "hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr
-        )
+    if not cluster_up():
         return 2
-    workload = [
-        Arrival(a.at_s * args.scale, a.demands, a.samples * args.scale, a.type_speed)
-        for a in WORKLOADS[args.workload]
-    ]
-    with tempfile.TemporaryDirectory(prefix="hops-predictions-") as tmp:
-        root = Path(args.keep or tmp)
-        root.mkdir(parents=True, exist_ok=True)
-        env = LiveEnv.create(root)
-        silence_solver_banner()
-        try:
-            with stdout_to_stderr():
-                asked = run(env, workload, deadline_s=1200)
-            figures = judge(env, asked)
-        finally:
-            env.cleanup()
+    workload = scaled(WORKLOADS[args.workload], args.scale)
+    with benchmark_env(args.keep, "hops-predictions-") as env:
+        asked = quietly(lambda: run(env, workload, deadline_s=1200))
+        figures = judge(env, asked)
     if args.json:
         print(json.dumps(figures, indent=2))
         return 0

@@ -8,16 +8,59 @@ the policy hopsd used, and each job's replayed JCT is set beside its live one.
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from daemon_live import LiveEnv
 
 from hops_cli.replay import replay_payload, slurm_inventory
+from hops_cli.simulate import stdout_to_stderr
 from hopsd.daemon.tick import Tick
 from hopsd.sim.replay import jct_errors
+from hopsd.solver_banner import silence_solver_banner
+
+T = TypeVar("T")
+
+
+def cluster_up() -> bool:
+    """Whether the live test cluster is there; says how to start it when not."""
+    if os.environ.get("SLURM_CONF"):
+        return True
+    print("hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr)
+    return False
+
+
+def scaled(workload: Sequence[Arrival], scale: float) -> list[Arrival]:
+    """Every job's samples and arrival time multiplied by ``scale``."""
+    return [Arrival(a.at_s * scale, a.demands, a.samples * scale, a.type_speed) for a in workload]
+
+
+@contextmanager
+def benchmark_env(keep: str | None, prefix: str) -> Iterator[LiveEnv]:
+    """A live environment in ``keep`` (kept) or a temporary directory, cleaned up after;
+    solver output never mixes with the figures a benchmark prints."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        root = Path(keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        env = LiveEnv.create(root)
+        silence_solver_banner()
+        try:
+            yield env
+        finally:
+            env.cleanup()
+
+
+def quietly(step: Callable[[], T]) -> T:
+    """``step()`` with its stdout sent to stderr."""
+    with stdout_to_stderr():
+        return step()
 
 
 @dataclass(frozen=True)
