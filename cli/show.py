@@ -1,7 +1,7 @@
 """``hops show JOBID``: one job's whole story (like ``scontrol show job``).
 
 Tag, demands, throughput estimates per type with where each came from, LR and
-FTF rho, queue position and start estimate, placements and restarts over time,
+FTF rho, queue position, START and ETA (hopsd's forecast), placements and restarts over time,
 each Slurm run (as ``sacct -D`` lists them: start, end, nodes, and why it
 ended: completed, moved, preempted, profiling over, failed), and refusals (the
 tag's reason, a refused input, the last state reason).

@@ -38,9 +38,11 @@ def status(
     """Show hops jobs (yours unless --all, -u or job ids), why they wait, where and when they run.
 
     LR is the latency ratio: queue wait / expected run time (the method's age
-    of the job); lower is better. START is a rough start estimate for a
-    waiting job (+time from now), ETA the time left of a running one. REASON is
-    what hopsd recorded when it last decided, or that hopsd is not running.
+    of the job); lower is better. START (+time from now) and ETA are hopsd's
+    forecast, its scheduling step run forward from the live state after each
+    plan: when a waiting job starts, when a running one ends (hopsd's page
+    /job/ID lists every forecast made of a job). REASON fits the job's state:
+    why it waits, where it runs, how it ended, or that hopsd is not running.
     """
     show_status(
         state(ctx).config_path,
