@@ -93,6 +93,7 @@ def _input(
 ) -> tuple[ForecastInput, Observation]:
     from hopsd.core.step import RoundClock
     from hopsd.daemon.assemble import assemble
+    from hopsd.daemon.forecasting import measured_input
     from hopsd.daemon.observe import observe
 
     obs = observe(port, lambda: now)
@@ -101,20 +102,9 @@ def _input(
     built = assemble(
         rows, obs, config, unit.latest_targets(ids), unit.throughput_snapshot(ids), now
     )
-    settings = config.settings()
     last = unit.latest_round()
-    clock = RoundClock(settings.round_length_s, None if last is None else last.started_at)
-    given = ForecastInput(
-        built.snapshot,
-        clock,
-        config.policy,
-        settings,
-        launch_s=unit.launch_s() or 0.0,
-        adoption_s=config.queue_refresh_s,
-        profile_s=(unit.profiling_phase_s() or 0.0) if config.profiling else 0.0,
-        start_lag_s=unit.start_lag_s() or 0.0,
-        end_seen_s=config.queue_refresh_s / 2,
-    )
+    clock = RoundClock(config.round_length_s, None if last is None else last.started_at)
+    given = measured_input(unit, config, built.snapshot, clock)
     return given, obs
 
 

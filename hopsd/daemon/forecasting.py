@@ -12,13 +12,43 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 
+from hopsd.config import HopsConfig
+from hopsd.core.model import Plan
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import RoundClock, StepOptions
 from hopsd.ledger.records import Prediction
-from hopsd.ledger.unit import Ledger
+from hopsd.ledger.unit import Ledger, Unit
 from hopsd.sim.forecast import ForecastInput, Predicted, forecast
 
 log = logging.getLogger("hopsd.forecast")
+
+
+def measured_input(
+    unit: Unit,
+    config: HopsConfig,
+    snapshot: Snapshot,
+    clock: RoundClock,
+    options: StepOptions | None = None,
+    plan: Plan | None = None,
+) -> ForecastInput:
+    """The forecast's input from a snapshot, with hopsd's latencies as the ledger measured
+    them (launch, release to Slurm's start, profiling) and as hops.conf sets them (a new
+    job is adopted within a queue refresh, an end is seen half a tick later on average).
+    One owner for hopsd's forecasts and ``hops submit --test-only``."""
+    return ForecastInput(
+        snapshot,
+        clock,
+        config.policy,
+        config.settings(),
+        options or StepOptions(),
+        launch_s=max(unit.launch_s() or 0.0, 0.0),
+        adoption_s=config.queue_refresh_s,
+        profile_s=(unit.profiling_phase_s() or 0.0) if config.profiling else 0.0,
+        start_lag_s=unit.start_lag_s() or 0.0,
+        end_seen_s=config.queue_refresh_s / 2,
+        plan=plan,
+    )
 
 
 class Forecaster:
@@ -40,7 +70,7 @@ class Forecaster:
         self.pending = given
         self.states = dict(states)
 
-    def run(self, ledger: Ledger, launch_s: float | None) -> float:
+    def run(self, ledger: Ledger) -> float:
         """Forecast what was offered and record it; the seconds it took (0: nothing to do)."""
         given, self.pending = self.pending, None
         if given is None:
@@ -49,7 +79,7 @@ class Forecaster:
         now = given.snapshot.now
         self.last_at = now
         try:
-            seen = forecast(replace(given, launch_s=max(launch_s or 0.0, 0.0)))
+            seen = forecast(given)
         except Exception as exc:  # a forecast is advice: it never stops a tick
             log.error("event=forecast-failed error=%r kind=%s", str(exc), type(exc).__name__)
             return time.perf_counter() - started

@@ -50,7 +50,7 @@ from hopsd.daemon.enact import (
     crash_point,
     resume_steps,
 )
-from hopsd.daemon.forecasting import Forecaster
+from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import GpuUse, gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
@@ -73,7 +73,6 @@ from hopsd.ledger.records import (
     core_job,
 )
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
-from hopsd.sim.forecast import ForecastInput
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -169,8 +168,6 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
-        self._launch_s: float | None = None
-        self._last_reconcile: ReconcileReport | None = None
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -215,12 +212,11 @@ class Tick:
             obs = self._timed(result, "resume_s", lambda: self._resume(seen, result))
             if obs is not seen:
                 self._follow_own_actions(obs, result)
-        self._last_reconcile = result.reconcile
         self._decide_and_record(obs, result)
         if result.actions and not self.shadow:
             crash_point(CRASH_AFTER_INTENT)
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
-        result.forecast_s = self.forecaster.run(self.ledger, self._launch_s)
+        result.forecast_s = self.forecaster.run(self.ledger)
         result.total_s = time.perf_counter() - started
         result.slurm_calls = self.call_count() - calls_before
         return result
@@ -340,7 +336,7 @@ class Tick:
             finally:
                 result.decide_s = time.perf_counter() - started
             self.round_clock = clock
-            self._offer_forecast(unit, rows, snap, decision, clock, now)
+            self._offer_forecast(unit, rows, snap, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
@@ -365,30 +361,19 @@ class Tick:
         snap: Snapshot,
         decision: Decision,
         clock: RoundClock,
-        now: float,
+        seen: ReconcileReport | None,
     ) -> None:
-        """Hand the round's input and plan to the forecaster, when a forecast is due."""
+        """Hand the round's input and plan to the forecaster, when a forecast is due: the
+        step planned, or this tick saw a job adopted, started, requeued or ended."""
         planned = decision.kind != IDLE
-        seen = self._last_reconcile
         moved = seen is not None and bool(
             seen.adopted or seen.started or seen.requeued or seen.ended
         )
-        if self.shadow or not self.forecaster.due(
-            planned or moved, now, self.settings.round_length_s
-        ):
+        due = self.forecaster.due(planned or moved, snap.now, self.settings.round_length_s)
+        if self.shadow or not due:
             return
-        self._launch_s = unit.launch_s()
-        given = ForecastInput(
-            snap,
-            clock,
-            self.policy.name,
-            self.settings,
-            self._step_options(),
-            profile_s=(unit.profiling_phase_s() or 0.0) if self.config.profiling else 0.0,
-            start_lag_s=unit.start_lag_s() or 0.0,
-            end_seen_s=self.config.queue_refresh_s / 2,  # hopsd sees an end at its next tick
-            plan=decision.plan if planned else None,
-        )
+        plan = decision.plan if planned else None
+        given = measured_input(unit, self.config, snap, clock, self._step_options(), plan)
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
     def _step_options(self) -> StepOptions:

@@ -153,22 +153,32 @@ def profiling_phase_s(session: Session, job_ids: Sequence[str] | None = None) ->
     return statistics.median(phases) if phases else None
 
 
-def start_lag_s(session: Session) -> float | None:
-    """How long Slurm takes to start a run hops released: the median, over the latest
-    releases carried out, of the release decision to Slurm's start of that run. None:
-    no release yet. The forecast adds it to each start it foresees."""
-    stmt = (
-        select(IntentRow.job_id, IntentRow.payload, IntentRow.created_at)
-        .where(IntentRow.action == IntentAction.RELEASE, IntentRow.state == IntentState.DONE)
-        .order_by(IntentRow.id.desc())
-        .limit(LAUNCH_SAMPLE)
+def releases(
+    session: Session, since: float | None = None, limit: int | None = None
+) -> dict[tuple[str, int], float]:
+    """When hops decided to release each (job, run) it released (its newest release
+    intent for that run that was carried out): since ``since``, or the latest ``limit``."""
+    stmt = select(IntentRow.job_id, IntentRow.payload, IntentRow.created_at).where(
+        IntentRow.action == IntentAction.RELEASE, IntentRow.state == IntentState.DONE
     )
-    released: dict[tuple[str, int], float] = {}
+    if since is not None:
+        stmt = stmt.where(IntentRow.created_at >= since)
+    if limit is not None:
+        stmt = stmt.order_by(IntentRow.id.desc()).limit(limit)
+    out: dict[tuple[str, int], float] = {}
     for job_id, payload, created in session.execute(stmt):
         run = (payload or {}).get("run")
         if job_id is not None and run is not None:
             key = (str(job_id), int(run))
-            released[key] = max(released.get(key, float(created)), float(created))
+            out[key] = max(out.get(key, float(created)), float(created))
+    return out
+
+
+def start_lag_s(session: Session) -> float | None:
+    """How long Slurm takes to start a run hops released: the median, over the latest
+    releases carried out, of the release decision to Slurm's start of that run. None:
+    no release yet. The forecast adds it to each start it foresees."""
+    released = releases(session, limit=LAUNCH_SAMPLE)
     if not released:
         return None
     starts = session.execute(

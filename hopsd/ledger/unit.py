@@ -57,7 +57,6 @@ from hopsd.ledger.records import (
     IntentAction,
     IntentRecord,
     IntentRequest,
-    IntentState,
     JobRecord,
     JobRun,
     JobSpec,
@@ -406,21 +405,9 @@ class Unit:
         return out
 
     def releases_since(self, since: float) -> dict[tuple[str, int], float]:
-        """When hops decided to release each (job, run) it released since ``since`` (its
-        newest release intent for that run that was carried out)."""
-        stmt = select(IntentRow.job_id, IntentRow.payload, IntentRow.created_at).where(
-            IntentRow.action == IntentAction.RELEASE,
-            IntentRow.state == IntentState.DONE,
-            IntentRow.created_at >= since,
-        )
-        out: dict[tuple[str, int], float] = {}
-        for job_id, payload, created in self._session.execute(stmt):
-            run = (payload or {}).get("run")
-            if job_id is None or run is None:
-                continue
-            key = (str(job_id), int(run))
-            out[key] = max(out.get(key, float(created)), float(created))
-        return out
+        """When hops decided to release each (job, run) since ``since``
+        (:func:`restarts.releases`)."""
+        return restarts.releases(self._session, since=since)
 
     def queue_lengths_since(self, since: float, limit: int = 2000) -> list[tuple[float, int]]:
         """(start, jobs waiting) of each enacting round since ``since``, oldest first."""

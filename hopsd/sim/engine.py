@@ -434,9 +434,8 @@ class Engine:
             config = job.config
             if job.status == "running":
                 assert config is not None
-                if self.config.seen_after_end_s > 0 and job.trained_at is None and job.rate > 0:
-                    left = job.spec.total_samples - job.samples_done
-                    at = max(self.now, job.penalty_until) + max(left, 0.0) / job.rate
+                if self.config.seen_after_end_s > 0 and job.trained_at is None:
+                    at = job.finish_eta(self.now)  # its last sample, at its pace
                     job.trained_at = at if at <= t + EPS else None
                 productive = max(0.0, t - max(self.now, job.penalty_until))
                 job.samples_done = min(

@@ -7,8 +7,8 @@ same step with the same policy and settings, round after round, until every
 job is served (nothing waits: each running job then ends at its pace where it
 is), :data:`MAX_ROUNDS` rounds were planned or the horizon is reached. Jobs
 progress at the rates the estimator predicts (the forecast believes hopsd's own
-estimates), pay their learned restart price on every move and ``launch_s`` on a first start, and no
-new job arrives except the ``extra`` ones asked about.
+estimates), pay their learned restart price on every move and ``launch_s`` on a
+first start, and no new job arrives except the ``extra`` ones asked about.
 
 The figures are compared with what really happened by
 ``benchmarks/predictions.py``; nothing here reads a clock or the ledger.
@@ -251,7 +251,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         return {}
     truth = _EstimatedTruth(snap.cluster, models, estimator=estimator, jobs={j.id: j for j in jobs})
     result = _run(given, truth, specs, resumed, store, origin)
-    return _predictions(result, origin + given.start_lag_s, resumed, given.start_lag_s)
+    return _predictions(result, origin, resumed, given.start_lag_s)
 
 
 def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
@@ -309,17 +309,16 @@ def _run(
 def _predictions(
     result: EngineResult, origin: float, resumed: Mapping[str, Resumed], lag: float
 ) -> dict[str, Predicted]:
-    """Epoch times (``origin`` is sim time 0 plus the start lag: Slurm starts a run that
-    long after the decision; its end is not moved, the launch the engine charges holds
-    that lag already); a job placed now (running, or started by the plan) has no start
-    to come."""
+    """Epoch times (``origin`` is sim time 0). Slurm starts a run ``lag`` after the
+    decision; an end is not moved (the launch the engine charges holds that lag
+    already). A job placed now (running, or started by the plan) has no start to come."""
     out: dict[str, Predicted] = {}
     for js in result.jobs:
         was = resumed.get(js.spec.job_id)
         runs_now = was is not None and was.status == "running"
-        start = None if runs_now or js.first_start is None else js.first_start + origin
-        finite = js.finish_time is not None and math.isfinite(js.finish_time)
-        end = js.finish_time + origin - lag if finite and js.finish_time is not None else None
+        start = None if runs_now or js.first_start is None else js.first_start + origin + lag
+        done = js.finish_time
+        end = done + origin if done is not None and math.isfinite(done) else None
         first = js.first_config
         out[js.spec.job_id] = Predicted(
             js.spec.job_id,
