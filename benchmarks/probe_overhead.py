@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hopsd.probe import Probe
+from hops_probe import Probe
 
 PHASES = ("data", "forward", "backward", "sync", "update")
 ITERATION_S = 0.010
@@ -96,6 +96,7 @@ def real_loop(steps: int, mode: str, spool: str) -> tuple[float, float | None]:
     Path(spool).mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(EXAMPLE))
     import train  # the example job itself, imported as a module
+
     from hops_probe import Probe as JobProbe
     from hops_probe import pytorch as hops
 

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from hopsd.probe import Probe
+from hops_probe import Probe
 
 # Phase shares of one iteration; the data phase runs in the loop (no overlap).
 SHARES = {"data": 0.2, "forward": 0.3, "backward": 0.4, "update": 0.1}

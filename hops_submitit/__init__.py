@@ -8,7 +8,7 @@ script) goes through submitit's checkpointing: a ``Checkpointable`` is saved
 and the job is requeued held, for hopsd to place again, resuming from there.
 
 Registered for submitit through the ``submitit`` entry points in
-pyproject.toml (install ``hops[submitit]``).
+pyproject.toml (install ``hops-scheduler[submitit]``).
 """
 
 from hops_submitit.environment import HopsJobEnvironment

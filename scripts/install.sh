@@ -37,10 +37,17 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 # setuptools prints a generic notice box for every editable install (folders
 # named like a package may shadow it); the wheel install has no such notice.
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+# The distribution was called "hops" before it had a name of its own on the
+# package index; a venv made then still has it (same modules): remove it.
+if .venv/bin/python -m pip show hops 2>/dev/null | grep -q "^Editable project location: $(pwd)\$"; then
+    .venv/bin/python -m pip uninstall -q -y hops 2>&1 | grep -v '^WARNING' || true
+fi
+# constraints/ci.txt pins every package at the version tested (scripts/pin_constraints.py).
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints/ci.txt \
+    -e ./probe -e ".[dev,docs]" 2>&1 \
     | sed '/BuildBackendWarning: Editable installation/,/WheelFile(wheel_path/d' \
     | grep -v -e '^WARNING: Location' || true
-.venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }
+.venv/bin/python -c 'import hopsd, hops_cli, hops_probe' || { echo "hops failed to install" >&2; exit 1; }
 # Real training jobs (examples/pytorch, tests/daemon/test_live_real_pytorch.py): PyTorch and Lightning.
 # torch is pinned so pip takes the CPU build this machine kind keeps on disk
 # (elsewhere it downloads the release); the examples accept any torch 2.

@@ -48,10 +48,11 @@ PROBE = Probe()  # before torch: the notice handler is set before the slow impor
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from data import GlobalOrder, make_dataset  # noqa: E402
-from hops_probe import pytorch as hops  # noqa: E402
 from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
 from options import job_parser, parse, set_precision  # noqa: E402
 from torch import nn  # noqa: E402
+
+from hops_probe import pytorch as hops  # noqa: E402
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:

@@ -30,11 +30,12 @@ import lightning.pytorch as pl  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from data import GlobalOrder, make_dataset  # noqa: E402
-from hops_probe import lightning as hops_pl  # noqa: E402
-from hops_probe import pytorch as hops  # noqa: E402
 from model import SmallCNN, decay, device_pace, hold_device  # noqa: E402
 from options import job_parser, parse  # noqa: E402
 from torch.utils.data import DataLoader, Sampler, TensorDataset  # noqa: E402
+
+from hops_probe import lightning as hops_pl  # noqa: E402
+from hops_probe import pytorch as hops  # noqa: E402
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:

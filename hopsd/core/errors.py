@@ -19,3 +19,15 @@ class InfeasibleDemandError(InvalidInputError):
 
 class SolverError(HopsError):
     """The MILP solver failed in a way that is not an ordinary infeasibility."""
+
+
+class MissingExtraError(InvalidInputError):
+    """A feature whose library is an optional extra of the slim install was asked for."""
+
+
+def missing_extra(what: str, library: str, extra: str) -> MissingExtraError:
+    """The one-line error for ``what`` when ``library`` (installed by ``extra``) is absent."""
+    return MissingExtraError(
+        f"{what} needs {library}, which the slim install leaves out: "
+        f"pip install 'hops-scheduler[{extra}]'"
+    )

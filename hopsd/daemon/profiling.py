@@ -90,7 +90,7 @@ def names_a_model(name: str) -> bool:
 
 
 def mode_body(iterations: int, run: int) -> dict[str, object]:
-    """What the probe reads from ``<spool>/<job>.mode`` (see :func:`hopsd.probe.resolve_mode`)."""
+    """What the probe reads from ``<spool>/<job>.mode`` (see :func:`hops_probe.resolve_mode`)."""
     return {"mode": "profile", "iterations": iterations, "run": run}
 
 

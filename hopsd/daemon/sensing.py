@@ -1,6 +1,6 @@
 """Sensing: read what jobs' probes report, check it, and learn from it.
 
-Each job's probe (:mod:`hopsd.probe`) appends JSON lines to
+Each job's probe (:mod:`hops_probe`) appends JSON lines to
 ``<spool>/<slurm job id>.jsonl``, where the spool is hops.conf
 ``daemon.spool_dir`` or, when that is empty, the job's own working directory
 (:mod:`hopsd.daemon.spool`). A report is believed only when

@@ -2,7 +2,7 @@
 
 hops.conf ``[daemon] spool_dir`` names one directory for every job's files; left
 empty (the default) each job uses its own Slurm working directory, which is
-where :mod:`hopsd.probe` writes when ``HOPS_SPOOL_DIR`` is unset.
+where :mod:`hops_probe` writes when ``HOPS_SPOOL_DIR`` is unset.
 
 The shared spool is hopsd's own: created (or checked) at start by
 :func:`prepare_root` -- owned by hopsd's user, writable by nobody else, and

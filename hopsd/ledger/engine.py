@@ -24,7 +24,12 @@ from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
-from hopsd.ledger.errors import LedgerError, LedgerFullError, LedgerUnavailableError
+from hopsd.ledger.errors import (
+    LedgerError,
+    LedgerFullError,
+    LedgerUnavailableError,
+    require_psycopg,
+)
 
 __all__ = ["classify_dbapi_error", "make_engine", "make_sessionmaker", "normalise_url", "redact"]
 
@@ -81,6 +86,7 @@ def make_engine(
         engine = create_engine(parsed, echo=echo)
         _configure_sqlite(engine, timeout_ms, sqlite_begin, read_only)
     elif parsed.get_backend_name() == "postgresql":
+        require_psycopg()
         # Keep any libpq options given in the URL (e.g. a search_path) and add ours;
         # connect_args take precedence over the URL's query, which stays as given.
         given = parsed.query.get("options", "")

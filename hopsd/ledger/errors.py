@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from hopsd.core.errors import HopsError, InvalidInputError
+from hopsd.core.errors import HopsError, InvalidInputError, missing_extra
 
 
 class LedgerError(HopsError):
@@ -92,3 +92,13 @@ def _utc(epoch: float) -> str:
         return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, ValueError, OSError):
         return f"{epoch!r} (not a time)"
+
+
+def require_psycopg() -> None:
+    """A PostgreSQL ledger needs psycopg, the ``postgres`` extra of the slim install."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise LedgerUnavailableError(
+            str(missing_extra("a PostgreSQL ledger", "psycopg", "postgres"))
+        ) from exc

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
-from hopsd.ledger.errors import LedgerError, LedgerUnavailableError
+from hopsd.ledger.errors import LedgerError, LedgerUnavailableError, require_psycopg
 from hopsd.ledger.records import (
     DEFAULT_LEASE,
     RECORD_DEFAULTS,
@@ -239,6 +239,7 @@ def _connect_sqlite(path: str, timeout_ms: int) -> Any:
 
 
 def _connect_postgresql(target: Target, timeout_ms: int) -> Any:
+    require_psycopg()
     import psycopg
     from psycopg.conninfo import make_conninfo
 

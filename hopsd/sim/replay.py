@@ -37,12 +37,11 @@ import numpy as np
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.metrics import percentile_or_zero
 from hopsd.core.model import Cluster, Configuration, GpuType, Node
-from hopsd.core.policies import policy_names
 from hopsd.core.settings import Settings
 from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.engine import EngineConfig, EngineResult
 from hopsd.sim.metrics import JobRecord, job_records, summarise
-from hopsd.sim.run import _write_outputs, run_policy
+from hopsd.sim.run import _write_outputs, check_request, run_policy
 from hopsd.sim.truth import (
     BACKWARD_SHARE,
     FORWARD_SHARE,
@@ -621,13 +620,7 @@ def replay(
     out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run ``policies`` on the window's trace; the results object of ``hops replay``."""
-    unknown = [p for p in policies if p not in policy_names()]
-    if unknown:
-        raise InvalidInputError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}"
-        )
-    if not policies:
-        raise InvalidInputError("give at least one policy")
+    check_request(policies, out_dir)
     figures: dict[str, dict[str, float]] = {}
     records: dict[str, list[JobRecord]] = {}
     results: dict[str, EngineResult] = {}

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hopsd.core.errors import InvalidInputError
+from hopsd.core.errors import InvalidInputError, missing_extra
 from hopsd.core.policies import get_policy, policy_names
 from hopsd.core.settings import Settings
 from hopsd.sim.cluster import SimCluster
@@ -25,7 +25,6 @@ from hopsd.sim.engine import Engine, EngineConfig, EngineResult
 from hopsd.sim.gavel_format import gavel_models, read_gavel_throughputs, read_gavel_trace
 from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
-from hopsd.sim.plots import write_plots
 from hopsd.sim.profiles import load_profiles, with_aliases
 from hopsd.sim.sia_format import sia_inputs
 from hopsd.sim.trace import read_trace, write_trace
@@ -184,13 +183,7 @@ def simulate(
     policy or per policy (:mod:`hopsd.sim.knobs`); what each policy ran with is
     recorded under ``"knobs"``.
     """
-    unknown = [p for p in policies if p not in policy_names()]
-    if unknown:
-        raise InvalidInputError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}"
-        )
-    if not policies:
-        raise InvalidInputError("give at least one policy")
+    check_request(policies, out_dir)
     truth, jobs = load_inputs(
         preset if cluster is None or trace is None else None,
         cluster,
@@ -270,6 +263,30 @@ def _replay(
         return out
 
 
+def check_request(policies: Sequence[str], out_dir: str | Path | None) -> None:
+    """Refuse, before any work, policies hops does not know or cannot build, and
+    ``--out`` without the library that draws its plots."""
+    unknown = [p for p in policies if p not in policy_names()]
+    if unknown:
+        raise InvalidInputError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}"
+        )
+    if not policies:
+        raise InvalidInputError("give at least one policy")
+    for name in policies:
+        get_policy(name)  # a baseline whose extra is missing fails here
+    if out_dir is not None:
+        require_plots()
+
+
+def require_plots() -> None:
+    """Fail before any work when ``--out``'s PNG plots cannot be drawn (the ``sim`` extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise missing_extra("the PNG plots written with --out", "matplotlib", "sim") from exc
+
+
 def _what(summary: dict[str, Any]) -> str:
     """What a plot shows, for its title: the preset (or trace) and the seed."""
     source = summary.get("preset") or "trace"
@@ -284,6 +301,8 @@ def _write_outputs(
     records: dict[str, list[JobRecord]],
     results: dict[str, EngineResult],
 ) -> None:
+    from hopsd.sim.plots import write_plots  # matplotlib: loaded only to draw
+
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     write_trace(out / "trace.csv", jobs)

@@ -20,9 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import t as student_t
-
-from hopsd.core.errors import InvalidInputError
+from hopsd.core.errors import InvalidInputError, missing_extra
 from hopsd.core.policies import policy_names
 from hopsd.sim.engine import EngineConfig
 from hopsd.sim.knobs import SimKnobs, effective
@@ -68,6 +66,10 @@ def interval(values: Sequence[float], level: float = 0.95) -> dict[str, float]:
     mean = sum(values) / n
     if n < 2:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "n": n}
+    try:
+        from scipy.stats import t as student_t
+    except ImportError as exc:
+        raise missing_extra("confidence intervals over seeds", "scipy", "sim") from exc
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     half = float(student_t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}

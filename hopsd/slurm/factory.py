@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from hopsd.core.errors import missing_extra
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.port import SlurmPort
 from hopsd.slurm.runner import PrefixRunner, Runner, SubprocessRunner
@@ -94,7 +95,10 @@ def make_port(
     if backend == "rest":
         if rest is None:
             raise ValueError("the 'rest' backend needs [slurm] rest_url and rest_token_file")
-        from hopsd.slurm.rest_backend import rest_from_settings
+        try:
+            from hopsd.slurm.rest_backend import rest_from_settings
+        except ImportError as exc:  # httpx is the rest extra
+            raise missing_extra("the 'rest' Slurm backend", "httpx", "rest") from exc
 
         return rest_from_settings(
             rest.url, rest.token_file, version=rest.version, timeout_s=timeout_s, cli=cli

@@ -1,4 +1,4 @@
-"""The Slurm port over pyslurm (optional extra ``hops[pyslurm]``, pyslurm 25.11 API).
+"""The Slurm port over pyslurm (optional extra ``hops-scheduler[pyslurm]``, pyslurm 25.11 API).
 
 Reads and state changes go through the Slurm C API (``pyslurm.Jobs.load``,
 ``pyslurm.Nodes.load``, ``pyslurm.db.Jobs.load``, ``Job.release/hold/requeue/

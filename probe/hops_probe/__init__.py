@@ -75,8 +75,9 @@ writes only to a regular file it owns with no other name (it never truncates
 anyone else's file), and ignores a mode file unless root, hopsd (the owner of
 the spool's parent) or the job's own user owns it.
 
-Standard library only: installable on its own (``pip install ./probe``, module
-``hops_probe``) into any training environment; ``hopsd.probe`` is the same module.
+Standard library only, Python 3.8 or newer: the distribution ``hops-probe``
+(``pip install hops-probe``, or ``pip install ./probe`` from a checkout),
+module ``hops_probe``, installs on its own into any training environment.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ def resolve_mode(
 
 def _positive(control: Mapping[str, Any] | None, key: str) -> float | None:
     value = (control or {}).get(key)
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e12:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e12:
         return value
     return None
 
@@ -619,7 +620,8 @@ def _install_notice(name: str, probe: Probe) -> str:
     unknown name, or ``none``) no notice is caught and "" is returned. A handler
     the program had is still called after the probe notes the notice.
     """
-    number = getattr(signal, "SIG" + name.strip().upper().removeprefix("SIG"), None)
+    word = name.strip().upper()
+    number = getattr(signal, "SIG" + (word[3:] if word.startswith("SIG") else word), None)
     main = threading.current_thread() is threading.main_thread()
     if not isinstance(number, signal.Signals) or not main:
         return ""

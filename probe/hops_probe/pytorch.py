@@ -173,7 +173,7 @@ def _first_node_address(nodelist: str) -> str:
         return nodelist.split(",")[0].split("[")[0]
     for word in shown.split():
         if word.startswith("NodeAddr="):
-            return word.removeprefix("NodeAddr=")
+            return word[len("NodeAddr=") :]
     return first
 
 

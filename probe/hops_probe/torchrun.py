@@ -65,7 +65,8 @@ def _forward(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    name = os.environ.get("HOPS_NOTICE_SIGNAL", "USR1").strip().upper().removeprefix("SIG")
+    name = os.environ.get("HOPS_NOTICE_SIGNAL", "USR1").strip().upper()
+    name = name[3:] if name.startswith("SIG") else name
     number = getattr(signal, "SIG" + name, None)
     if isinstance(number, signal.Signals):
         signal.signal(number, _forward)

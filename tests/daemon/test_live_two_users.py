@@ -63,7 +63,7 @@ import sys, time
 try:
     from hops_probe import Probe
 except ImportError:  # a checkout without the standalone probe
-    from hopsd.probe import Probe
+    from hops_probe import Probe
 
 probe = Probe()
 told = [getattr(probe, name, None) for name in ("gpus", "lr", "total_samples")]

@@ -12,7 +12,7 @@ resumes where it stopped, and reported to ``$HOPS_SPOOL_DIR/<jobid>.progress.jso
 ``<jobid>.events`` so tests can check that a job finished exactly once.
 
 Each iteration goes through the phases of a real trainer (data, forward,
-backward, update) under the hops probe (:mod:`hopsd.probe`), which reports
+backward, update) under the hops probe (:mod:`hops_probe`), which reports
 per-phase times and progress to ``<jobid>.jsonl`` and profiles the job when
 hopsd asks for it. ``--node-sensitivity`` sets how much the job suffers on a
 slower server (1: fully, like a data-loading-bound job; 0: not at all);
@@ -140,10 +140,10 @@ def make_probe(args: argparse.Namespace) -> Any:
         return None
     os.environ.setdefault("HOPS_PROBE_FLUSH_S", "1.0")
     try:
-        from hopsd.probe import Probe
+        from hops_probe import Probe
     except ImportError:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from hopsd.probe import Probe
+        from hops_probe import Probe
     return Probe()
 
 

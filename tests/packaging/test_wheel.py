@@ -1,7 +1,7 @@
 """The wheel carries what an installed hops needs: migrations, presets, both commands.
 
-The wheel is built from a copy of this checkout (``python -m build --wheel``)
-and installed without its dependencies into a fresh virtual environment that
+The wheel is built from a copy of this checkout (``python -m build``, see
+conftest.py) and installed without its dependencies into a fresh virtual environment that
 has no access to the checkout; the third-party dependencies (numpy, SQLAlchemy,
 ...) come from this project's ``.venv`` through a ``.pth`` line, which keeps the
 test fast and offline. Everything of hops itself (code and data files) comes
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,36 +20,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging_dists import Dists
+from packaging_dists import run as _run
 
 from hopsd.ledger import migrate
 
-REPO = Path(__file__).resolve().parents[2]
-SKIP = shutil.ignore_patterns(
-    ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "var", "out"
-)
-# What setuptools prints when data files or sub-packages are not declared.
-PACKAGING_WARNINGS = ("SetuptoolsDeprecationWarning", "is absent from the `packages`", "as data is")
-
-
-def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, *, err: bool = True) -> str:
-    """Run ``cmd``, insist on success, return its stdout (and stderr unless ``err`` is False)."""
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + (done.stderr if err else "")
-
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = tmp_path_factory.mktemp("src") / "hops"
-    shutil.copytree(REPO, src, ignore=SKIP)
-    out = src / "dist"
-    log = _run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out)], src
-    )
-    for warning in PACKAGING_WARNINGS:
-        assert warning not in log, log
-    (built,) = out.glob("hops-*.whl")
-    return built
+def wheel(dists: Dists) -> Path:
+    return dists.scheduler_wheel
 
 
 @pytest.fixture(scope="module")

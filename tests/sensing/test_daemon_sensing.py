@@ -12,6 +12,7 @@ from sensing_conf import CONF
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from hops_probe import Probe
 from hopsd.config import HopsConfig, parse_config
 from hopsd.core.step import RoundClock
 from hopsd.daemon.sensing import Sensing
@@ -19,7 +20,6 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import JobState, ProfileRow, ThroughputLayer, ThroughputRow
 from hopsd.ledger.throughput_store import SqlThroughputStore
-from hopsd.probe import Probe
 from hopsd.slurm.tag import HopsTag
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hopsd import probe as probe_module
-from hopsd.probe import MAX_SAMPLES_PER_RECORD, Probe
+import hops_probe as probe_module
+from hops_probe import MAX_SAMPLES_PER_RECORD, Probe
 
 
 class Clock:
@@ -180,7 +180,7 @@ def test_a_run_started_without_slurms_start_time_is_timed_from_its_process_start
     did: never before it was spawned (``btime`` is whole seconds, so counting from it put the
     start up to a second early and priced every restart up to a second too dear)."""
     code = (
-        "import time, hopsd.probe as p; "
+        "import time, hops_probe as p; "
         "print(repr(p._run_start({}, time.time)), repr(time.time()))"
     )
     spawned = time.time()

@@ -6,8 +6,9 @@ import pytest
 
 pytest.importorskip("lightning")
 
-from hops_probe import lightning as hops_pl
 from lightning.pytorch.plugins.environments import LightningEnvironment
+
+from hops_probe import lightning as hops_pl
 
 UNEVEN_TASK = {  # task 2 of 4 of a run placed on a100n1:3,a100n2:1: the one on a100n2
     "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "0",

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hops_probe import Probe
 from hops_probe import pytorch as hops
-
 from hopsd.slurm.tag import HopsTag
 
 

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
+import hops_probe as probe_module
 from hops_cli.submit_env import export_option, job_environment, user_export, without_export
-from hopsd import probe as probe_module
+from hops_probe import Probe, read_mode_file
 from hopsd.daemon.job_control import control_body, lr_for
 from hopsd.daemon.main import main as hopsd_main
 from hopsd.daemon.spool import Spools, UnsafeSpool, ensure_user_dir, prepare_root
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.models import JobRow, LrRule
-from hopsd.probe import Probe, read_mode_file
 from hopsd.slurm.tag import HopsTag
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root")
@@ -163,7 +163,6 @@ def test_the_probe_stands_alone_with_the_standard_library_only(tmp_path: Path) -
         check=True, capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert out.stdout.strip() == "Probe"
-    assert probe_module is sys.modules["hops_probe"]  # hopsd.probe is the same module
 
 
 # -- the notice ---------------------------------------------------------------------------

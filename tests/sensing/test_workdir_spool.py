@@ -18,13 +18,13 @@ from daemon_fakeport import FakeClock, FakePort, small_cluster
 from sensing_conf import CONF
 from sqlalchemy.orm import Session, sessionmaker
 
+from hops_probe import Probe
 from hopsd.config import HopsConfig, parse_config
 from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, write_file
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import JobState
-from hopsd.probe import Probe
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand files to a user")

@@ -32,8 +32,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
@@ -49,6 +47,7 @@ from hopsd.core.policies.common import (
     rigid_demand,
     type_capacity,
 )
+from hopsd.core.policies.lp import scipy_lp
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 
@@ -68,6 +67,7 @@ def max_min_allocation(
     n, k = thr.shape
     if n == 0:
         return np.zeros((0, k))
+    optimize, sparse = scipy_lp("gavel")
     share = np.asarray(capacity, dtype=float)
     share = share / share.sum() if share.sum() > 0 else share
     proportional = thr @ share
@@ -86,14 +86,14 @@ def max_min_allocation(
     rows = np.concatenate([jobs, pos_m, n + np.repeat(jobs, k), 2 * n + np.tile(np.arange(k), n)])
     cols = np.concatenate([np.full(n, n_x), var[pos_m, pos_j], var.ravel(), var.ravel()])
     vals = np.concatenate([np.ones(n), -norm[pos_m, pos_j], np.ones(n_x), np.repeat(scale_f, k)])
-    a_ub = coo_matrix((vals, (rows, cols)), shape=(2 * n + k, n_x + 1)).tocsr()
+    a_ub = sparse.coo_matrix((vals, (rows, cols)), shape=(2 * n + k, n_x + 1)).tocsr()
     b_ub = np.concatenate([np.zeros(n), np.ones(n), np.asarray(capacity, dtype=float)])
     bounds = np.zeros((n_x + 1, 2))
     bounds[:n_x, 1] = (thr > 0).ravel()
     bounds[n_x, 1] = np.inf
     cost = np.zeros(n_x + 1)
     cost[-1] = -1.0
-    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    result = optimize.linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
     if result.status != 0:
         raise SolverError(f"Gavel max-min LP failed: {result.message}")
     x: np.ndarray = np.clip(result.x[:n_x].reshape(n, k), 0.0, 1.0)
@@ -110,6 +110,7 @@ class GavelPolicy:
     """Gavel LAS (heterogeneity-aware max-min fairness) behind the Policy interface."""
 
     def __init__(self, queue_order: str = "lr", name: str = "gavel") -> None:
+        scipy_lp(name)  # a missing extra fails here, before the first round
         self.name = name
         self._order = queue_order
         self._received: dict[str, dict[str, float]] = {}

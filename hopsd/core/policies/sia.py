@@ -52,8 +52,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
@@ -70,6 +68,7 @@ from hopsd.core.policies.common import (
     place_by_type,
     type_capacity,
 )
+from hopsd.core.policies.lp import scipy_lp
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 
@@ -133,6 +132,7 @@ def round_relaxation(
     integer solution from above, so the rounded plan is provably within
     ``1 - weight / bound`` of the ILP's optimum.
     """
+    optimize, sparse = scipy_lp("sia")
     n = len(columns)
     type_row = {t: n_jobs + i for i, t in enumerate(types)}
     rows = np.empty(2 * n, dtype=np.int64)
@@ -141,10 +141,10 @@ def round_relaxation(
     vals = np.ones(2 * n)
     vals[1::2] = [col.count for col in columns]
     cols = np.repeat(np.arange(n), 2)
-    a = coo_matrix((vals, (rows, cols)), shape=(n_jobs + len(types), n)).tocsr()
+    a = sparse.coo_matrix((vals, (rows, cols)), shape=(n_jobs + len(types), n)).tocsr()
     upper = np.concatenate([np.ones(n_jobs), [float(max(capacity[t], 0)) for t in types]])
     weight = np.array([col.weight for col in columns])
-    lp = linprog(-weight, A_ub=a, b_ub=upper, bounds=(0.0, 1.0), method="highs")
+    lp = optimize.linprog(-weight, A_ub=a, b_ub=upper, bounds=(0.0, 1.0), method="highs")
     if lp.status != 0:
         raise SolverError(f"Sia LP relaxation failed: {lp.message}")
     bound = float(-lp.fun)
@@ -275,6 +275,7 @@ class SiaPolicy:
     """Sia behind the Policy interface (see the module docstring)."""
 
     def __init__(self, queue_order: str = "lr", name: str = "sia") -> None:
+        scipy_lp(name)  # a missing extra fails here, before the first round
         self.name = name
         self._order = queue_order
         self._restarts: dict[str, int] = {}
