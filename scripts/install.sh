@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what hops needs on a Debian 12 host, as root: Python venv (.venv) with
-# hops and its development tools. Slurm packages are installed by
+# hops, its development tools and MkDocs. Slurm packages are installed by
 # docker/cluster.sh when the test cluster is brought up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 # setuptools prints a generic notice box for every editable install (folders
 # named like a package may shadow it); the wheel install has no such notice.
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,docs]" 2>&1 \
     | sed '/BuildBackendWarning: Editable installation/,/WheelFile(wheel_path/d' \
     | grep -v -e '^WARNING: Location' || true
 .venv/bin/python -c 'import hopsd, hops_cli' || { echo "hops failed to install" >&2; exit 1; }
