@@ -1,12 +1,13 @@
 #!/bin/bash
-# A plain Python training job under hops: one process, on the GPUs hops gives it.
+# A plain Python training job under hops: one process.
 #
-#   hops submit python.sh --gpus 1,2 --samples 1M --batch-size 32 --lr 0.05 --lr-scale linear
+#   hops submit python.sh --gpus 1 --samples 1M --batch-size 32
 #
-# hops chooses the GPU type, the node and the GPU count of every run from the
-# counts --gpus allows, and may move the job between runs: train.py reads the
-# count (probe.gpus), checkpoints on hops's notice and resumes. Keep --gpus to
-# counts one process can use (one node); for several nodes see srun.sh.
+# hops chooses the GPU type and the node of every run, and may move the job
+# between runs: train.py checkpoints on hops's notice and resumes. This script
+# starts one process, on the first node of the allocation. hops may spread a
+# run of several GPUs over servers (a100n1:1,a100n2:1), so a job that can use
+# more than one GPU should start a process per GPU: torchrun.sh or srun.sh.
 # Your #SBATCH lines keep working, except --gres/--gpus (hops sets the GPUs).
 #SBATCH --job-name=train
 #SBATCH --cpus-per-gpu=2
