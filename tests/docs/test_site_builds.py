@@ -3,6 +3,7 @@ link or anchor (scripts/test.sh builds it the same way)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     done = _build(REPO, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+    for page in (tmp_path / "site").rglob("*.html"):  # the site loads nothing from elsewhere
+        html = page.read_text()
+        assert not re.search(r'src="https?:|<link[^>]*href="https?:', html), page
 
 
 @pytest.mark.parametrize(
