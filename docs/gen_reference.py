@@ -70,7 +70,7 @@ def _param_row(param: Any) -> tuple[str, str, str, str]:
         value = f"{value}, repeatable" if value else "repeatable"
     default = param.default
     shown = ""
-    if not flag and default not in (None, (), []) and getattr(param, "show_default", True):
+    if not flag and default not in (None, "", (), []) and getattr(param, "show_default", True):
         shown = _code(str(default))
     text = param.help or ""
     if getattr(param, "required", False):
@@ -90,7 +90,7 @@ def _command_section(ctx: Any, command: Any, path: list[str], level: int) -> Ite
     for arg in arguments:
         word = f"{arg.name.upper()}..." if arg.nargs == -1 else arg.name.upper()
         usage.append(word if arg.required else f"[{word}]")
-    if getattr(command, "allow_extra_args", False):
+    if (getattr(command, "context_settings", None) or {}).get("allow_extra_args"):
         usage.append("[-- ARGS...]")
     yield "```\n" + " ".join(usage) + "\n```\n\n"
     if command.help:
