@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what hops needs on a Debian 12 host, as root: Python venv (.venv) with
-# hops and its development tools. Slurm packages are installed by
+# hops, its development tools and MkDocs. Slurm packages are installed by
 # docker/cluster.sh when the test cluster is brought up.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,6 +19,11 @@ echo "== mypy --strict hopsd/core; mypy hopsd cli hops_submitit"
 .venv/bin/mypy hopsd cli hops_submitit
 echo "== import contracts"
 .venv/bin/lint-imports
+echo "== documentation (references up to date; mkdocs build --strict: a broken link or anchor fails)"
+.venv/bin/python docs/gen_reference.py --check
+docs_site="$(mktemp -d)"
+.venv/bin/mkdocs build --strict --site-dir "${docs_site}"
+rm -rf "${docs_site}"
 
 # The live subset that runs again on Slurm 24.11 (cluster basics, port
 # contract, the wrapped commands, job_submit.lua, daemon end to end, the CLI

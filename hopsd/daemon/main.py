@@ -64,7 +64,8 @@ EXIT_CONFIG, EXIT_LEDGER, EXIT_LEASE = 2, 3, 4
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """hopsd's command line (the site's reference is generated from it)."""
     parser = argparse.ArgumentParser(
         prog="hopsd", description="Schedule hops-tagged Slurm jobs with the Hops method."
     )
@@ -93,6 +94,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--json", action="store_true", help="with --check: one JSON document")
     parser.add_argument("command", nargs="*", help="`db upgrade` migrates the ledger")
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command and args.command != ["db", "upgrade"]:
         parser.error(f"unknown command {' '.join(args.command)!r} (known: db upgrade)")

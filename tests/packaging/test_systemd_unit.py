@@ -41,7 +41,7 @@ def test_unit_never_migrates_and_starts_the_documented_install() -> None:
     assert not any("upgrade" in v for values in service.values() for v in values)
     (exec_start,) = service["ExecStart"]
     assert exec_start.split()[0] == "/opt/hops/bin/hopsd"
-    assert "/opt/hops/bin/pip install" in (REPO / "README.md").read_text()
+    assert "/opt/hops/bin/pip install" in (REPO / "docs" / "admin-guide.md").read_text()
     # exit 3 (schema behind: run `hops db upgrade`) is not retried in a loop
     assert "3" in service["RestartPreventExitStatus"][0].split()
 
