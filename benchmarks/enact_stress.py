@@ -77,14 +77,18 @@ echo "done $(date +%s.%N)" >> "$dir/$SLURM_JOB_ID.events"
 # ---------------------------------------------------------------- the daemon side
 
 
-def churning_daemon(conf: str) -> int:
-    """hopsd's main with a Tick that also moves about half the running jobs each round."""
+def churning_daemon(conf: str, prefix: str) -> int:
+    """hopsd's main with a Tick that also moves about half the running jobs each round.
+
+    It adopts only the jobs named with ``prefix`` (this run's).
+    """
     import dataclasses
 
     import hopsd.daemon.main as daemon_main
     from hopsd.core.model import Assignment, Configuration, Plan
     from hopsd.core.snapshot import Snapshot
     from hopsd.core.step import StepOptions
+    from hopsd.daemon.faults import Hooks
     from hopsd.daemon.tick import Tick
 
     rng = random.Random(11)
@@ -115,7 +119,8 @@ def churning_daemon(conf: str) -> int:
             return dataclasses.replace(plan, keep=tuple(keep), move=tuple(moves))
 
     daemon_main.Tick = ChurningTick  # type: ignore[misc]
-    return daemon_main.main(["--config", conf, "--log-level", "INFO"])
+    hooks = Hooks(adopt_filter=lambda job: job.name.startswith(prefix))
+    return daemon_main.main(["--config", conf, "--log-level", "INFO"], hooks=hooks)
 
 
 # ---------------------------------------------------------------- the outside
@@ -152,11 +157,9 @@ class Run:
         self.outage_s = 0.0
 
     def start_daemon(self) -> None:
-        env = dict(os.environ, HOPS_TEST_ADOPT_NAME_PREFIX=self.prefix)
         log = open(self.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
-        self.daemon = subprocess.Popen(
-            [sys.executable, __file__, "--daemon", str(self.conf)], env=env, stdout=log, stderr=log
-        )
+        command = [sys.executable, __file__, "--daemon", str(self.conf), "--prefix", self.prefix]
+        self.daemon = subprocess.Popen(command, stdout=log, stderr=log)
 
     def check_daemon(self) -> None:
         if self.daemon is not None and self.daemon.poll() is not None:
@@ -294,9 +297,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1500.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--daemon", help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.daemon:
-        return churning_daemon(args.daemon)
+        return churning_daemon(args.daemon, args.prefix)
     if not os.environ.get("SLURM_CONF"):
         print("enact_stress: SLURM_CONF unset; bring the test cluster up first", file=sys.stderr)
         return 2

@@ -37,6 +37,9 @@ from typing import Any
 
 from sqlalchemy import select
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from faulty_hopsd import command as hopsd_command
+
 from hopsd.ledger import migrate
 from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobRow
 from hopsd.ledger.records import JobState, LeaseInfo
@@ -124,11 +127,10 @@ class Run:
         self.counter += 1
         host = f"hops-svc{self.counter}"
         log = self.root / f"{host}.log"
-        env = dict(os.environ, HOPS_TEST_ADOPT_NAME_PREFIX=self.prefix)
-        hopsd = [sys.executable, "-m", "hopsd.daemon.main", "--config", str(self.config)]
+        hopsd = hopsd_command("--config", str(self.config), adopt_prefix=self.prefix)
         command = ["unshare", "--uts", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *hopsd]
         out = log.open("ab")
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+        proc = subprocess.Popen(command, stdout=out, stderr=out)
         daemon = Daemon(host, proc, log)
         self.daemons.append(daemon)
         return daemon

@@ -13,11 +13,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from faulty_hopsd import command
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -208,16 +209,16 @@ def drive(
 
 
 def hopsd_process(
-    env: LiveEnv, extra_env: Mapping[str, str] | None = None, log: Path | None = None
+    env: LiveEnv,
+    faults: Sequence[str] = (),
+    log: Path | None = None,
+    args: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """A ``hopsd`` subprocess on this test's config, adopting only its jobs."""
-    variables = dict(os.environ)
-    variables["HOPS_TEST_ADOPT_NAME_PREFIX"] = env.prefix
-    variables.update(extra_env or {})
+    """A ``hopsd`` subprocess on this test's config, adopting only its jobs.
+
+    ``faults`` are crash options of :mod:`faulty_hopsd` (``--crash-after-intents``,
+    ``--crash-after-actions N``); ``args`` more of hopsd's own (``--shadow``).
+    """
     out = open(log or env.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen(
-        [PYTHON, "-m", "hopsd.daemon.main", "--config", str(env.config_path)],
-        env=variables,
-        stdout=out,
-        stderr=out,
-    )
+    line = command("--config", str(env.config_path), *args, adopt_prefix=env.prefix, faults=faults)
+    return subprocess.Popen(line, stdout=out, stderr=out)
