@@ -66,23 +66,6 @@ def is_high_sensitivity(rho: float, sigma: float) -> bool:
     return rho > sigma
 
 
-def job_sensitivity(job: Job, estimator: Estimator, cluster: Cluster) -> float:
-    """One number per job for the fragment plans' adjustment: mean of eq. 10 over types.
-
-    Types where eq. 10 is undefined (one node) are skipped; ``math.inf`` when no
-    type has two nodes.
-    """
-    values = [
-        placement_sensitivity(job, t, estimator, cluster)
-        for t in sorted(cluster.gpu_types)
-        if cluster.gpus_of_type(t) > 0
-    ]
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return math.inf
-    return math.fsum(finite) / len(finite)
-
-
 def mean_finite(values: Iterable[float]) -> float:
     """Mean of the finite values; ``0.0`` when there are none (nothing to adjust)."""
     finite = [v for v in values if math.isfinite(v)]

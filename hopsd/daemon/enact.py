@@ -33,6 +33,7 @@ from hopsd.slurm.port import HELD_REASONS, Placement, RunRecord, SlurmJob, Slurm
 
 log = logging.getLogger("hopsd.enact")
 
+
 @dataclass(frozen=True)
 class Step:
     """A committed intent, detached from its session."""

@@ -236,14 +236,6 @@ class Tick:
         else:
             result.reconcile.extend(again)
 
-    def observe_and_reconcile(self) -> ReconcileReport:
-        """Only the first two steps: adopt and follow jobs without deciding anything.
-
-        Lets an operator (or a test) seed what the estimator knows about newly
-        adopted jobs before their first decision.
-        """
-        return self._reconcile(observe(self.port, self.clock), self.clock())
-
     @staticmethod
     def _timed(result: TickResult, name: str, step: Callable[[], T]) -> T:
         started = time.perf_counter()

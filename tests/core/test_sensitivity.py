@@ -10,7 +10,6 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, GpuType, Job, Node
 from hopsd.core.sensitivity import (
     is_high_sensitivity,
-    job_sensitivity,
     mean_finite,
     placement_sensitivity,
     probe_configs,
@@ -71,7 +70,8 @@ def test_single_node_type_counts_as_infinitely_sensitive_and_is_left_out_of_mean
     store.set_type_distributed("j", "v100", 2, 60.0)
     est = Estimator(cluster(), store, Settings())
     assert placement_sensitivity(JOB, "k80", est, cluster()) == math.inf
-    assert job_sensitivity(JOB, est, cluster()) == pytest.approx(1.5)
+    both = [placement_sensitivity(JOB, t, est, cluster()) for t in ("v100", "k80")]
+    assert mean_finite(both) == pytest.approx(1.5)
 
 
 def test_mean_finite_skips_infinities() -> None:
