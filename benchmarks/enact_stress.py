@@ -36,33 +36,28 @@ from typing import Any
 
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from hops_conf import live, render
+
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "docker" / "cluster.sh"
 ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 LEASE_TTL_S = 5.0
 
-CONF = """
-[ledger]
-url = "postgresql+psycopg://postgres@127.0.0.1:5432/{db}"
-[slurm]
-partitions = ["k80", "v100", "a100"]
-timeout_s = 8.0
-[scheduler]
-round_length_s = 2.0
-queue_refresh_s = 1.0
-restart_penalty_s = 0.0
-max_demand_gpus = 16
-[gpu_types.v100]
-speed = 2.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-lease_ttl_s = {ttl}
-checkpoint_grace_s = 0.0
-"""
+
+
+def conf_text(db: str, spool: Path) -> str:
+    """The live cluster's hops.conf with 2 s rounds, free restarts and no notices."""
+    changes = {
+        "scheduler": {
+            "round_length_s": 2.0,
+            "restart_penalty_s": 0.0,
+            "solver_time_limit_s": None,
+        },
+        "gpu_types.k80": None,
+        "daemon": {"lease_ttl_s": LEASE_TTL_S, "checkpoint_grace_s": 0.0},
+    }
+    return render(live(f"postgresql+psycopg://postgres@127.0.0.1:5432/{db}", spool, changes))
 
 JOB = """#!/bin/bash
 # {work_ds} deciseconds of work, checkpointed, so a requeued run carries on
@@ -148,7 +143,7 @@ class Run:
         self.spool = root / "spool"
         self.spool.mkdir()
         self.conf = root / "hops.conf"
-        self.conf.write_text(CONF.format(db=self.db, spool=self.spool, ttl=LEASE_TTL_S))
+        self.conf.write_text(conf_text(self.db, self.spool))
         self.rng = random.Random(seed)
         self.n_jobs = jobs
         self.ids: list[int] = []
