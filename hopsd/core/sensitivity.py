@@ -26,22 +26,17 @@ def probe_nodes(cluster: Cluster, gpu_type: str) -> tuple[str, str] | None:
     return ids[0], ids[1]
 
 
-def placement_sensitivity(job: Job, gpu_type: str, estimator: Estimator, cluster: Cluster) -> float:
-    """Eq. 10 for ``job`` on ``gpu_type``.
-
-    A type with a single node can never host a distributed configuration, so
-    the question has no measurable answer there; the job is then treated as
-    infinitely sensitive (``math.inf``) -- it is never offered a split it could
-    not get anyway, and the value is left out of the mean sensitivities used by
-    the fragment plans (:func:`mean_finite`).
-    """
-    return sensitivity_on(job, gpu_type, probe_nodes(cluster, gpu_type), estimator)
-
-
 def sensitivity_on(
     job: Job, gpu_type: str, pair: tuple[str, str] | None, estimator: Estimator
 ) -> float:
-    """Eq. 10 on given probe hosts (``None``: the type has one node, ``math.inf``)."""
+    """Eq. 10 for ``job`` on ``gpu_type``'s probe hosts (:func:`probe_nodes`).
+
+    A type with a single node (``pair`` None) can never host a distributed
+    configuration, so the question has no measurable answer there; the job is
+    then treated as infinitely sensitive (``math.inf``) -- it is never offered a
+    split it could not get anyway, and the value is left out of the mean
+    sensitivities used by the fragment plans (:func:`mean_finite`).
+    """
     if pair is None:
         return math.inf
     one, two = probe_configs(gpu_type, pair)
