@@ -8,6 +8,7 @@ configuration space at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from hopsd.core.configgen import TypeLayout
 from hopsd.core.model import Cluster, Configuration, Job
@@ -19,20 +20,12 @@ def generate_configurations(
     free: Mapping[str, int],
     cluster: Cluster,
     high_sensitivity: bool,
-    *,
-    distinct: frozenset[str] = frozenset(),
-    per_group: int | None = None,
-    offset: int = 0,
+    **cut: Any,
 ) -> list[Configuration]:
     """All configurations of ``job`` on ``gpu_type`` given idle GPUs ``free`` (step 3).
 
-    Nodes missing from ``free`` count as entirely idle. ``distinct`` names nodes
-    the job must not be treated as interchangeable on (entity knowledge);
-    ``per_group``/``offset`` keep only that many rotating representatives of each
-    group of equivalent configurations (``None``: keep all).
+    Nodes missing from ``free`` count as entirely idle; ``cut`` is
+    :meth:`TypeLayout.groups`'s (``distinct``, ``per_group``, ``offset``).
     """
-    layout = TypeLayout(cluster, gpu_type, free)
-    groups = layout.groups(
-        job, high_sensitivity, distinct=distinct, per_group=per_group, offset=offset
-    )
+    groups = TypeLayout(cluster, gpu_type, free).groups(job, high_sensitivity, **cut)
     return [config for group in groups for config in group.configs]
