@@ -25,6 +25,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from hops_conf import live, render
+
 from hopsd.config import parse_config
 from hopsd.core.step import RoundClock
 from hopsd.daemon.tick import Tick, TickResult
@@ -34,22 +37,19 @@ from hopsd.slurm.factory import make_port
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
-CONF = """
-[ledger]
-url = "sqlite:///{ledger}"
-[slurm]
-partitions = ["k80", "v100", "a100"]
-timeout_s = 30.0
-[scheduler]
-round_length_s = 3600.0
-queue_refresh_s = 30.0
-[gpu_types.v100]
-speed = 2.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-"""
+#: The live cluster with the defaults' hour-long rounds: one tick is all that is timed.
+CHANGES = {
+    "slurm": {"timeout_s": 30.0},
+    "scheduler": {
+        "round_length_s": 3600.0,
+        "queue_refresh_s": 30.0,
+        "restart_penalty_s": None,
+        "solver_time_limit_s": None,
+        "max_demand_gpus": None,
+    },
+    "gpu_types.k80": None,
+    "daemon": None,
+}
 
 STEPS = ("observe_s", "reconcile_s", "resume_s", "decide_s", "record_s", "enact_s", "total_s")
 
@@ -66,7 +66,7 @@ def submit_many(port, script: Path, n: int, prefix: str) -> list[int]:  # type: 
 
 def measure(n_jobs: int, ticks: int, workdir: Path) -> dict[str, object]:
     ledger = workdir / f"ledger-{n_jobs}.sqlite"
-    config = parse_config(CONF.format(ledger=ledger))
+    config = parse_config(render(live(f"sqlite:///{ledger}", None, CHANGES)))
     migrate.upgrade(config.ledger_url)
     sessions = make_sessionmaker(make_engine(config.ledger_url, sqlite_begin="immediate"))
     runner = CountingRunner(SubprocessRunner())

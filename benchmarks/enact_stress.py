@@ -36,33 +36,28 @@ from typing import Any
 
 import psycopg
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from hops_conf import live, render
+
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "docker" / "cluster.sh"
 ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 LEASE_TTL_S = 5.0
 
-CONF = """
-[ledger]
-url = "postgresql+psycopg://postgres@127.0.0.1:5432/{db}"
-[slurm]
-partitions = ["k80", "v100", "a100"]
-timeout_s = 8.0
-[scheduler]
-round_length_s = 2.0
-queue_refresh_s = 1.0
-restart_penalty_s = 0.0
-max_demand_gpus = 16
-[gpu_types.v100]
-speed = 2.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-lease_ttl_s = {ttl}
-checkpoint_grace_s = 0.0
-"""
+
+
+def conf_text(db: str, spool: Path) -> str:
+    """The live cluster's hops.conf with 2 s rounds, free restarts and no notices."""
+    changes = {
+        "scheduler": {
+            "round_length_s": 2.0,
+            "restart_penalty_s": 0.0,
+            "solver_time_limit_s": None,
+        },
+        "gpu_types.k80": None,
+        "daemon": {"lease_ttl_s": LEASE_TTL_S, "checkpoint_grace_s": 0.0},
+    }
+    return render(live(f"postgresql+psycopg://postgres@127.0.0.1:5432/{db}", spool, changes))
 
 JOB = """#!/bin/bash
 # {work_ds} deciseconds of work, checkpointed, so a requeued run carries on
@@ -77,14 +72,18 @@ echo "done $(date +%s.%N)" >> "$dir/$SLURM_JOB_ID.events"
 # ---------------------------------------------------------------- the daemon side
 
 
-def churning_daemon(conf: str) -> int:
-    """hopsd's main with a Tick that also moves about half the running jobs each round."""
+def churning_daemon(conf: str, prefix: str) -> int:
+    """hopsd's main with a Tick that also moves about half the running jobs each round.
+
+    It adopts only the jobs named with ``prefix`` (this run's).
+    """
     import dataclasses
 
     import hopsd.daemon.main as daemon_main
     from hopsd.core.model import Assignment, Configuration, Plan
     from hopsd.core.snapshot import Snapshot
     from hopsd.core.step import StepOptions
+    from hopsd.daemon.faults import Hooks
     from hopsd.daemon.tick import Tick
 
     rng = random.Random(11)
@@ -115,7 +114,8 @@ def churning_daemon(conf: str) -> int:
             return dataclasses.replace(plan, keep=tuple(keep), move=tuple(moves))
 
     daemon_main.Tick = ChurningTick  # type: ignore[misc]
-    return daemon_main.main(["--config", conf, "--log-level", "INFO"])
+    hooks = Hooks(adopt_filter=lambda job: job.name.startswith(prefix))
+    return daemon_main.main(["--config", conf, "--log-level", "INFO"], hooks=hooks)
 
 
 # ---------------------------------------------------------------- the outside
@@ -143,7 +143,7 @@ class Run:
         self.spool = root / "spool"
         self.spool.mkdir()
         self.conf = root / "hops.conf"
-        self.conf.write_text(CONF.format(db=self.db, spool=self.spool, ttl=LEASE_TTL_S))
+        self.conf.write_text(conf_text(self.db, self.spool))
         self.rng = random.Random(seed)
         self.n_jobs = jobs
         self.ids: list[int] = []
@@ -152,11 +152,9 @@ class Run:
         self.outage_s = 0.0
 
     def start_daemon(self) -> None:
-        env = dict(os.environ, HOPS_TEST_ADOPT_NAME_PREFIX=self.prefix)
         log = open(self.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
-        self.daemon = subprocess.Popen(
-            [sys.executable, __file__, "--daemon", str(self.conf)], env=env, stdout=log, stderr=log
-        )
+        command = [sys.executable, __file__, "--daemon", str(self.conf), "--prefix", self.prefix]
+        self.daemon = subprocess.Popen(command, stdout=log, stderr=log)
 
     def check_daemon(self) -> None:
         if self.daemon is not None and self.daemon.poll() is not None:
@@ -294,9 +292,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1500.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--daemon", help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.daemon:
-        return churning_daemon(args.daemon)
+        return churning_daemon(args.daemon, args.prefix)
     if not os.environ.get("SLURM_CONF"):
         print("enact_stress: SLURM_CONF unset; bring the test cluster up first", file=sys.stderr)
         return 2

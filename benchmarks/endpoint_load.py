@@ -39,6 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from faulty_hopsd import command as hopsd_command
+
 _TICK = re.compile(r"^ts=(\S+) .*event=tick .*total_s=([0-9.]+)")
 
 
@@ -170,10 +173,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     config = write_config(work, port)
     py = [sys.executable, "-m", "hopsd.daemon.main", "--config", str(config)]
     subprocess.run([*py, "db", "upgrade"], check=True, capture_output=True)
-    env = dict(os.environ, HOPS_TEST_ADOPT_NAME_PREFIX=f"endpoint-load-{os.getpid()}-")
+    prefix = f"endpoint-load-{os.getpid()}-"
+    daemon = hopsd_command("--config", str(config), "--log-level", "debug", adopt_prefix=prefix)
     log_path = work / "hopsd.log"
     with log_path.open("wb") as out:
-        proc = subprocess.Popen([*py, "--log-level", "debug"], env=env, stdout=out, stderr=out)
+        proc = subprocess.Popen(daemon, stdout=out, stderr=out)
     samples, stop = Samples(), threading.Event()
     sampler = threading.Thread(target=sample, args=(proc.pid, samples, stop), daemon=True)
     sampler.start()

@@ -37,6 +37,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from faulty_hopsd import command as hopsd_command
+from hops_conf import live, render
+
 from hopsd.ledger import migrate
 from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobRow
 from hopsd.ledger.records import JobState, LeaseInfo
@@ -62,33 +66,13 @@ def fresh_database(name: str) -> str:
 
 
 def conf_text(url: str, spool: Path, ttl: float, tick: float) -> str:
-    return f"""
-[ledger]
-url = "{url}"
-retention_days = 0.0
-[slurm]
-partitions = ["k80", "v100", "a100"]
-timeout_s = 8.0
-[scheduler]
-round_length_s = 8.0
-queue_refresh_s = {tick}
-restart_penalty_s = 2.0
-reference_throughput = 100.0
-solver_time_limit_s = 5.0
-max_demand_gpus = 16
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.v100]
-speed = 2.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-lease_ttl_s = {ttl}
-standby = true
-"""
+    """The live cluster's hops.conf with standbys, this run's lease TTL and tick."""
+    changes = {
+        "ledger": {"retention_days": 0.0},
+        "scheduler": {"queue_refresh_s": tick},
+        "daemon": {"lease_ttl_s": ttl, "standby": True},
+    }
+    return render(live(url, spool, changes))
 
 
 @dataclass
@@ -124,11 +108,10 @@ class Run:
         self.counter += 1
         host = f"hops-svc{self.counter}"
         log = self.root / f"{host}.log"
-        env = dict(os.environ, HOPS_TEST_ADOPT_NAME_PREFIX=self.prefix)
-        hopsd = [sys.executable, "-m", "hopsd.daemon.main", "--config", str(self.config)]
+        hopsd = hopsd_command("--config", str(self.config), adopt_prefix=self.prefix)
         command = ["unshare", "--uts", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *hopsd]
         out = log.open("ab")
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+        proc = subprocess.Popen(command, stdout=out, stderr=out)
         daemon = Daemon(host, proc, log)
         self.daemons.append(daemon)
         return daemon

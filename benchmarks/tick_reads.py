@@ -32,6 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "daemon"))
 
+from hops_conf import FAKE, merged, render  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
 from tick_history import START, Counted, PgScratch, counted_ticks, sqlite_ledger  # noqa: E402
@@ -42,24 +43,6 @@ from hopsd.ledger.models import UsageRow  # noqa: E402
 from hopsd.ledger.usage import decayed_usage_by_owner  # noqa: E402
 
 PG_URL = os.environ.get("HOPS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-requeue_quiet_s = 0.0
-"""
 
 WARMUP = 2
 
@@ -133,7 +116,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         spool = Path(tmp) / "spool"
         spool.mkdir()
-        config = parse_config(CONF.format(spool=spool))
+        daemon = {"spool_dir": str(spool), "requeue_quiet_s": 0.0}
+        config = parse_config(render(merged(FAKE, {"daemon": daemon})))
         paths = iter(Path(tmp) / f"ledger{i}.sqlite" for i in range(2))
         results["sqlite"] = compare(
             lambda: sqlite_ledger(str(next(paths))), config, args.short, args.long, args.ticks

@@ -113,14 +113,3 @@ def friendly_errors(action: str) -> Iterator[None]:
         fail(f"{action}: {exc}")
     except OSError as exc:
         fail(f"{action}: {exc.strerror or exc}")
-
-
-def hours(seconds: float | None) -> str:
-    """Human duration: ``42s``, ``13m``, ``2.5h``."""
-    if seconds is None:
-        return "-"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"

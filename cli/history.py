@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hops_cli.common import EXIT_USAGE, config_of, fail, hours, print_json
+from hops_cli.common import EXIT_USAGE, config_of, fail, print_json
 from hops_cli.filter_options import EndedStates, JobIds, Jobs, Me, Users
 from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
 from hops_cli.timespec import parse_time
+from hopsd.views.cells import Job, duration, job_cells, rows
 from hopsd.views.filters import JobFilter
 
 if TYPE_CHECKING:
@@ -67,22 +68,15 @@ def _stamp(at: float | None) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def _cells(job: dict[str, Any]) -> dict[str, str]:
+def _cells(job: Job) -> dict[str, str]:
+    """A ``hops history`` row: the common job cells and when it ran, what it held."""
     gpuh = ",".join(f"{t}:{h:.2f}" for t, h in job["gpu_hours"].items()) or "-"
-    lr = "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}"
     return {
-        "JOBID": str(job["job_id"]),
-        "NAME": job["name"],
-        "USER": job["user"],
-        "STATE": job["state"],
+        **job_cells(job),
         "SUBMIT": _stamp(job["submit_time"]),
         "END": _stamp(job["end_time"]),
-        "JCT": hours(job["jct_s"]),
-        "WAIT": hours(job["wait_s"]),
-        "ELAPSED": hours(job["elapsed_s"]),
-        "RESTARTS": str(job["restarts"]),
+        "JCT": duration(job["jct_s"]),
         "GPUH": gpuh,
-        "LR": lr,
     }
 
 
@@ -148,8 +142,8 @@ def history(
     if as_json:
         print_json(payload)
         return
-    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
-    if not rows and not parsable and not noheader:
+    table = rows(payload["jobs"], columns, _cells)
+    if not table and not parsable and not noheader:
         typer.echo("No finished hops jobs in that window.")
         return
-    render("hops history", columns, rows, Layout(tuple(columns), not noheader, parsable))
+    render("hops history", columns, table, Layout(tuple(columns), not noheader, parsable))

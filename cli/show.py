@@ -14,8 +14,9 @@ from typing import Annotated, Any
 
 import typer
 
-from hops_cli.common import config_of, fail, hours, print_json
+from hops_cli.common import config_of, fail, print_json
 from hops_cli.filters import parse_job_refs, slurm_job_ids
+from hopsd.views.cells import duration
 
 
 def _stamp(at: float | None) -> str:
@@ -37,11 +38,11 @@ def render_show(job: dict[str, Any]) -> None:
         f"Samples={job['samples_done']:.0f}/{job['total_samples']:.0f}",
         f"   Submit={_stamp(job['submit_time'])} Start={_stamp(job['start_time'])} "
         f"End={_stamp(job['end_time'])}",
-        f"   Wait={hours(job['wait_s'])} Elapsed={hours(job['elapsed_s'])} "
+        f"   Wait={duration(job['wait_s'])} Elapsed={duration(job['elapsed_s'])} "
         f"Restarts={job['restarts']}",
         f"   LR={_num(job['latency_ratio'])} FTFrho={_num(job['ftf_rho'])} "
         f"QueuePosition={job['queue_position'] or '-'} "
-        f"StartIn={hours(job['start_in_s'])} ETA={hours(job['eta_s'])}",
+        f"StartIn={duration(job['start_in_s'])} ETA={duration(job['eta_s'])}",
         f"   EstimateSource={job['estimate_source'] or '-'}",
     ]
     for place, est in job["estimates"].items():
@@ -72,7 +73,7 @@ def _run_line(run: dict[str, Any]) -> str:
     return (
         f"   Run={run['run']} Kind={run['kind']} Type={run['gpu_type'] or '-'} Nodes={where} "
         f"Start={_stamp(run['start_time'])} End={_stamp(run['end_time'])} "
-        f"Elapsed={hours(run['elapsed_s'])} Ended={ended}"
+        f"Elapsed={duration(run['elapsed_s'])} Ended={ended}"
     )
 
 

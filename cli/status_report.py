@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hops_cli.common import hours, load_config_or_fail, print_json, say
+from hops_cli.common import load_config_or_fail, print_json, say
 from hops_cli.filters import job_filter, job_words
 from hops_cli.table import Layout, pick_columns, render
+from hopsd.views.cells import Job, demands, duration, job_cells, placement, rows
 
 COLUMNS = (
     "JOBID",
@@ -38,22 +39,16 @@ COLUMNS = (
 DEFAULT = tuple(c for c in COLUMNS if c != "EST")
 
 
-def _cells(job: dict[str, Any]) -> dict[str, str]:
-    lr = "-" if job["latency_ratio"] is None else f"{job['latency_ratio']:.2f}"
+def _cells(job: Job) -> dict[str, str]:
+    """A ``hops status`` row: the common job cells and where, when and why it runs."""
+    start = job["start_in_s"]
     return {
-        "JOBID": str(job["job_id"]),
-        "NAME": job["name"],
-        "USER": job["user"],
-        "STATE": job["state"],
+        **job_cells(job),
         "TYPE": job["gpu_type"] or "-",
-        "NODES": ",".join(f"{n}:{g}" for n, g in job["nodes"].items()) or "-",
-        "DEMANDS": ",".join(map(str, job["demands"])),
-        "WAIT": hours(job["wait_s"]),
-        "ELAPSED": hours(job["elapsed_s"]),
-        "RESTARTS": str(job["restarts"]),
-        "LR": lr,
-        "START": "-" if job["start_in_s"] is None else f"+{hours(job['start_in_s'])}",
-        "ETA": hours(job["eta_s"]),
+        "NODES": placement(job["nodes"]) or "-",
+        "DEMANDS": demands(job["demands"]),
+        "START": "-" if start is None else f"+{duration(start)}",
+        "ETA": duration(job["eta_s"]),
         "EST": job["estimate_source"] or "-",
         "REASON": job["reason"] or "-",
     }
@@ -67,9 +62,9 @@ DAEMON_LINES = {
 
 def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layout) -> None:
     """The table, then hopsd's state, problems, GPU types and RAQLR (only with the header)."""
-    rows = [[cells[c] for c in columns] for cells in map(_cells, payload["jobs"])]
-    if rows or layout.parsable or not layout.header:
-        render("hops jobs", columns, rows, layout)
+    table = rows(payload["jobs"], columns, _cells)
+    if table or layout.parsable or not layout.header:
+        render("hops jobs", columns, table, layout)
     else:
         say("No hops jobs.")
     if not layout.header or layout.parsable:
@@ -102,7 +97,7 @@ def render_status(payload: dict[str, Any], columns: Sequence[str], layout: Layou
         say(f"Slurm unreachable, node summary omitted: {payload['slurm_error']}")
     leader = payload["leader"]
     if leader["holder"]:
-        led = hours(time.time() - leader["since"]) if leader["since"] else "-"
+        led = duration(time.time() - leader["since"]) if leader["since"] else "-"
         say(f"leader: {leader['holder']} (for {led}, fencing token {leader['token']})")
 
 

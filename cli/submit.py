@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors, hours
+from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors
 from hops_cli.notice_guard import submitted_copy
 from hops_cli.submit_args import (
     SubmitError,
@@ -26,6 +26,7 @@ from hopsd.core.inventory import (
     managed_nodes,
     partitions_for_types,
 )
+from hopsd.views.cells import duration
 
 if TYPE_CHECKING:
     from hopsd.config import HopsConfig
@@ -88,7 +89,7 @@ def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json:
 
 
 def _in(seconds: float | None) -> str:
-    return "beyond the forecast" if seconds is None else f"in {hours(seconds)}"
+    return "beyond the forecast" if seconds is None else f"in {duration(seconds)}"
 
 
 def submit(

@@ -48,14 +48,6 @@ _SLURM_DATE = re.compile(
 )
 
 
-def parse_duration(text: str, flag: str = "--since") -> float:
-    """``90``, ``30m``, ``24h``, ``7d``, ``2weeks`` -> seconds (> 0)."""
-    found = _DURATION.fullmatch(text.strip().lower())
-    if found is None or found.group(2) not in UNIT_S or float(found.group(1)) <= 0:
-        raise ValueError(f"{flag}: expected a duration such as 30m, 24h or 7d, got {text!r}")
-    return float(found.group(1)) * UNIT_S[found.group(2)]
-
-
 def parse_time(text: str, now: float, flag: str = "--since", tz: tzinfo = UTC) -> float:
     """Epoch seconds of any spelling listed in the module's docstring.
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
+from hopsd.core.errors import UnknownGpuTypeError
 from hopsd.core.model import Cluster, Configuration, Job, Node
 
 #: Parts of a configuration as (index into the layout's node list, GPUs).
@@ -45,21 +45,6 @@ class ConfigGroup:
 
     gpus: int
     configs: tuple[Configuration, ...]
-
-
-def check_free(free: Mapping[str, int], cluster: Cluster) -> None:
-    """Refuse idle-GPU counts that no real node could report."""
-    nodes = cluster.node_map()
-    for node_id, idle in free.items():
-        node = nodes.get(node_id)
-        if node is None:
-            raise InvalidInputError(f"idle GPUs given for unknown node {node_id!r}")
-        if idle < 0:
-            raise InvalidInputError(f"node {node_id!r}: negative idle GPU count {idle}")
-        if idle > node.gpus:
-            raise InvalidInputError(
-                f"node {node_id!r}: {idle} idle GPUs but only {node.gpus} exist"
-            )
 
 
 #: A group's members and the (ascending) positions among them a job may not use.
@@ -315,29 +300,3 @@ class TypeLayout:
             found = Configuration(self.gpu_type, tuple(named))
             self._configs[parts] = found
         return found
-
-
-def generate_configurations(
-    job: Job,
-    gpu_type: str,
-    free: Mapping[str, int],
-    cluster: Cluster,
-    high_sensitivity: bool,
-    *,
-    distinct: frozenset[str] = frozenset(),
-    per_group: int | None = None,
-    offset: int = 0,
-) -> list[Configuration]:
-    """All configurations of ``job`` on ``gpu_type`` given idle GPUs ``free`` (step 3).
-
-    Nodes missing from ``free`` count as entirely idle. ``distinct`` names nodes
-    the job must not be treated as interchangeable on (entity knowledge);
-    ``per_group``/``offset`` keep only that many rotating representatives of each
-    group of equivalent configurations (``None``: keep all).
-    """
-    check_free(free, cluster)
-    layout = TypeLayout(cluster, gpu_type, free)
-    groups = layout.groups(
-        job, high_sensitivity, distinct=distinct, per_group=per_group, offset=offset
-    )
-    return [config for group in groups for config in group.configs]

@@ -84,24 +84,7 @@ def expected_iteration_time(
     b_net: float,
     tcomm_overlap: float = 0.2,
 ) -> float:
-    """E[T_iter] in seconds from counts alone (see :func:`iteration_time`)."""
-    t_c = communication_time(params, n_gpus, n_nodes, b_link, b_net)
-    exposed = tcomm_overlap * t_c
-    p_hit = _shared_hit_probability(profile)
-    hit = _branch_time(profile, profile.data.mu_hit, profile.sync_wait.mu_hit, t_c, exposed)
-    miss = _branch_time(profile, profile.data.mu_miss, profile.sync_wait.mu_miss, t_c, exposed)
-    return p_hit * hit + (1.0 - p_hit) * miss
-
-
-def iteration_time(
-    profile: PhaseProfile,
-    params: float,
-    config: Configuration,
-    b_link: float,
-    b_net: float,
-    tcomm_overlap: float = 0.2,
-) -> float:
-    """E[T_iter] of eqs. 1-5 for a job in a configuration, in seconds.
+    """E[T_iter] of eqs. 1-5 for a job on ``n_gpus`` GPUs of ``n_nodes`` nodes, in seconds.
 
     The two-component mixture is taken as
     ``p_hit * E[T_iter | hit] + (1 - p_hit) * E[T_iter | miss]``, where in each
@@ -109,9 +92,12 @@ def iteration_time(
     hit); see :func:`_shared_hit_probability` for which ``p_hit`` is used.
     Within a branch the component means are used, as the method does.
     """
-    return expected_iteration_time(
-        profile, params, config.total_gpus, config.n_nodes, b_link, b_net, tcomm_overlap
-    )
+    t_c = communication_time(params, n_gpus, n_nodes, b_link, b_net)
+    exposed = tcomm_overlap * t_c
+    p_hit = _shared_hit_probability(profile)
+    hit = _branch_time(profile, profile.data.mu_hit, profile.sync_wait.mu_hit, t_c, exposed)
+    miss = _branch_time(profile, profile.data.mu_miss, profile.sync_wait.mu_miss, t_c, exposed)
+    return p_hit * hit + (1.0 - p_hit) * miss
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from hopsd.core.errors import InvalidInputError
 
@@ -86,22 +85,3 @@ def finish_time_fairness_of(jct_s: float, independent_s: float) -> float:
     if independent_s <= 0:
         raise InvalidInputError(f"independent time must be > 0, got {independent_s}")
     return jct_s / independent_s
-
-
-@dataclass(frozen=True, slots=True)
-class JctSummary:
-    """Job completion times of a run: count, mean, median and 99th percentile (seconds)."""
-
-    count: int
-    avg: float
-    median: float
-    p99: float
-
-
-def summarise_jcts(jcts: Sequence[float]) -> JctSummary:
-    """Summary of completion times; an empty run has count 0 and zero figures."""
-    if not jcts:
-        return JctSummary(0, 0.0, 0.0, 0.0)
-    if any(j < 0 for j in jcts):
-        raise InvalidInputError("a job completion time cannot be negative")
-    return JctSummary(len(jcts), mean_or_zero(jcts), percentile(jcts, 50.0), percentile(jcts, 99.0))

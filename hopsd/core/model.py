@@ -155,9 +155,6 @@ class Configuration:
     def as_dict(self) -> dict[str, int]:
         return dict(self.parts)
 
-    def gpus_on(self, node_id: str) -> int:
-        return dict(self.parts).get(node_id, 0)
-
 
 def _check_demands(job_id: str, demands: tuple[int, ...]) -> None:
     # a scheduling step builds every job anew and jobs share a few demand sets:

@@ -156,7 +156,7 @@ class RoundPlanner:
         return is_high_sensitivity(self.rho(job, gpu_type), self.settings.sigma)
 
     def job_rho(self, job: Job) -> float:
-        """Mean eq. 10 over the types where it is defined (as :func:`job_sensitivity`)."""
+        """Mean eq. 10 over the types where it is defined: one number per job (fragment plans)."""
         if job.id not in self._job_rho:
             values = [self.rho(job, t) for t in self._probes if self._probes[t] is not None]
             self._job_rho[job.id] = mean_finite(values) if values else math.inf

@@ -26,22 +26,17 @@ def probe_nodes(cluster: Cluster, gpu_type: str) -> tuple[str, str] | None:
     return ids[0], ids[1]
 
 
-def placement_sensitivity(job: Job, gpu_type: str, estimator: Estimator, cluster: Cluster) -> float:
-    """Eq. 10 for ``job`` on ``gpu_type``.
-
-    A type with a single node can never host a distributed configuration, so
-    the question has no measurable answer there; the job is then treated as
-    infinitely sensitive (``math.inf``) -- it is never offered a split it could
-    not get anyway, and the value is left out of the mean sensitivities used by
-    the fragment plans (:func:`mean_finite`).
-    """
-    return sensitivity_on(job, gpu_type, probe_nodes(cluster, gpu_type), estimator)
-
-
 def sensitivity_on(
     job: Job, gpu_type: str, pair: tuple[str, str] | None, estimator: Estimator
 ) -> float:
-    """Eq. 10 on given probe hosts (``None``: the type has one node, ``math.inf``)."""
+    """Eq. 10 for ``job`` on ``gpu_type``'s probe hosts (:func:`probe_nodes`).
+
+    A type with a single node (``pair`` None) can never host a distributed
+    configuration, so the question has no measurable answer there; the job is
+    then treated as infinitely sensitive (``math.inf``) -- it is never offered a
+    split it could not get anyway, and the value is left out of the mean
+    sensitivities used by the fragment plans (:func:`mean_finite`).
+    """
     if pair is None:
         return math.inf
     one, two = probe_configs(gpu_type, pair)
@@ -64,23 +59,6 @@ def probe_configs(gpu_type: str, pair: tuple[str, str]) -> tuple[Configuration, 
 def is_high_sensitivity(rho: float, sigma: float) -> bool:
     """``rho > sigma``: the job runs markedly slower when split over hosts."""
     return rho > sigma
-
-
-def job_sensitivity(job: Job, estimator: Estimator, cluster: Cluster) -> float:
-    """One number per job for the fragment plans' adjustment: mean of eq. 10 over types.
-
-    Types where eq. 10 is undefined (one node) are skipped; ``math.inf`` when no
-    type has two nodes.
-    """
-    values = [
-        placement_sensitivity(job, t, estimator, cluster)
-        for t in sorted(cluster.gpu_types)
-        if cluster.gpus_of_type(t) > 0
-    ]
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return math.inf
-    return math.fsum(finite) / len(finite)
 
 
 def mean_finite(values: Iterable[float]) -> float:

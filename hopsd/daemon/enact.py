@@ -10,13 +10,12 @@ if the job is still in the state it was meant to change, so nothing is done twic
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hopsd.daemon.faults import Faults, NoFaults
 from hopsd.daemon.job_output import stopped_by_requeue
 from hopsd.daemon.requeue_check import (
     RunEnd,
@@ -33,11 +32,6 @@ from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import HELD_REASONS, Placement, RunRecord, SlurmJob, SlurmPort
 
 log = logging.getLogger("hopsd.enact")
-
-# Test-only crash points (documented in the test suite): SIGKILL ourselves right
-# after the intents of a decision are committed, or after N Slurm actions.
-CRASH_AFTER_INTENT = "HOPS_TEST_CRASH_AFTER_INTENT"
-CRASH_AFTER_ACTIONS = "HOPS_TEST_CRASH_AFTER_ACTIONS"
 
 
 @dataclass(frozen=True)
@@ -75,12 +69,6 @@ class EnactReport:
 
     def count(self, action: IntentAction) -> int:
         return sum(1 for s in self.done if s.action == action)
-
-
-def crash_point(name: str) -> None:
-    """Die like ``kill -9`` when the test-only variable asks for it."""
-    if os.environ.get(name) == "1":
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -142,6 +130,7 @@ class Enactor:
         uid_of: Callable[[str], int | None] = system_uid,
         before_release: Callable[[str, int, Mapping[str, Any]], None] | None = None,
         checkpointed_since: Callable[[int, float], bool] | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.port = port
         # Tells the run about to start what it needs (hopsd.daemon.job_control).
@@ -160,8 +149,7 @@ class Enactor:
         self.actions_taken = 0
         self.accounting_warned = False
         self._pending_since: dict[int, float] = {}
-        limit = os.environ.get(CRASH_AFTER_ACTIONS, "")
-        self._crash_after = int(limit) if limit.isdigit() and int(limit) > 0 else None
+        self.faults = faults or NoFaults()
 
     def run(self, steps: Sequence[Step], skip: Mapping[int, str] | None = None) -> EnactReport:
         """Take ``steps`` in order; a refused step abandons the rest of that job's chain.
@@ -238,8 +226,7 @@ class Enactor:
             step.payload.get("reason", ""),
         )
         self.actions_taken += 1
-        if self._crash_after is not None and self.actions_taken >= self._crash_after:
-            os.kill(os.getpid(), signal.SIGKILL)
+        self.faults.action_taken(self.actions_taken)
 
     def _notice(self, step: Step, report: EnactReport) -> bool:
         """Signal every process of the job once, then True when its requeue may go ahead.

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import hopsd
 from hopsd.config import ConfigError, HopsConfig, load_config
+from hopsd.daemon.faults import Hooks
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.logging import setup_logging
 from hopsd.daemon.metrics import DaemonMetrics
@@ -40,7 +39,6 @@ from hopsd.daemon.readservice import Privacy, serve_reads
 from hopsd.daemon.service import Service
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick import Tick
-from hopsd.daemon.views import ObservedJob
 from hopsd.holder import holder_name, local_dead
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import redact
@@ -55,10 +53,6 @@ from hopsd.solver_banner import silence_solver_banner
 from hopsd.views.page import documents
 
 log = logging.getLogger("hopsd")
-
-# Test-only: adopt only jobs whose name starts with this prefix, so live tests
-# on a shared test cluster never touch other held jobs.
-ADOPT_PREFIX_ENV = "HOPS_TEST_ADOPT_NAME_PREFIX"
 
 EXIT_CONFIG, EXIT_LEDGER, EXIT_LEASE = 2, 3, 4
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -172,18 +166,8 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, on_stop)
 
 
-def adopt_filter() -> Callable[[ObservedJob], bool] | None:
-    prefix = os.environ.get(ADOPT_PREFIX_ENV)
-    if not prefix:
-        return None
-
-    def accept(job: ObservedJob) -> bool:
-        return job.name.startswith(prefix)
-
-    return accept
-
-
-def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
+def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None = None) -> int:
+    hooks = hooks or Hooks()
     ledger = Ledger.open(config.ledger_url, sqlite_begin="immediate")
     try:
         ledger.check_schema()
@@ -201,7 +185,8 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig) -> int:
         shadow=args.shadow,
         lease=lease,
         call_count=lambda: len(runner.calls),
-        adopt_filter=adopt_filter(),
+        adopt_filter=hooks.adopt_filter,
+        faults=hooks.faults,
     )
     metrics = DaemonMetrics()
     metrics.watch(tick.reconciler.problems)
@@ -294,7 +279,9 @@ def _stand_by(
     return info
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, hooks: Hooks | None = None) -> int:
+    """Run ``hopsd`` with ``argv``; ``hooks`` (faults, an adoption filter) are for callers
+    that build the daemon themselves, production passes none (:mod:`hopsd.daemon.faults`)."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.log_level)
     if args.check:
@@ -322,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_CONFIG
     silence_solver_banner()
     try:
-        return run_daemon(args, config)
+        return run_daemon(args, config, hooks)
     except LedgerError as exc:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_LEDGER

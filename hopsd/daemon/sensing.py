@@ -50,7 +50,6 @@ from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import (
-    JobSpool,
     Spools,
     UnsafeSpool,
     empty_owned,
@@ -432,9 +431,6 @@ class Sensing:
     def note(self, jobs: Iterable[ObservedJob]) -> None:
         """Learn this tick's working directories (used when there is no shared spool)."""
         self.spools.note(jobs)
-
-    def spool_of(self, slurm_id: int) -> JobSpool | None:
-        return self.spools.of(slurm_id)
 
     def has_report_file(self, slurm_id: int) -> bool:
         spool = self.spools.of(slurm_id)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import FrameType
@@ -275,13 +274,3 @@ class Service:
         signal.signal(signal.SIGTERM, on_stop)
         signal.signal(signal.SIGINT, on_stop)
         signal.signal(signal.SIGHUP, on_hup)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, step_s: float = 0.2) -> bool:
-    """Poll ``predicate`` until true or timeout (used at start-up for the lease)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step_s)
-    return predicate()

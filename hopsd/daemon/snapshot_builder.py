@@ -8,13 +8,13 @@ hops does not manage, zero on down or drained nodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from hopsd.config import HopsConfig
 from hopsd.core.admission import type_limits
-from hopsd.core.capacity import free_gpus, held_gpus, left, node_sizes, per_type
+from hopsd.core.capacity import left, node_sizes, per_type
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
 from hopsd.daemon.views import ObservedJob, ObservedNode
@@ -37,11 +37,6 @@ class ClusterView:
     def per_type(self) -> dict[str, int]:
         """GPUs of each managed type (what GPU-type constraints are checked against)."""
         return per_type(self.cluster, node_sizes(self.cluster))
-
-    def idle_gpus(self, jobs: Iterable[Job]) -> int:
-        """Capacity left once the given jobs' current placements are subtracted."""
-        used = held_gpus(j.current for j in jobs if j.current is not None)
-        return sum(free_gpus(self.capacity, used).values())
 
 
 def node_facts(nodes: Sequence[ObservedNode]) -> list[NodeFacts]:

@@ -41,15 +41,14 @@ from hopsd.daemon.decide import (
     notice_of,
 )
 from hopsd.daemon.enact import (
-    CRASH_AFTER_INTENT,
     Enactor,
     EnactReport,
     SettleOptions,
     Step,
     by_job,
-    crash_point,
     resume_steps,
 )
+from hopsd.daemon.faults import Faults, NoFaults
 from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import GpuUse, gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
@@ -136,6 +135,7 @@ class Tick:
         call_count: Callable[[], int] | None = None,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
         sensing: Sensing | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.config = config
         self.settings = config.settings()
@@ -147,6 +147,7 @@ class Tick:
         if lease is not None:  # every intent batch is recorded under our fencing token
             self.ledger.fence = lease.fence
         self.call_count = call_count or (lambda: 0)
+        self.faults = faults or NoFaults()
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
@@ -162,6 +163,7 @@ class Tick:
                 self.ledger, self.reconciler.sensing, lambda: self.config.profiling_iterations
             ),
             checkpointed_since=self.reconciler.sensing.checkpointed_since,
+            faults=self.faults,
         )
         self.round_clock = RoundClock(self.settings.round_length_s)
         self.policy = get_policy(config.policy)
@@ -214,7 +216,7 @@ class Tick:
                 self._follow_own_actions(obs, result)
         self._decide_and_record(obs, result)
         if result.actions and not self.shadow:
-            crash_point(CRASH_AFTER_INTENT)
+            self.faults.intents_committed()
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
         result.forecast_s = self.forecaster.run(self.ledger)
         result.total_s = time.perf_counter() - started
@@ -233,14 +235,6 @@ class Tick:
             result.reconcile = again
         else:
             result.reconcile.extend(again)
-
-    def observe_and_reconcile(self) -> ReconcileReport:
-        """Only the first two steps: adopt and follow jobs without deciding anything.
-
-        Lets an operator (or a test) seed what the estimator knows about newly
-        adopted jobs before their first decision.
-        """
-        return self._reconcile(observe(self.port, self.clock), self.clock())
 
     @staticmethod
     def _timed(result: TickResult, name: str, step: Callable[[], T]) -> T:

@@ -174,11 +174,6 @@ def pending_intents(session: Session, job_id: str | None = None) -> list[Intent]
     return list(session.scalars(stmt.order_by(IntentRow.id)))
 
 
-def intents_of_round(session: Session, round_id: int) -> list[Intent]:
-    stmt = select(IntentRow).where(IntentRow.round_id == round_id).order_by(IntentRow.id)
-    return list(session.scalars(stmt))
-
-
 def _finish(
     session: Session, intent: Intent | int, target: IntentState, now: float, error: str
 ) -> Intent:

@@ -113,18 +113,6 @@ class MeasurementStore(SqlThroughputStore):
         row = self.session.get(ProfileRow, (job_id, gpu_type))
         return None if row is None else row.iterations
 
-    def entity_values(
-        self, job_id: str, layer: ThroughputLayer, size: int, nodes: Iterable[str]
-    ) -> list[float]:
-        """A job's measured per-GPU throughputs on the given nodes at one size."""
-        stmt = select(ThroughputRow.per_gpu).where(
-            ThroughputRow.job_id == job_id,
-            ThroughputRow.layer == layer,
-            ThroughputRow.size == size,
-            ThroughputRow.place.in_(list(nodes)),
-        )
-        return [float(v) for v in self.session.scalars(stmt)]
-
     def note_samples_done(self, job_id: str, samples_done: float) -> None:
         """Samples done only grow: a report older than the last one changes nothing."""
         row = self._job(job_id)

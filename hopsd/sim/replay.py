@@ -661,20 +661,3 @@ def replay(
     if out_dir is not None:
         _write_outputs(Path(out_dir), out, world.jobs, records, results)
     return out
-
-
-def jct_errors(results: Mapping[str, Any], policy: str) -> dict[str, float]:
-    """Replay vs live for one policy: avg JCT error and median per-job error (fractions)."""
-    rows = results["jobs"]
-    live = [float(r["live_jct_s"]) for r in rows]
-    sim = [float(r[f"{policy}_jct_s"]) for r in rows]
-    live_avg = float(np.mean(live))
-    sim_avg = float(np.mean(sim))
-    per_job = [abs(s - v) / v for s, v in zip(sim, live, strict=True) if v > 0]
-    return {
-        "jobs": float(len(rows)),
-        "live_avg_jct_s": live_avg,
-        "replay_avg_jct_s": sim_avg,
-        "avg_jct_error": abs(sim_avg - live_avg) / live_avg if live_avg > 0 else 0.0,
-        "median_job_error": float(np.median(per_job)) if per_job else 0.0,
-    }

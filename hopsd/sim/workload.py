@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import InvalidInputError
@@ -143,19 +143,3 @@ def generate(spec: WorkloadSpec, truth: GroundTruth, seed: int) -> list[JobSpec]
             )
         )
     return jobs
-
-
-def scale_arrivals(jobs: Sequence[JobSpec], factor: float) -> list[JobSpec]:
-    """Same jobs with submit times multiplied by ``factor`` (load studies)."""
-    return [
-        JobSpec(
-            j.job_id,
-            j.submit_time * factor,
-            j.demands,
-            j.total_samples,
-            j.model,
-            j.user,
-            j.batch_size,
-        )
-        for j in jobs
-    ]

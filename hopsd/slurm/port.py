@@ -254,33 +254,6 @@ class Placement:
     def as_dict(self) -> dict[str, int]:
         return dict(self.gpus_by_node)
 
-    @property
-    def gres_request(self) -> str:
-        """The GPU request Slurm reports back after ``update_pending`` (``gres:gpu:M``)."""
-        if self.uniform:
-            return f"gres:gpu:{self.gpus_by_node[0][1]}"
-        return f"gres:gpu:{self.total_gpus}"
-
-    def mismatches(self, job: SlurmJob) -> list[str]:
-        """How a running job differs from this placement (empty when it matches)."""
-        problems = []
-        if job.partition != self.partition:
-            problems.append(f"partition {job.partition!r} != {self.partition!r}")
-        if job.placement != self.as_dict():
-            problems.append(f"GPUs per node {job.placement} != {self.as_dict()}")
-        return problems
-
-    def pending_mismatches(self, job: SlurmJob) -> list[str]:
-        """How a pending job's request differs from this placement after an update."""
-        problems = []
-        if job.partition != self.partition:
-            problems.append(f"partition {job.partition!r} != {self.partition!r}")
-        if set(job.requested_nodes) != set(self.nodes):
-            problems.append(f"requested nodes {job.requested_nodes} != {self.nodes}")
-        if job.gres_request.replace("gres/", "gres:") != self.gres_request:
-            problems.append(f"GPU request {job.gres_request!r} != {self.gres_request!r}")
-        return problems
-
 
 @runtime_checkable
 class SlurmPort(Protocol):

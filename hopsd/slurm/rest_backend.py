@@ -98,7 +98,7 @@ class RestSlurm:
 
         As with ``scontrol update``: a uniform placement asks ``gres/gpu:M`` per
         node and clears the job total; an uneven one clears the per-node request
-        and asks the job total (Slurm spreads it; check with ``Placement.mismatches``).
+        and asks the job total (Slurm spreads it; the contract tests check where).
         """
         self.client.post(f"job/{int(job_id)}", update_body(placement))
 

@@ -119,6 +119,3 @@ class CountingRunner:
     def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
         self.calls.append(tuple(argv))
         return self.inner(argv, timeout)
-
-    def reset(self) -> None:
-        self.calls.clear()

@@ -15,8 +15,9 @@ from typing import Any
 
 from hopsd.core.privacy import ANONYMOUS, PrivateData, Viewer, sees_job
 from hopsd.ledger.unit import Ledger
+from hopsd.views.cells import duration
 from hopsd.views.jobshow import show_payload
-from hopsd.views.page import REFRESH_S, STYLE, dur, escape, table, utc
+from hopsd.views.page import REFRESH_S, STYLE, escape, table, utc
 from hopsd.views.privacy import public_job
 from hopsd.views.timeline import render_svg, timeline_payload
 
@@ -80,7 +81,8 @@ def render_job(doc: dict[str, Any]) -> str:
         f" &middot; samples {job['samples_done']:.0f}/{job['total_samples']:.0f}"
         f" &middot; submitted {escape(utc(job['submit_time']))}"
         f" &middot; started {escape(utc(first) if first else '-')}"
-        f" &middot; START {escape(dur(job['start_in_s']))} &middot; ETA {escape(dur(job['eta_s']))}"
+        f" &middot; START {escape(duration(job['start_in_s']))}"
+        f" &middot; ETA {escape(duration(job['eta_s']))}"
     )
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>",
@@ -102,7 +104,7 @@ def render_job(doc: dict[str, Any]) -> str:
                     ",".join(f"{n}:{g}" for n, g in r["nodes"].items()),
                     utc(r["start_time"]),
                     utc(r["end_time"]) if r["end_time"] is not None else "-",
-                    dur(r["elapsed_s"]),
+                    duration(r["elapsed_s"]),
                     r["ended"] or "",
                 )
                 for r in job["runs"]

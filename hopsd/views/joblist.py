@@ -189,6 +189,25 @@ def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
     return recorded
 
 
+def job_fields(job: JobRecord, now: float) -> dict[str, Any]:
+    """What ``hops status`` and ``hops history`` both say of a job, under the same names.
+
+    Who and what it is, its state, and the times and ratio their tables' common
+    columns show (:func:`hopsd.views.cells.job_cells`).
+    """
+    return {
+        "job_id": job.slurm_job_id,
+        "name": job_name(job),
+        "user": job.user,
+        "account": job.account,
+        "state": str(job.state),
+        "wait_s": round(job.wait_time, 1),
+        "elapsed_s": round(elapsed_of(job, now), 1),
+        "restarts": job.restarts,
+        "latency_ratio": _r(job.latency_ratio, 3),
+    }
+
+
 def job_record(
     job: JobRecord,
     now: float,
@@ -202,17 +221,11 @@ def job_record(
     eta = eta_of(job, predicted, now)
     start_in_s = start_in_of(job, predicted, now)
     return {
-        "job_id": job.slurm_job_id,
-        "name": job_name(job),
-        "user": job.user,
-        "account": job.account,
-        "state": str(job.state),
+        **job_fields(job, now),
         "gpu_type": job.current_gpu_type if nodes else None,
         "nodes": nodes,
         "gpus": sum(nodes.values()),
         "demands": [int(d) for d in job.demands],
-        "wait_s": round(job.wait_time, 1),
-        "latency_ratio": _r(job.latency_ratio, 3),
         "ftf_rho": _r(job.ftf_rho, 3),
         "eta_s": _r(eta, 1),
         "start_in_s": _r(start_in_s, 1),
@@ -220,8 +233,6 @@ def job_record(
         "estimate_source": job.estimate_source,
         "samples_done": job.samples_done,
         "total_samples": job.total_samples,
-        "restarts": job.restarts,
-        "elapsed_s": round(elapsed_of(job, now), 1),
         "since_submit_s": round(now - job.submit_time, 1),
         "problem": job.input_problem or None,
         "reason": reason_of(job, daemon),
@@ -248,20 +259,12 @@ def history_record(
     """One finished job in ``hops history --json`` (golden file history.json)."""
     end = job.end_time if job.end_time is not None else now
     return {
-        "job_id": job.slurm_job_id,
-        "name": job_name(job),
-        "user": job.user,
-        "account": job.account,
-        "state": str(job.state),
+        **job_fields(job, now),
         "submit_time": job.submit_time,
         "start_time": job.first_start_time,
         "end_time": job.end_time,
         "jct_s": round(end - job.submit_time, 1),
-        "wait_s": round(job.wait_time, 1),
-        "elapsed_s": round(elapsed_of(job, now), 1),
-        "restarts": job.restarts,
         "gpu_hours": gpu_hours_by_type(job, placements, now),
-        "latency_ratio": _r(job.latency_ratio, 3),
         "reason": job.state_reason or None,
     }
 

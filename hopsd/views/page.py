@@ -19,6 +19,7 @@ from hopsd.core.inventory import facts_of, managed_nodes
 from hopsd.core.privacy import ANONYMOUS, PrivateData, Viewer, sees_job
 from hopsd.ledger.records import RoundSummary
 from hopsd.ledger.unit import Ledger
+from hopsd.views.cells import demands, duration, placement, ratio
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.privacy import public_fairness, public_status
 from hopsd.views.routes import Document, Page, Under
@@ -206,10 +207,10 @@ def render(
                     j["job_id"],
                     j["user"],
                     j["state"],
-                    ",".join(map(str, j["demands"])),
-                    dur(j["wait_s"]),
-                    _lr(j["latency_ratio"]),
-                    dur(j["start_in_s"]),
+                    demands(j["demands"]),
+                    duration(j["wait_s"]),
+                    ratio(j["latency_ratio"]),
+                    duration(j["start_in_s"]),
                     j["reason"] or j["problem"] or "",
                 )
                 for j in queued
@@ -226,9 +227,9 @@ def render(
                     j["user"],
                     j["state"],
                     j["gpu_type"] or "",
-                    ",".join(f"{n}:{g}" for n, g in j["nodes"].items()),
-                    _lr(j["latency_ratio"]),
-                    dur(j["eta_s"]),
+                    placement(j["nodes"]),
+                    ratio(j["latency_ratio"]),
+                    duration(j["eta_s"]),
                     j["reason"] or "",
                 )
                 for j in running
@@ -244,8 +245,8 @@ def render(
                     j["job_id"],
                     j["user"],
                     j["state"],
-                    _lr(j["latency_ratio"]),
-                    _lr(j["ftf_rho"]),
+                    ratio(j["latency_ratio"]),
+                    ratio(j["ftf_rho"]),
                     "yes" if j["starving"] else "",
                 )
                 for j in fairness["jobs"]
@@ -334,20 +335,6 @@ def _cell(value: Any) -> str:
 
 def escape(text: object) -> str:
     return html.escape(str(text), quote=True)
-
-
-def _lr(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def dur(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 def utc(epoch: float) -> str:

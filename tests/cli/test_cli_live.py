@@ -7,21 +7,22 @@ Slurm itself decides who may cancel what; hops must relay its refusal clearly.
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
+from live_users import AsUser, ensure_user
+
 from hops_cli.main import app
 from hopsd.slurm.cli_backend import CliSlurm
-from hopsd.slurm.runner import CompletedRun, SubprocessRunner
 
 pytestmark = pytest.mark.slurm
 
@@ -30,31 +31,14 @@ OTHER = "hopsbob"
 runner = CliRunner()
 
 
-@dataclass
-class AsUser:
-    """Runs every Slurm command as ``user`` (how that user's own shell would)."""
-
-    user: str
-
-    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
-        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
-
-
-def _ensure_user(name: str) -> None:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
-
-
 @pytest.fixture(scope="module")
 def users() -> None:
     if not os.environ.get("SLURM_CONF"):
         pytest.skip("SLURM_CONF is not set: start the test cluster with docker/cluster.sh up")
     if os.geteuid() != 0:
         pytest.skip("creating test users needs root")
-    _ensure_user(OWNER)
-    _ensure_user(OTHER)
+    ensure_user(OWNER)
+    ensure_user(OTHER)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ hopsd is gone (its lease released), status must say hopsd is not running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
-from daemon_live import LIVE, PYTHON, LiveEnv, drive
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
 
 from hops_cli.main import app
 
@@ -52,14 +51,7 @@ def _slurm_state(job: int) -> str:
 
 def test_status_shows_shadow_decisions_then_hopsd_not_running(env: LiveEnv) -> None:
     job = env.submit((1,), 2000.0, label="shadow")
-    variables = {**os.environ, "HOPS_TEST_ADOPT_NAME_PREFIX": env.prefix}
-    with open(env.root / "hopsd.log", "ab") as log:
-        daemon = subprocess.Popen(
-            [PYTHON, "-m", "hopsd.daemon.main", "--config", str(env.config_path), "--shadow"],
-            env=variables,
-            stdout=log,
-            stderr=log,
-        )
+    daemon = hopsd_process(env, args=("--shadow",))
     seen: dict[str, Any] = {}
 
     def look() -> None:

@@ -11,7 +11,7 @@ from hopsd.core.estimator import (
     Estimate,
     Estimator,
     communication_time,
-    iteration_time,
+    expected_iteration_time,
 )
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.settings import Settings
@@ -25,6 +25,20 @@ from hopsd.core.throughput import InMemoryThroughputStore, Mixture, PhaseProfile
 PARAMS = 1e8
 B_LINK = 1e9
 B_NET = 5e8
+
+
+def iteration_time(
+    p: PhaseProfile,
+    params: float,
+    config: Configuration,
+    b_link: float,
+    b_net: float,
+    overlap: float = 0.2,
+) -> float:
+    """E[T_iter] in ``config``: the estimator's formula on its GPU and node counts."""
+    return expected_iteration_time(
+        p, params, config.total_gpus, config.n_nodes, b_link, b_net, overlap
+    )
 
 
 def profile(pattern: int = 1, t_d: float = 0.3, t_w: float = 0.01) -> PhaseProfile:

@@ -9,14 +9,12 @@ from hypothesis import strategies as st
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.metrics import (
-    JctSummary,
     finish_time_fairness_of,
     jain_index,
     latency_ratio_of,
     mean_or_zero,
     percentile,
     raqlr,
-    summarise_jcts,
 )
 
 
@@ -96,18 +94,3 @@ def test_finish_time_fairness_of() -> None:
         finish_time_fairness_of(3000.0, 0.0)
     with pytest.raises(InvalidInputError):
         finish_time_fairness_of(-1.0, 1.0)
-
-
-def test_summarise_jcts() -> None:
-    # 10, 20, 30, 100: mean 40; median position 1.5 -> 25; p99 position 2.97 -> 30 + 0.97 * 70
-    summary = summarise_jcts([30.0, 10.0, 100.0, 20.0])
-    assert summary.count == 4
-    assert summary.avg == pytest.approx(40.0)
-    assert summary.median == pytest.approx(25.0)
-    assert summary.p99 == pytest.approx(97.9)
-
-
-def test_summarise_empty_and_negative() -> None:
-    assert summarise_jcts([]) == JctSummary(0, 0.0, 0.0, 0.0)
-    with pytest.raises(InvalidInputError):
-        summarise_jcts([1.0, -2.0])

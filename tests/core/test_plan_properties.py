@@ -6,16 +6,16 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import replace
 
+from config_space import generate_configurations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hopsd.core.configgen import generate_configurations
 from hopsd.core.estimator import Estimator
 from hopsd.core.gains import normalised_gains
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node, Plan
 from hopsd.core.priorities import PriorityContext, age
 from hopsd.core.rounds import PlannerOptions, plan_round, plan_round_with
-from hopsd.core.sensitivity import is_high_sensitivity, placement_sensitivity
+from hopsd.core.sensitivity import is_high_sensitivity, probe_nodes, sensitivity_on
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
@@ -108,7 +108,9 @@ def options(snap: Snapshot, job: Job, est: Estimator) -> list[Configuration]:
     free = {n.id: snap.capacity_of(n.id) for n in snap.cluster.nodes}
     out: list[Configuration] = []
     for t in sorted(snap.cluster.gpu_types):
-        high = is_high_sensitivity(placement_sensitivity(job, t, est, snap.cluster), BASE.sigma)
+        high = is_high_sensitivity(
+            sensitivity_on(job, t, probe_nodes(snap.cluster, t), est), BASE.sigma
+        )
         out.extend(generate_configurations(job, t, free, snap.cluster, high))
     return out
 

@@ -10,11 +10,10 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, GpuType, Job, Node
 from hopsd.core.sensitivity import (
     is_high_sensitivity,
-    job_sensitivity,
     mean_finite,
-    placement_sensitivity,
     probe_configs,
     probe_nodes,
+    sensitivity_on,
 )
 from hopsd.core.settings import Settings
 from hopsd.core.throughput import InMemoryThroughputStore
@@ -30,12 +29,17 @@ def cluster() -> Cluster:
 JOB = Job(id="j", demands=(1, 2), total_samples=1e6)
 
 
+def rho_of(job: Job, gpu_type: str, estimator: Estimator, where: Cluster) -> float:
+    """Eq. 10 for ``job`` on ``gpu_type``, as planning asks it: on the type's probe hosts."""
+    return sensitivity_on(job, gpu_type, probe_nodes(where, gpu_type), estimator)
+
+
 def test_rho_is_single_gpu_throughput_over_split_per_gpu_throughput() -> None:
     store = InMemoryThroughputStore()
     store.set_type_aggregated("j", "v100", 1, 100.0)
     store.set_type_distributed("j", "v100", 2, 50.0)
     est = Estimator(cluster(), store, Settings())
-    rho = placement_sensitivity(JOB, "v100", est, cluster())
+    rho = rho_of(JOB, "v100", est, cluster())
     assert rho == pytest.approx(100.0 / 50.0)
     assert is_high_sensitivity(rho, 1.4)
 
@@ -45,7 +49,7 @@ def test_low_sensitivity_below_sigma() -> None:
     store.set_type_aggregated("j", "v100", 1, 100.0)
     store.set_type_distributed("j", "v100", 2, 80.0)
     est = Estimator(cluster(), store, Settings())
-    rho = placement_sensitivity(JOB, "v100", est, cluster())
+    rho = rho_of(JOB, "v100", est, cluster())
     assert rho == pytest.approx(1.25)
     assert not is_high_sensitivity(rho, 1.4)
 
@@ -57,7 +61,7 @@ def test_entity_knowledge_of_the_probe_hosts_is_used() -> None:
     store.set_type_distributed("j", "v100", 2, 70.0)
     est = Estimator(cluster(), store, Settings())
     # split per-GPU = slowest of a (entity 60) and b (type 70) = 60 -> 120 / 60
-    assert placement_sensitivity(JOB, "v100", est, cluster()) == pytest.approx(2.0)
+    assert rho_of(JOB, "v100", est, cluster()) == pytest.approx(2.0)
 
 
 def test_probe_hosts_are_the_first_two_nodes_with_gpus_of_the_type() -> None:
@@ -70,8 +74,9 @@ def test_single_node_type_counts_as_infinitely_sensitive_and_is_left_out_of_mean
     store.set_type_aggregated("j", "v100", 1, 90.0)
     store.set_type_distributed("j", "v100", 2, 60.0)
     est = Estimator(cluster(), store, Settings())
-    assert placement_sensitivity(JOB, "k80", est, cluster()) == math.inf
-    assert job_sensitivity(JOB, est, cluster()) == pytest.approx(1.5)
+    assert rho_of(JOB, "k80", est, cluster()) == math.inf
+    both = [rho_of(JOB, t, est, cluster()) for t in ("v100", "k80")]
+    assert mean_finite(both) == pytest.approx(1.5)
 
 
 def test_mean_finite_skips_infinities() -> None:

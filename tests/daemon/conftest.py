@@ -8,23 +8,9 @@ from pathlib import Path
 import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
 from daemon_live import LiveEnv
+from hops_conf import FAKE, merged, render
 
 from hopsd.config import HopsConfig, parse_config
-
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-"""
 
 
 @pytest.fixture
@@ -32,8 +18,8 @@ def config(tmp_path: Path) -> HopsConfig:
     spool = tmp_path / "spool"
     spool.mkdir()
     # no checkpoint notice: moves requeue at once here (the notice has tests of its own)
-    daemon = f'[daemon]\nspool_dir = "{spool}"\nrequeue_quiet_s = 0.0\ncheckpoint_grace_s = 0.0\n'
-    return parse_config(CONF + daemon)
+    daemon = {"spool_dir": str(spool), "requeue_quiet_s": 0.0, "checkpoint_grace_s": 0.0}
+    return parse_config(render(merged(FAKE, {"daemon": daemon})))
 
 
 @pytest.fixture

@@ -13,11 +13,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import hops_conf
 import pytest
+from faulty_hopsd import command
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -66,34 +68,12 @@ def conf_text(
     ``round_s`` is the round length (short, so tests are quick; a test that needs
     moves of jobs whose restarts cost more than a round needs longer rounds).
     """
-    return f"""
-[ledger]
-url = "sqlite:///{ledger}"
-[slurm]
-partitions = ["k80", "v100", "a100"]
-timeout_s = 8.0
-[scheduler]
-round_length_s = {round_s}
-queue_refresh_s = 1.0
-restart_penalty_s = 2.0
-reference_throughput = 100.0
-solver_time_limit_s = 5.0
-max_demand_gpus = 16
-{scheduler}
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.v100]
-speed = 2.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-lease_ttl_s = 3.0
-checkpoint_grace_s = {grace_s}
-{extra}
-"""
+    changes = {
+        "scheduler": {"round_length_s": round_s},
+        "daemon": {"lease_ttl_s": 3.0, "checkpoint_grace_s": grace_s},
+    }
+    tables = hops_conf.live(f"sqlite:///{ledger}", spool, changes)
+    return hops_conf.render(tables, {"daemon": extra, "scheduler": scheduler})
 
 
 @dataclass
@@ -208,16 +188,16 @@ def drive(
 
 
 def hopsd_process(
-    env: LiveEnv, extra_env: Mapping[str, str] | None = None, log: Path | None = None
+    env: LiveEnv,
+    faults: Sequence[str] = (),
+    log: Path | None = None,
+    args: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """A ``hopsd`` subprocess on this test's config, adopting only its jobs."""
-    variables = dict(os.environ)
-    variables["HOPS_TEST_ADOPT_NAME_PREFIX"] = env.prefix
-    variables.update(extra_env or {})
+    """A ``hopsd`` subprocess on this test's config, adopting only its jobs.
+
+    ``faults`` are crash options of :mod:`faulty_hopsd` (``--crash-after-intents``,
+    ``--crash-after-actions N``); ``args`` more of hopsd's own (``--shadow``).
+    """
     out = open(log or env.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen(
-        [PYTHON, "-m", "hopsd.daemon.main", "--config", str(env.config_path)],
-        env=variables,
-        stdout=out,
-        stderr=out,
-    )
+    line = command("--config", str(env.config_path), *args, adopt_prefix=env.prefix, faults=faults)
+    return subprocess.Popen(line, stdout=out, stderr=out)

@@ -12,18 +12,18 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from daemon_live import LiveEnv
 
 from hops_cli.replay import replay_payload, slurm_inventory
 from hops_cli.simulate import stdout_to_stderr
 from hopsd.daemon.tick import Tick
-from hopsd.sim.replay import jct_errors
 from hopsd.solver_banner import silence_solver_banner
 
 T = TypeVar("T")
@@ -100,6 +100,23 @@ def run_live(env: LiveEnv, workload: Sequence[Arrival], deadline_s: float) -> tu
 def replay_live(env: LiveEnv, window: tuple[float, float], policy: str) -> dict[str, Any]:
     """``hops replay --from --to --policies POLICY --json`` of the test's ledger."""
     return replay_payload(env.config, window[0], window[1], [policy], None, slurm_inventory)
+
+
+def jct_errors(results: Mapping[str, Any], policy: str) -> dict[str, float]:
+    """Replay vs live for one policy: avg JCT error and median per-job error (fractions)."""
+    rows = results["jobs"]
+    live = [float(r["live_jct_s"]) for r in rows]
+    sim = [float(r[f"{policy}_jct_s"]) for r in rows]
+    live_avg = float(np.mean(live))
+    sim_avg = float(np.mean(sim))
+    per_job = [abs(s - v) / v for s, v in zip(sim, live, strict=True) if v > 0]
+    return {
+        "jobs": float(len(rows)),
+        "live_avg_jct_s": live_avg,
+        "replay_avg_jct_s": sim_avg,
+        "avg_jct_error": abs(sim_avg - live_avg) / live_avg if live_avg > 0 else 0.0,
+        "median_job_error": float(np.median(per_job)) if per_job else 0.0,
+    }
 
 
 def compare(results: dict[str, Any], policy: str) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import pytest
 from daemon_fakeport import FakeClock, FakePort
 from spool_tick import make_tick, row_of
 from sqlalchemy.orm import Session, sessionmaker
+from tick_steps import observe_and_reconcile
 
 import hopsd.sim.engine as engine_module
 from hopsd.config import HopsConfig
@@ -141,7 +142,7 @@ def live_life(
     job = port.add_job(TAG, user="alice", submit_time=SUBMIT)
     tick.reconciler.profile_new_jobs = True
     clock.now = SUBMIT
-    tick.observe_and_reconcile()
+    observe_and_reconcile(tick)
     end = max(e.at for e in life)
     ticks = [every_s * k for k in range(1, math.ceil(end / every_s) + 1)]
     instants = sorted({*ticks, *(e.at for e in life)})
@@ -152,7 +153,7 @@ def live_life(
             queue_due = queue_due or event.kind == "queue"
             _on_slurm(port, job, event)
         if at in ticks:
-            tick.observe_and_reconcile()
+            observe_and_reconcile(tick)
             if queue_due:
                 _profiling_over(tick, job)
                 queue_due = False

@@ -1,8 +1,8 @@
 """Crash safety and controller outage on the live Slurm test cluster.
 
-``HOPS_TEST_CRASH_AFTER_INTENT=1`` and ``HOPS_TEST_CRASH_AFTER_ACTIONS=N`` are
-test-only crash points of hopsd: it SIGKILLs itself right after committing a
-decision's intents, or after N Slurm actions (e.g. between update and release).
+hopsd runs under :mod:`faulty_hopsd`, whose ``--crash-after-intents`` and
+``--crash-after-actions N`` faults SIGKILL it right after it committed a
+decision's intents, or after its N-th Slurm action (e.g. between update and release).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobState
 
 pytestmark = LIVE
+
+AFTER_INTENTS = ("--crash-after-intents",)
+AFTER_FIRST_ACTION = ("--crash-after-actions", "1")
 
 
 @pytest.fixture
@@ -69,13 +72,13 @@ def test_sigkill_at_random_points_loses_nothing_and_starts_nothing_twice(env):
         env.submit((1, 2), rng.choice([800, 1500, 2500]), label=f"c{i}")
     kills = 0
     # 1: die right after a decision's intents are committed, before any Slurm call
-    proc = hopsd_process(env, {"HOPS_TEST_CRASH_AFTER_INTENT": "1"})
+    proc = hopsd_process(env, AFTER_INTENTS)
     assert proc.wait(timeout=30) == -signal.SIGKILL
     kills += 1
     with env.sessions.begin() as s:
         assert s.scalars(select(IntentRow).where(IntentRow.state == IntentState.PENDING)).all()
     # 2: die between the update and the release of a start
-    proc = hopsd_process(env, {"HOPS_TEST_CRASH_AFTER_ACTIONS": "1"})
+    proc = hopsd_process(env, AFTER_FIRST_ACTION)
     assert proc.wait(timeout=30) == -signal.SIGKILL
     kills += 1
     # 3..: killed from outside at random instants, with new jobs arriving
@@ -83,7 +86,7 @@ def test_sigkill_at_random_points_loses_nothing_and_starts_nothing_twice(env):
         if round_ == 2:
             for i in range(3):
                 env.submit((1, 2, 4), 1200, label=f"late{i}")
-            proc = hopsd_process(env, {"HOPS_TEST_CRASH_AFTER_INTENT": "1"})
+            proc = hopsd_process(env, AFTER_INTENTS)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=15)
         else:

@@ -17,16 +17,15 @@ On the Slurm test cluster, with every GPU taken by other work, the owner
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive
-from test_live_two_users import VICTIM, AsUser, shell_as, users  # noqa: F401 - a fixture
+from live_users import AsUser, shared_env
+from test_live_two_users import VICTIM, shell_as, users  # noqa: F401 - a fixture
+from tick_steps import observe_and_reconcile
 
 from hopsd.daemon.reconcile import UNPLANNED_RUN
 from hopsd.daemon.tick import Tick
@@ -42,12 +41,8 @@ pytestmark = [
 
 @pytest.fixture
 def env(users: None) -> Iterator[LiveEnv]:  # noqa: F811 - the fixture imported above
-    root = Path(tempfile.mkdtemp(prefix="hops-holds-"))
-    root.chmod(0o755)  # the victim's job reads its script here
-    live = LiveEnv.create(root)
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    with shared_env("hops-holds-") as live:  # the victim's job reads its script here
+        yield live
 
 
 def submit_as_victim(env: LiveEnv) -> int:
@@ -105,7 +100,7 @@ def test_a_job_slurm_started_before_adoption_is_requeued_held(env: LiveEnv) -> N
     assert released.returncode == 0, released.stderr
     assert drive(lambda: None, lambda: state(env, job).running, 20, 0.5)
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
-    tick.observe_and_reconcile()  # adoption only: the requeue is taken by the next tick
+    observe_and_reconcile(tick)  # adoption only: the requeue is taken by the next tick
     assert env.rows()[job].state_reason == UNPLANNED_RUN
     tick.run_once()  # the requeue (no grace here), then hops may place it itself
     seen = state(env, job)

@@ -13,22 +13,16 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from daemon_live import LiveEnv, drive, hopsd_process
+from live_users import ensure_user, shared_env, slurm_as
 from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.ledger.models import JobState
-from hopsd.slurm.cli_backend import CliSlurm
-from hopsd.slurm.runner import CompletedRun, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -51,33 +45,16 @@ ATTACKS = {
 }
 
 
-class AsUser:
-    """Runs Slurm commands as ``user`` (``runuser``), as that user's own shell would."""
-
-    def __init__(self, user: str) -> None:
-        self.user = user
-
-    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
-        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
-
-
 @pytest.fixture(scope="module")
 def attacker() -> str:
-    try:
-        pwd.getpwnam(ATTACKER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", ATTACKER], check=True)
-    return ATTACKER
+    return ensure_user(ATTACKER)
 
 
 @pytest.fixture
 def env() -> Iterator[LiveEnv]:
-    root = Path(tempfile.mkdtemp(prefix="hops-hostile-"))
-    root.chmod(0o755)  # the attacker's job reads its script here
-    live = LiveEnv.create(root)  # hopsd gives every user a directory in its spool
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    # the attacker's job reads its script here; hopsd gives every user a directory in its spool
+    with shared_env("hops-hostile-") as live:
+        yield live
 
 
 def submit_attack(env: LiveEnv, user: str, attack: str) -> int:
@@ -85,7 +62,7 @@ def submit_attack(env: LiveEnv, user: str, attack: str) -> int:
     spool = env.spool_of(user)
     script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={spool}\n{ATTACKS[attack]}")
     script.chmod(0o755)
-    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    port = slurm_as(env, user)
     args = ["-J", f"{env.prefix}attack", "-o", "/dev/null", "-t", "10"]
     job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
     env.submitted.append(job)

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shutil
 import site
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,12 +30,11 @@ from pathlib import Path
 
 import pytest
 from daemon_live import LiveEnv, drive, hopsd_process
+from live_users import AsUser, ensure_user, shared_env, slurm_as
 
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import JobState
 from hopsd.ledger.private_copy import socket_path
-from hopsd.slurm.cli_backend import CliSlurm
-from hopsd.slurm.runner import CompletedRun, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -68,34 +64,17 @@ print("released", flush=True)
 """
 
 
-class AsUser:
-    """Runs Slurm commands as ``user`` (``runuser``), as that user's shell would."""
-
-    def __init__(self, user: str) -> None:
-        self.user = user
-
-    def __call__(self, argv: list[str], timeout: float) -> CompletedRun:
-        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
-
-
 @pytest.fixture(scope="module")
 def users() -> None:
     for name in (ATTACKER, VICTIM):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True)
+        ensure_user(name, home=True)
 
 
 @pytest.fixture
 def env(users: None) -> Iterator[LiveEnv]:
-    root = Path(tempfile.mkdtemp(prefix="hops-priv-"))
-    root.chmod(0o755)  # like /var/lib/hops: users may traverse it, not write it
-    live = LiveEnv.create(root)
-    (root / "hops.conf").chmod(0o644)
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    with shared_env("hops-priv-") as live:  # like /var/lib/hops: users may traverse it
+        live.config_path.chmod(0o644)
+        yield live
 
 
 def hops_as(user: str, conf: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -168,7 +147,7 @@ def _submit_as(env: LiveEnv, user: str, samples: float, types: tuple[str, ...] =
     script = env.root / f"{user}.sh"
     script.write_text("#!/bin/bash\nsleep 600\n")
     script.chmod(0o755)
-    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    port = slurm_as(env, user)
     tag = HopsTag((1,), samples, 32, model=f"secretmodel{user}", types=types)
     job = port.submit(
         str(script), sbatch_args=["-J", f"{env.prefix}{user}", "-o", "/dev/null", "-t", "10"],

@@ -21,21 +21,18 @@ GPUs back at the next round, as against an honest submission of that size.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive
-from test_live_two_users import ATTACKER, VICTIM, AsUser, users  # noqa: F401 - a fixture
+from live_users import shared_env, slurm_as
+from test_live_two_users import ATTACKER, VICTIM, users  # noqa: F401 - a fixture
 from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.core.sizeclaim import DOUBT
 from hopsd.daemon.tick import Tick
-from hopsd.slurm.cli_backend import CliSlurm
 
 pytestmark = [
     *LIVE,
@@ -45,12 +42,9 @@ pytestmark = [
 
 @pytest.fixture
 def env(users: None) -> Iterator[LiveEnv]:  # noqa: F811 - the fixture imported above
-    root = Path(tempfile.mkdtemp(prefix="hops-size-lie-"))
-    root.chmod(0o755)  # the users' jobs read their scripts here
-    live = LiveEnv.create(root, scheduler="size_check_slack_s = 4.0")
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    # the users' jobs read their scripts here
+    with shared_env("hops-size-lie-", scheduler="size_check_slack_s = 4.0") as live:
+        yield live
 
 
 def submit_as(
@@ -63,7 +57,7 @@ def submit_as(
         "#SBATCH -t 10\nsleep 600\n"
     )
     script.chmod(0o755)
-    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    port = slurm_as(env, user)
     monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: port)
     monkeypatch.setattr("hops_cli.submit_env.current_user", lambda: user, raising=False)
     result = CliRunner().invoke(

@@ -11,21 +11,16 @@ them. Before, hopsd stopped reading the file at its limit but let it grow.
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from daemon_live import LiveEnv, drive, hopsd_process
-from test_live_hostile import ATTACKER, AsUser, status_of
+from live_users import ensure_user, shared_env, slurm_as
+from test_live_hostile import ATTACKER, status_of
 
 from hopsd.daemon.sensing import MAX_FILE_BYTES
 from hopsd.ledger.models import JobState
-from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -50,28 +45,20 @@ FLOOD = (
 
 @pytest.fixture(scope="module")
 def attacker() -> str:
-    try:
-        pwd.getpwnam(ATTACKER)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", ATTACKER], check=True)
-    return ATTACKER
+    return ensure_user(ATTACKER)
 
 
 @pytest.fixture
 def env() -> Iterator[LiveEnv]:
-    root = Path(tempfile.mkdtemp(prefix="hops-quota-"))
-    root.chmod(0o755)
-    live = LiveEnv.create(root)
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    with shared_env("hops-quota-") as live:
+        yield live
 
 
 def submit_flood(env: LiveEnv, user: str) -> int:
     script = env.root / "flood.sh"
     script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool_of(user)}\n{FLOOD}")
     script.chmod(0o755)
-    port = CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+    port = slurm_as(env, user)
     args = ["-J", f"{env.prefix}flood", "-o", "/dev/null", "-t", "10"]
     job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
     env.submitted.append(job)

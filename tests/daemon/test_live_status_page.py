@@ -21,7 +21,7 @@ import pytest
 from daemon_live import LIVE, LiveEnv, hopsd_process
 from timeline_check import bars_against_ledger, bars_in_screenshot
 
-from hopsd.views.page import _lr, dur
+from hopsd.views.cells import duration, ratio
 
 pytestmark = LIVE
 
@@ -113,18 +113,18 @@ TYPE_COLUMNS = ("gpu_type", "nodes", "gpus_total", "gpus_busy", "gpus_idle")
 def _between(shown: str, values: list[float | None]) -> bool:
     """A duration the page shows is one of ``values`` as the page formats it, or lies
     between them (it counted down between the two documents)."""
-    if shown in {dur(v) for v in values}:
+    if shown in {duration(v) for v in values}:
         return True
     known = [v for v in values if v is not None]
     if shown == "-" or len(known) < 2:
         return False
-    return any(dur(t) == shown for t in range(int(min(known)), int(max(known)) + 1))
+    return any(duration(t) == shown for t in range(int(min(known)), int(max(known)) + 1))
 
 
 def _lr_between(shown: str, values: list[float | None]) -> bool:
     """An LR the page shows is one of ``values`` as the page formats it, or between them
     (hopsd updated it between the two documents)."""
-    if shown in {_lr(v) for v in values}:
+    if shown in {ratio(v) for v in values}:
         return True
     known = [v for v in values if v is not None]
     return (

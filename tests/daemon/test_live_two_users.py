@@ -28,17 +28,17 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from daemon_live import LiveEnv, drive, hopsd_process
+from live_users import AsUser, ensure_user, shared_env, slurm_as, traversable_home
 from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.ledger.models import JobState
 from hopsd.slurm.cli_backend import CliSlurm
-from hopsd.slurm.runner import CompletedRun, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -79,16 +79,6 @@ print("done errors=%d" % probe.errors, flush=True)
 """
 
 
-class AsUser:
-    """Runs commands as ``user`` (``runuser``), as that user's own shell would."""
-
-    def __init__(self, user: str) -> None:
-        self.user = user
-
-    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
-        return SubprocessRunner()(["runuser", "-u", self.user, "--", *argv], timeout)
-
-
 def shell_as(user: str, command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["runuser", "-u", user, "--", "sh", "-c", command],
@@ -103,27 +93,14 @@ def home_of(user: str) -> Path:
 @pytest.fixture(scope="module")
 def users() -> None:
     for name in (ATTACKER, VICTIM):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True)
-        home = home_of(name)
-        if not home.is_dir():
-            home.mkdir(parents=True)
-            entry = pwd.getpwnam(name)
-            os.chown(home, entry.pw_uid, entry.pw_gid)
-        home.chmod(0o755)
+        traversable_home(ensure_user(name, home=True))
 
 
 @pytest.fixture
 def env(users: None) -> Iterator[LiveEnv]:
-    root = Path(tempfile.mkdtemp(prefix="hops-two-users-"))
-    root.chmod(0o755)  # the victim's job reads its script here
-    live = LiveEnv.create(root)
-    (root / "victim_job.py").write_text(VICTIM_JOB)
-    yield live
-    live.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    with shared_env("hops-two-users-") as live:  # the victim's job reads its script here
+        (live.root / "victim_job.py").write_text(VICTIM_JOB)
+        yield live
 
 
 @pytest.fixture
@@ -172,7 +149,7 @@ def submit_as_victim(env: LiveEnv, monkeypatch: pytest.MonkeyPatch) -> int:
         f"exec {SYSTEM_PYTHON} {env.root / 'victim_job.py'}\n"
     )
     script.chmod(0o755)
-    port = CliSlurm(run=AsUser(VICTIM), timeout_s=env.config.slurm_timeout_s)
+    port = slurm_as(env, VICTIM)
     monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: port)
     # the CLI runs inside this (root) test process; the user it submits as is the victim
     monkeypatch.setattr("hops_cli.submit_env.current_user", lambda: VICTIM, raising=False)

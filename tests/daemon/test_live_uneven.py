@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from daemon_live import LiveEnv, drive
+from placement_check import mismatches
 
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_config, allocation_history
@@ -75,14 +76,14 @@ def test_uneven_placement_runs_with_exactly_the_planned_gpus_per_node(env):
     job = env.submit((5,), 900, label="uneven")
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
     seen: list[dict[str, int]] = []
-    mismatches: list[list[str]] = []
+    differences: list[list[str]] = []
 
     def step() -> None:
         tick.run_once()
         for slurm_job in env.port.list_jobs():
             if slurm_job.job_id == job and slurm_job.running:
                 seen.append(slurm_job.placement)
-                mismatches.append(Placement.of("v100", PLAN).mismatches(slurm_job))
+                differences.append(mismatches(Placement.of("v100", PLAN), slurm_job))
 
     assert drive(step, env.all_terminal, deadline_s=45, interval_s=0.5)
     row = env.rows()[job]
@@ -95,7 +96,7 @@ def test_uneven_placement_runs_with_exactly_the_planned_gpus_per_node(env):
         ]
     assert starts and starts[0] is not None and starts[0].as_dict() == PLAN
     assert seen, "the job was never observed running"
-    assert all(m == [] for m in mismatches), mismatches
+    assert all(m == [] for m in differences), differences
     assert all(p == PLAN for p in seen)
     events = env.events(job)
     assert [e["event"] for e in events].count("done") == 1, events

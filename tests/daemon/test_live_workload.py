@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from daemon_live import LiveEnv, drive
 from sqlalchemy import select
+from tick_steps import observe_and_reconcile
 
 from hopsd.core.model import Configuration
 from hopsd.daemon.tick import Tick
@@ -169,7 +170,7 @@ def test_fast_type_goes_to_the_job_that_gains_most(env):
         lambda: any(j.job_id == blocker and j.running for j in env.port.list_jobs()),
         20,
     )
-    adopted = tick.observe_and_reconcile().adopted
+    adopted = observe_and_reconcile(tick).adopted
     assert set(adopted) == {str(flat), str(gainer)}
     seed(env, gainer, {"k80": 100.0, "v100": 200.0, "a100": 800.0})
     seed(env, flat, {"k80": 100.0, "v100": 200.0, "a100": 220.0})
@@ -191,7 +192,7 @@ def test_a_job_moved_by_requeue_finishes_exactly_once(env):
         lambda: any(j.job_id == blocker and j.running for j in env.port.list_jobs()),
         20,
     )
-    assert tick.observe_and_reconcile().adopted == [str(mover)]
+    assert observe_and_reconcile(tick).adopted == [str(mover)]
     seed(env, mover, {"k80": 100.0, "v100": 200.0, "a100": 800.0})
     tick.run_once()
     assert placements_of_round(env)[str(mover)].gpu_type == "k80"

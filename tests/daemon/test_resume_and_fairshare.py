@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from tick_steps import observe_and_reconcile
 
 from hopsd.core.fairshare import (
     MIN_FACTOR,
@@ -136,9 +137,9 @@ def test_assembled_jobs_get_the_owner_factor_in_the_step_and_their_true_wait(
     alice = port.add_job(HopsTag((1,), 1e6), user="alice", account="lab")
     bob = port.add_job(HopsTag((1,), 1e6), user="bob", account="lab")
     tick = Tick(config, port, sessions, clock=clock)
-    tick.observe_and_reconcile()
+    observe_and_reconcile(tick)
     clock.advance(30)
-    tick.observe_and_reconcile()  # both waited 30 s
+    observe_and_reconcile(tick)  # both waited 30 s
     # alice used everything: user factor 0.25, bob 1; the one account holds all: 0.5
     usage = Usage({"alice": 10.0, "bob": 0.0}, {"lab": 10.0})
     with sessions.begin() as s:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from daemon_fakeport import FakeClock, FakePort
 from spool_tick import make_tick, row_of
+from tick_steps import observe_and_reconcile
 
 from hopsd.config import HopsConfig
 from hopsd.ledger.models import JobState
@@ -65,7 +66,7 @@ def test_a_requeued_runs_last_report_reaches_the_ledger(
     tick.run_once()
     report(config, job, 1000.0, 2)  # its last flush, then Slurm requeues it
     port.requeue_hold(job)
-    tick.observe_and_reconcile()
+    observe_and_reconcile(tick)
     row = row_of(sessions, job)
     assert row.state in (JobState.PREEMPTED, JobState.REQUEUED)
     assert row.samples_done == 1000.0

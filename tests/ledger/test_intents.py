@@ -13,7 +13,6 @@ from hopsd.ledger.errors import IntentStateError
 from hopsd.ledger.intents import (
     IntentRequest,
     intent_key,
-    intents_of_round,
     mark_abandoned,
     mark_done,
     mark_failed,
@@ -102,7 +101,11 @@ def test_failed_and_abandoned_are_final(
         mark_failed(s, failing, "scontrol requeuehold 12: Invalid job id specified", now=4.0)
         mark_abandoned(s, dropped, "job already ended in Slurm", now=4.0)
     with Sessions.begin() as s:
-        rows = intents_of_round(s, round_id)
+        rows = list(
+            s.scalars(
+                select(IntentRow).where(IntentRow.round_id == round_id).order_by(IntentRow.id)
+            )
+        )
         assert [r.state for r in rows] == [IntentState.FAILED, IntentState.ABANDONED]
         assert "Invalid job id" in rows[0].error
         with pytest.raises(IntentStateError, match="already failed"):

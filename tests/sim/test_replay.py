@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,6 @@ from hopsd.ledger.history import JobHistory, LearnedRate, NodeSeen
 from hopsd.sim.replay import (
     JobRates,
     build_world,
-    jct_errors,
     measured_launch,
     measured_restart_cost,
     model_of,
@@ -21,6 +22,9 @@ from hopsd.sim.replay import (
     replay_engine_config,
     replay_size,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
+from live_replay import jct_errors
 
 TYPES = {"k80": GpuType("k80", speed=1.0), "a100": GpuType("a100", speed=4.0)}
 NODES = [NodeSeen("a100n1", "a100", 4), NodeSeen("a100n2", "a100", 2), NodeSeen("k80n1", "k80", 4)]

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hops_cli.replay import window_of
-from hops_cli.timespec import parse_duration
 from hopsd.core.model import Configuration
 from hopsd.ledger.allocations import record_allocation
 from hopsd.ledger.engine import make_engine, make_sessionmaker
@@ -142,7 +141,6 @@ def test_replay_without_a_ledger_says_so(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_window_parsing() -> None:
-    assert parse_duration("90") == 90.0 and parse_duration("24h") == 86400.0
     assert window_of(None, None, None, 1000.0 * 86400) == (999.0 * 86400, 1000.0 * 86400)
     assert window_of(None, "10", "20", 100.0) == (10.0, 20.0)
     with pytest.raises(ValueError, match="--to must be after"):

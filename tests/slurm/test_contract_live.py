@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from placement_check import mismatches, pending_mismatches
 
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmAccountingDisabledError, SlurmUnavailableError
@@ -127,7 +128,7 @@ def output_lines(tmp_path: Path, job_id: int) -> list[tuple[str, str, str, int]]
 def place_and_run(port: SlurmPort, job_id: int, placement: Placement) -> SlurmJob:
     port.update_pending(job_id, placement)
     pending = job(port, job_id)
-    assert pending.held and placement.pending_mismatches(pending) == []
+    assert pending.held and pending_mismatches(placement, pending) == []
     port.release(job_id)
     return wait_for(f"job {job_id} running", lambda: _running(port, job_id))
 
@@ -152,7 +153,7 @@ def test_placed_job_runs_exactly_there(port: SlurmPort, submit: Submit, tmp_path
     placement = Placement.of(own_partition(node), {node.name: 2})
     job_id = submit()
     running = place_and_run(port, job_id, placement)
-    assert placement.mismatches(running) == []
+    assert mismatches(placement, running) == []
     assert running.gpu_type == node.gpu_type
     nodelist, cvd, name, restart = wait_for("job output", lambda: output_lines(tmp_path, job_id))[0]
     assert (nodelist, name, restart) == (node.name, node.name, 0)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from daemon_live import PYTHON, TRAIN_JOB, LiveEnv, drive
+from tick_steps import observe_and_reconcile
 
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.throughput_store import SqlThroughputStore
@@ -113,7 +114,7 @@ def test_hopsd_puts_the_plain_job_that_gains_most_on_the_fast_gpus(env: LiveEnv)
     flat = plain_training_job(env, "flat", "a100=1.1,v100=1.0")
     gainer = plain_training_job(env, "gainer", "a100=8")
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
-    assert set(tick.observe_and_reconcile().adopted) == {str(flat), str(gainer)}
+    assert set(observe_and_reconcile(tick).adopted) == {str(flat), str(gainer)}
     with env.sessions.begin() as s:  # what profiling would have measured
         store = SqlThroughputStore(s, 0.0)
         for job, a100 in ((gainer, 800.0), (flat, 220.0)):

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from placement_check import mismatches
 
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import (
@@ -99,7 +100,7 @@ def test_running_jobs_carry_their_gpus_per_node(version: str) -> None:
     assert sorted(uneven.placement.values()) == [1, 3]
     assert single.running and single.placement == {"a100n1": 2} and single.gpu_type == "a100"
     assert held.pending and held.held and held.gpus_by_node == ()
-    assert Placement.of("a100", {"a100n1": 2}).mismatches(single) == []
+    assert mismatches(Placement.of("a100", {"a100n1": 2}), single) == []
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from placement_check import gres_request
 
 from hopsd.slurm.classify import error_for
 from hopsd.slurm.cli_backend import CliSlurm, check_sbatch_args, parse_job_id, update_argv
@@ -123,7 +124,7 @@ def test_update_uniform_and_uneven_placements() -> None:
         "TresPerNode=",
         "TresPerJob=gres:gpu:4",
     ]
-    assert uneven.gres_request == "gres:gpu:4" and uniform.gres_request == "gres:gpu:2"
+    assert gres_request(uneven) == "gres:gpu:4" and gres_request(uniform) == "gres:gpu:2"
 
 
 def test_a_job_with_cpus_per_gpu_gets_cpus_that_follow_its_gpus() -> None:

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from placement_check import mismatches, pending_mismatches
 
 from hopsd.slurm.errors import SlurmParseError, SlurmUnavailableError
 from hopsd.slurm.gres import gpu_items, tres_gpus
@@ -193,14 +194,14 @@ def test_gres_strings() -> None:
 def test_placement_checks_against_recorded_jobs() -> None:
     jobs = jobs_by_id("squeue.22.05.json")
     planned = Placement.of("v100", {"v100n1": 3, "v100n2": 1})
-    assert planned.mismatches(jobs[3]) == []
+    assert mismatches(planned, jobs[3]) == []
     swapped = Placement.of("v100", {"v100n1": 1, "v100n2": 3})
-    assert swapped.mismatches(jobs[3]) == [
+    assert mismatches(swapped, jobs[3]) == [
         "GPUs per node {'v100n1': 3, 'v100n2': 1} != {'v100n1': 1, 'v100n2': 3}"
     ]
-    assert planned.pending_mismatches(jobs[3]) == []  # pinned nodes and job total match
+    assert pending_mismatches(planned, jobs[3]) == []  # pinned nodes and job total match
     held = jobs[1]
-    problems = Placement.of("a100", {"a100n2": 2}).pending_mismatches(held)
+    problems = pending_mismatches(Placement.of("a100", {"a100n2": 2}), held)
     assert len(problems) == 3  # partition, nodes and GPU request all still differ
 
 

@@ -21,6 +21,8 @@ import json
 import re
 from pathlib import Path
 
+from placement_check import mismatches
+
 from hopsd.slurm.classify import error_for
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
 from hopsd.slurm.parse_sacct import parse_accounting
@@ -77,7 +79,7 @@ def test_running_jobs_hold_exactly_their_gpus() -> None:
     assert uneven.nodes == ("v100n1", "v100n2") and uneven.gpu_type == "v100"
     assert uneven.requested_nodes == ("v100n1", "v100n2")
     assert uneven.gres_request.replace("gres/", "gres:") == "gres:gpu:4"  # the job total
-    assert Placement.of("v100", {"v100n1": 3, "v100n2": 1}).mismatches(uneven) == []
+    assert mismatches(Placement.of("v100", {"v100n1": 3, "v100n2": 1}), uneven) == []
 
 
 def test_per_node_gpus_match_scontrol_detail() -> None:
