@@ -59,13 +59,27 @@ def _kind(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", "VALUE").upper())
 
 
+#: click's names of its parameter types, as the table spells them.
+CLICK_KINDS = {"integer": "INTEGER", "int": "INTEGER", "float": "NUMBER", "text": "TEXT",
+               "str": "TEXT", "path": "PATH",
+               "boolean": "", "choice": "CHOICE", "file": "PATH"}  # fmt: skip
+
+
+def _value_kind(param: Any) -> str:
+    """What an option takes: from typer's annotation where it keeps one (0.29 on),
+    else from click's parameter type (older typer)."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        return _kind(getattr(descriptor, "annotation", str))
+    kind = str(getattr(getattr(param, "type", None), "name", "text")).lower()
+    return CLICK_KINDS.get(kind, kind.upper())
+
+
 def _param_row(param: Any) -> tuple[str, str, str, str]:
     """(names, value, default, help) of one click parameter of a typer command."""
-    descriptor = getattr(param, "type_descriptor", None)
-    annotation = getattr(descriptor, "annotation", str)
     flag = bool(getattr(param, "is_flag", False))
     names = ", ".join(_code(o) for o in [*param.opts, *param.secondary_opts])
-    value = "" if flag else _kind(annotation)
+    value = "" if flag else _value_kind(param)
     if getattr(param, "multiple", False) or getattr(param, "nargs", 1) == -1:
         value = f"{value}, repeatable" if value else "repeatable"
     default = param.default
