@@ -142,7 +142,8 @@ def make_probe(args: argparse.Namespace) -> Any:
     try:
         from hops_probe import Probe
     except ImportError:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        # a Python without hops installed (the Slurm 24.11 root's): the checkout's probe/
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "probe"))
         from hops_probe import Probe
     return Probe()
 
