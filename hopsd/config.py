@@ -307,3 +307,22 @@ def load_config(
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
     return parse_config(text, path)
+
+
+def load_daemon_config(explicit: str | None = None) -> HopsConfig:
+    """:func:`load_config`, and the configured policy can be built on this install.
+
+    hopsd's own loader (start, reload, ``--check``): a baseline such as sia needs
+    an extra of the slim install, and a missing one is a configuration error
+    naming the key, not a traceback at the first tick. The CLI keeps the plain
+    loader, which imports no policy.
+    """
+    config = load_config(explicit)
+    from hopsd.core.errors import MissingExtraError
+    from hopsd.core.policies import get_policy
+
+    try:
+        get_policy(config.policy)
+    except MissingExtraError as exc:
+        raise ConfigError(f"scheduler.policy: {exc}") from exc
+    return config

@@ -2,7 +2,7 @@
 
 Each check asks what hopsd itself asks at start, with the same code, so a
 pass here means hopsd will not refuse for that reason: the configuration
-(:func:`hopsd.config.load_config`), Slurm (one node listing through the
+(:func:`hopsd.config.load_daemon_config`), Slurm (one node listing through the
 configured backend, and through slurmrestd when it is the backend), the ledger
 (reachable, schema at this hops's Alembic head), the shared spool
 (:func:`hopsd.daemon.spool.check_root`) and the metrics address (bindable, or
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hopsd.config import ConfigError, HopsConfig, load_config
+from hopsd.config import ConfigError, HopsConfig, load_daemon_config
 from hopsd.config_checks import split_address
 from hopsd.slurm.port import SlurmPort
 
@@ -78,7 +78,7 @@ def run_checks(config_path: str | None, port: PortMaker = default_port) -> list[
 def check_config(config_path: str | None) -> tuple[HopsConfig | None, CheckResult]:
     """hops.conf through the validation hopsd starts with (each key's type, range, shape)."""
     try:
-        config = load_config(config_path)
+        config = load_daemon_config(config_path)
     except ConfigError as exc:
         return None, CheckResult("config", False, str(exc), "fix that key in hops.conf")
     return config, CheckResult("config", True, config.path or "built-in defaults (no hops.conf)")

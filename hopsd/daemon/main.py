@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Protocol
 
 import hopsd
-from hopsd.config import ConfigError, HopsConfig, load_config
+from hopsd.config import ConfigError, HopsConfig, load_daemon_config
 from hopsd.daemon.faults import Hooks
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.logging import setup_logging
@@ -190,7 +190,8 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None
     )
     metrics = DaemonMetrics()
     metrics.watch(tick.reconciler.problems)
-    service = Service(tick, metrics=metrics, reload=lambda: load_config(args.config), lease=lease)
+    reload = lambda: load_daemon_config(args.config)  # noqa: E731
+    service = Service(tick, metrics=metrics, reload=reload, lease=lease)
     checks = service.health_checks()
     after_tick = checks["ledger"]
     probe = probe_engine(config.ledger_url)
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None, hooks: Hooks | None = None) -> int:
 
         return main_check(args.config, args.json)
     try:
-        config = load_config(args.config)
+        config = load_daemon_config(args.config)
     except ConfigError as exc:
         print(f"hopsd: {exc}", file=sys.stderr)
         return EXIT_CONFIG

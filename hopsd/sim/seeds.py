@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import InvalidInputError, missing_extra
-from hopsd.core.policies import policy_names
 from hopsd.sim.engine import EngineConfig
 from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import job_records, summarise
-from hopsd.sim.run import load_inputs, policy_configs, run_policy
+from hopsd.sim.run import check_request, load_inputs, policy_configs, run_policy
 
 #: Metrics whose ratio is reported (others, e.g. preemptions, are often 0 for a baseline).
 RATIO_METRICS = (
@@ -60,18 +59,23 @@ def parse_seeds(text: str) -> list[int]:
     return sorted(seeds)
 
 
+def student_t() -> Any:
+    """SciPy's Student-t distribution, or the error naming the extra that installs it."""
+    try:
+        from scipy.stats import t
+    except ImportError as exc:
+        raise missing_extra("confidence intervals over seeds", "scipy", "sim") from exc
+    return t
+
+
 def interval(values: Sequence[float], level: float = 0.95) -> dict[str, float]:
     """Mean and Student-t confidence interval of ``values`` (a point when n = 1)."""
     n = len(values)
     mean = sum(values) / n
     if n < 2:
         return {"mean": mean, "ci_low": mean, "ci_high": mean, "n": n}
-    try:
-        from scipy.stats import t as student_t
-    except ImportError as exc:
-        raise missing_extra("confidence intervals over seeds", "scipy", "sim") from exc
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    half = float(student_t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
+    half = float(student_t().ppf(0.5 + level / 2, n - 1)) * math.sqrt(var / n)
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
 
 
@@ -139,13 +143,9 @@ def simulate_seeds(
     """
     if not seeds:
         raise InvalidInputError("give at least one seed")
-    if not policies:
-        raise InvalidInputError("give at least one policy")
-    unknown = [p for p in policies if p not in policy_names()]
-    if unknown:
-        raise InvalidInputError(
-            f"unknown policy {unknown[0]!r}; known: {', '.join(policy_names())}"
-        )
+    check_request(policies, out_dir=None)  # --out here writes results.json only, no plots
+    if len(seeds) > 1:
+        student_t()  # the intervals' library, before any seed runs
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
     use_preset = preset if cluster is None or trace is None else None

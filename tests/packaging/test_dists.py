@@ -131,6 +131,19 @@ def test_what_needs_an_extra_says_which_in_one_line(
     assert not (tmp_path / "o").exists()  # refused before any work
 
 
+def test_hopsd_with_a_baseline_policy_without_the_extra_is_a_config_error(
+    slim: Path, tmp_path: Path
+) -> None:
+    conf = _ledger_conf(tmp_path)
+    conf.write_text(conf.read_text() + '[scheduler]\npolicy = "sia"\n')
+    done = subprocess.run([str(slim.parent / "hopsd"), "--once", "--config", str(conf)],
+                          cwd=tmp_path, env=_env(conf), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr  # hopsd's exit code for a bad configuration
+    assert "scheduler.policy: the sia policy needs scipy" in done.stderr, done.stderr
+    assert "pip install 'hops-scheduler[sim]'" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_a_postgresql_ledger_without_the_extra_is_one_line(slim: Path, tmp_path: Path) -> None:
     conf = tmp_path / "hops.conf"
     conf.write_text('[ledger]\nurl = "postgresql+psycopg://nobody@127.0.0.1/none"\n')
