@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hopsd.config import load_config
 from hopsd.daemon import main as hopsd_main
 from hopsd.daemon.service import Service
 from hopsd.daemon.tick import Tick
@@ -190,7 +191,7 @@ def test_lease_of_a_dead_local_daemon_is_taken_over(tmp_path):
     holder = f"{socket.gethostname()}:{dead.pid}"
     with sessions.begin() as s:
         ensure_lease(s, holder, 600.0, time.time())
-    config = dataclasses.replace(hopsd_main.load_config(str(_conf(tmp_path))), lease_ttl_s=5.0)
+    config = dataclasses.replace(load_config(str(_conf(tmp_path))), lease_ttl_s=5.0)
     hopsd_main.take_lease(sessions, config, "me:1")
     from hopsd.ledger.lease import lease_info
 
