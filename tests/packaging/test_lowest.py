@@ -1,6 +1,8 @@
 """The lower bounds in pyproject.toml are tested ones: hops at every dependency's lowest
 allowed version (constraints/lowest.txt, written by scripts/pin_constraints.py) passes
-the suites of the core, the simulator, the ledger, the views and the CLI."""
+the suites of the core, the simulator, the ledger (on PostgreSQL too: psycopg at its
+lowest), the views, the CLI, the Slurm port (the REST backend: httpx at its lowest) and
+the submitit plugin (submitit at its lowest)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 from pin_constraints import lower_bounds
 
 LOWEST = REPO / "constraints" / "lowest.txt"
-SUITES = ("tests/core", "tests/sim", "tests/ledger", "tests/views", "tests/cli", "tests/config")
+SUITES = (
+    "tests/core", "tests/sim", "tests/ledger", "tests/views", "tests/cli", "tests/config",
+    "tests/slurm", "tests/submitit",
+)  # fmt: skip
 
 
 def _pins(path: Path) -> dict[str, str]:
@@ -49,7 +54,7 @@ def test_hops_at_its_lowest_dependencies_passes_the_pure_suites(
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "PYTHONPATH")}
     done = subprocess.run(
         [str(python), "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-         "not slurm and not postgres and not docker", "-o", "addopts=",
+         "not slurm and not docker", "-o", "addopts=",
          *(str(REPO / suite) for suite in SUITES)],
         # not the checkout: a child Python there would import its hopsd, not the wheel's
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200,
