@@ -92,6 +92,7 @@ def history(
         str,
         typer.Option(
             "--since",
+            "--starttime",
             "-S",
             help="Jobs that ended from then (default now-1d): sacct's times, 24h, 7d.",
         ),
@@ -99,7 +100,10 @@ def history(
     until: Annotated[
         str,
         typer.Option(
-            "--until", "-E", help="Jobs that ended until then (default now): sacct's times."
+            "--until",
+            "--endtime",
+            "-E",
+            help="Jobs that ended until then (default now): sacct's times.",
         ),
     ] = "now",
     fmt: Annotated[
