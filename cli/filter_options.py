@@ -20,18 +20,24 @@ Users = Annotated[
     typer.Option("--user", "-u", help="Only these users' jobs (repeat or comma-separate)."),
 ]
 Me = Annotated[bool, typer.Option("--me", help="Only your jobs.")]
+#: squeue's spellings: ``-t/--states`` (``--state`` too: squeue takes it as an abbreviation).
 States = Annotated[
     list[str] | None,
     typer.Option(
         "--state",
+        "--states",
         "-t",
         help="Only these states: queued,running,done... or Slurm's PD,R,CD,FAILED...",
     ),
 ]
+#: sacct's spelling ``-s/--state``, and ``-t`` as ``hops status`` takes it.
 EndedStates = Annotated[
     list[str] | None,
     typer.Option(
-        "--state", "-t", help="Only these end states: done,failed,cancelled or CD,F,CA,TO..."
+        "--state",
+        "-s",
+        "-t",
+        help="Only these end states: done,failed,cancelled or CD,F,CA,TO...",
     ),
 ]
 Partitions = Annotated[

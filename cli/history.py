@@ -7,7 +7,7 @@ preempt, end), so they say what the job held, not what Slurm billed.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -63,9 +63,14 @@ def history_payload(unit: Unit, wanted: JobFilter, since: float, until: float) -
 
 
 def _stamp(at: float | None) -> str:
+    """Local time without an offset, as sacct prints Submit and End.
+
+    Why local: ``-S``/``-E`` read a time without an offset as local time (as
+    sacct does), so a time copied from this table selects the same moment.
+    """
     if at is None:
         return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return datetime.fromtimestamp(at).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _cells(job: Job) -> dict[str, str]:
@@ -92,6 +97,7 @@ def history(
         str,
         typer.Option(
             "--since",
+            "--starttime",
             "-S",
             help="Jobs that ended from then (default now-1d): sacct's times, 24h, 7d.",
         ),
@@ -99,7 +105,10 @@ def history(
     until: Annotated[
         str,
         typer.Option(
-            "--until", "-E", help="Jobs that ended until then (default now): sacct's times."
+            "--until",
+            "--endtime",
+            "-E",
+            help="Jobs that ended until then (default now): sacct's times.",
         ),
     ] = "now",
     fmt: Annotated[

@@ -29,14 +29,18 @@ COLUMNS = (
 def window_of(
     since: str | None, start: str | None, end: str | None, now: float
 ) -> tuple[float, float]:
-    """The window asked: ``--since D`` (up to now) or ``--from T [--to T]``."""
+    """The window asked: ``--since D`` (up to now) or ``--from T [--to T]``.
+
+    ``-S/--starttime`` and ``-E/--endtime`` (sacct's names) are ``--from`` and
+    ``--to``: the same parameters, so they combine and conflict alike.
+    """
     if since is not None and (start is not None or end is not None):
-        raise ValueError("give either --since or --from/--to, not both")
+        raise ValueError("give either --since or --from/--to (-S/-E), not both")
     if start is None and end is not None:
-        raise ValueError("--to needs --from")
+        raise ValueError("-E/--to needs -S/--from")
     if start is not None:
-        lo = parse_time(start, now, "--from")
-        hi = parse_time(end, now, "--to") if end is not None else now
+        lo = parse_time(start, now, "-S/--from")
+        hi = parse_time(end, now, "-E/--to") if end is not None else now
     else:
         hi = now
         lo = parse_time(since or "24h", now, "--since")
@@ -199,11 +203,19 @@ def replay(
         str | None,
         typer.Option(
             "--from",
+            "--starttime",
+            "-S",
             help="Window start: sacct's times (2026-12-01T10:00, now-2days), epoch seconds.",
         ),
     ] = None,
     end: Annotated[
-        str | None, typer.Option("--to", help="Window end (default now): the same times as --from.")
+        str | None,
+        typer.Option(
+            "--to",
+            "--endtime",
+            "-E",
+            help="Window end (default now): the same times as --from.",
+        ),
     ] = None,
     policies: Annotated[
         str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")

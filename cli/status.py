@@ -28,7 +28,7 @@ def status(
     ] = None,
     noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
     parsable: Annotated[
-        bool, typer.Option("--parsable", help="'|'-separated fields, no padding.")
+        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
     ] = False,
     window_h: Annotated[
         float, typer.Option("--window", help="Hours of finished jobs that RAQLR averages.")

@@ -1,7 +1,7 @@
 """Times as ``sacct -S/-E`` reads them, plus hops's short durations: one parser for every command.
 
-``hops history -S/-E`` and ``hops replay --since/--from/--to`` take the same
-spellings, so a user who knows sacct needs to learn nothing:
+``hops history -S/-E`` and ``hops replay --since``, ``-S/--from``, ``-E/--to``
+take the same spellings, so a user who knows sacct needs to learn nothing:
 
 * ``now``, ``now-1day``, ``now-24hours``, ``now-30minutes``, ``now-90`` (seconds,
   as sacct), ``now+1hour``; units ``s|sec|second(s)``, ``m|min|minute(s)``,
@@ -16,13 +16,14 @@ spellings, so a user who knows sacct needs to learn nothing:
 
 Like sacct, which looks back, a time of day without a date that is still to
 come today means yesterday, and a date without a year still to come means last
-year. Times without an offset are UTC, the zone every hops command prints.
+year. Times without an offset are local time (the process's zone, ``TZ`` if
+set), as sacct reads them; ``hops history`` prints its times in that zone too.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from datetime import date, datetime, time, timedelta, tzinfo
 
 #: Seconds per unit, every spelling sacct's ``now-N<unit>`` takes and hops's short ones.
 UNIT_S: dict[str, float] = {
@@ -48,9 +49,12 @@ _SLURM_DATE = re.compile(
 )
 
 
-def parse_time(text: str, now: float, flag: str = "--since", tz: tzinfo = UTC) -> float:
+def parse_time(text: str, now: float, flag: str = "--since", tz: tzinfo | None = None) -> float:
     """Epoch seconds of any spelling listed in the module's docstring.
 
+    ``tz`` is the zone of times without an offset; None (the commands' choice)
+    is local time, read when called, so a ``TZ`` set since start-up counts and
+    each date falls on its own side of a daylight-saving change.
     Raises ValueError naming ``flag`` and the accepted spellings, so each
     command can turn it into its one-line usage error.
     """
@@ -62,7 +66,7 @@ def parse_time(text: str, now: float, flag: str = "--since", tz: tzinfo = UTC) -
     raise ValueError(f"{flag}: not a time: {text!r} ({HINT})")
 
 
-def _relative(spec: str, now: float, _tz: tzinfo) -> float | None:
+def _relative(spec: str, now: float, _tz: tzinfo | None) -> float | None:
     """``now``, ``now-N[unit]`` (sacct; seconds by default), ``24h`` or ``-3d`` (that long ago)."""
     found = _NOW.fullmatch(spec)
     if found is not None:
@@ -78,21 +82,21 @@ def _relative(spec: str, now: float, _tz: tzinfo) -> float | None:
     return None
 
 
-def _named(spec: str, now: float, tz: tzinfo) -> float | None:
+def _named(spec: str, now: float, tz: tzinfo | None) -> float | None:
     """``today``, ``midnight``, ``noon``, ``elevenses``, ``fika``, ``teatime``."""
     if spec not in NAMED_HOURS:
         return None
     return _looking_back(None, time(NAMED_HOURS[spec]), now, tz)
 
 
-def _epoch(spec: str, _now: float, _tz: tzinfo) -> float | None:
+def _epoch(spec: str, _now: float, _tz: tzinfo | None) -> float | None:
     """Seconds since 1970 (what ``hops replay --from`` took before); 4 or 6 digits are dates."""
     if re.fullmatch(r"\d+(\.\d+)?", spec, re.ASCII) and len(spec) not in (4, 6):
         return float(spec)
     return None
 
 
-def _iso(spec: str, _now: float, tz: tzinfo) -> float | None:
+def _iso(spec: str, _now: float, tz: tzinfo | None) -> float | None:
     """``YYYY-MM-DD[THH:MM[:SS]]`` with an optional offset (sacct's own ISO form)."""
     if not re.match(r"\d{4}-\d{2}-\d{2}", spec, re.ASCII):
         return None
@@ -103,7 +107,7 @@ def _iso(spec: str, _now: float, tz: tzinfo) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=tz)).timestamp()
 
 
-def _slurm_date(spec: str, now: float, tz: tzinfo) -> float | None:
+def _slurm_date(spec: str, now: float, tz: tzinfo | None) -> float | None:
     """``MMDD[YY]``, ``MM/DD[/YY]`` or ``MM.DD[.YY]``, each with an optional ``-HH:MM[:SS]``."""
     found = _SLURM_DATE.fullmatch(spec)
     if found is None:
@@ -122,7 +126,7 @@ def _slurm_date(spec: str, now: float, tz: tzinfo) -> float | None:
         return None
 
 
-def _time_of_day(spec: str, now: float, tz: tzinfo) -> float | None:
+def _time_of_day(spec: str, now: float, tz: tzinfo | None) -> float | None:
     """``HH:MM[:SS][AM|PM]``: today, or yesterday when that is still to come."""
     found = _TIME_OF_DAY.fullmatch(spec)
     clock = None if found is None else _clock(found.groups())
@@ -142,7 +146,9 @@ def _clock(parts: tuple[str | None, ...]) -> time | None:
     return time(h, m, s)
 
 
-def _looking_back(month_day: tuple[int, int] | None, clock: time, now: float, tz: tzinfo) -> float:
+def _looking_back(
+    month_day: tuple[int, int] | None, clock: time, now: float, tz: tzinfo | None
+) -> float:
     """A date without a year (or a time without a date) at its latest moment not after now.
 
     Why: sacct asks about the past, so ``-S 23:00`` at 10:00 means last night

@@ -54,6 +54,8 @@ LINES = [
     ["26_1", "27", "-u", "alice", "--user=bob,carol", "-ubob"],
     ["--me", "-t", "running,queued", "--state", "done", "-p", "v100"],
     ["-o", "jobid,state", "--noheader", "--parsable"],
+    ["--states", "PD", "-t", "R", "--states=CD", "-P"],
+    ["-hP", "-tPD", "-aP"],
     ["-ojobid", "--format=name"],
     ["--window", "2.5", "12"],
     ["--window=7"],

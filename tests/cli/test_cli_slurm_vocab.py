@@ -236,8 +236,42 @@ TIMES = [
 
 @pytest.mark.parametrize(("text", "expected"), TIMES)
 def test_sacct_time_formats(text: str, expected: str) -> None:
-    when = datetime.fromtimestamp(parse_time(text, NOW), UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    assert when == expected
+    when = datetime.fromtimestamp(parse_time(text, NOW, tz=UTC), UTC)
+    assert when.strftime("%Y-%m-%dT%H:%M:%S") == expected
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """US Eastern time with its daylight-saving rule, as a POSIX TZ (no zone database)."""
+    monkeypatch.setenv("TZ", "EST5EDT,M3.2.0,M11.1.0")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-12-01T10:00", "2026-12-01T15:00:00"),  # EST, UTC-5
+        ("2026-07-01T10:00", "2026-07-01T14:00:00"),  # EDT, UTC-4: the date's own offset
+        ("2026-12-01", "2026-12-01T05:00:00"),
+        ("1201", "2026-12-01T05:00:00"),
+        ("12/01-08:30", "2026-12-01T13:30:00"),
+        ("07/01/26", "2026-07-01T04:00:00"),
+        ("04:00", "2026-12-02T09:00:00"),  # 04:00 in New York, which at NOW is 05:00
+        ("midnight", "2026-12-02T05:00:00"),
+        ("2026-12-01T10:00+02:00", "2026-12-01T08:00:00"),  # an offset given wins
+        ("2026-12-01T10:00Z", "2026-12-01T10:00:00"),
+        ("now-1day", "2026-12-01T10:00:00"),  # relative times have no zone
+        ("1764583200", "2025-12-01T10:00:00"),
+    ],
+)
+def test_times_without_an_offset_are_local_as_sacct_reads_them(
+    new_york: None, text: str, expected: str
+) -> None:
+    when = datetime.fromtimestamp(parse_time(text, NOW), UTC)
+    assert when.strftime("%Y-%m-%dT%H:%M:%S") == expected
 
 
 @pytest.mark.parametrize(
@@ -251,7 +285,7 @@ def test_what_is_not_a_time_names_the_flag(text: str) -> None:
 def test_history_and_replay_read_times_alike(every_state: float) -> None:
     assert ids(["history", "-S", "now-1day"]) == jobs_in("done", "failed", "cancelled")
     assert ids(["history", "-S", "now-1day", "-E", "now-2hours"]) == set()
-    two_hours_ago = datetime.fromtimestamp(every_state - 7200, UTC).strftime("%Y-%m-%dT%H:%M")
+    two_hours_ago = datetime.fromtimestamp(every_state - 7200).strftime("%Y-%m-%dT%H:%M")
     ended = jobs_in("done", "failed", "cancelled")
     assert ids(["history", "--since", two_hours_ago, "--until", "now+1hour"]) == ended
     window = runner.invoke(app, ["replay", "--since", "now-2hours", "--from", "now-1day"])
