@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hopsd.daemon.spool import JobSpool, UnsafeSpool, remove_files
+from hopsd.daemon.spool import JOB_FILE, JobSpool, UnsafeSpool, remove_files
 
 log = logging.getLogger("hopsd.hygiene")
 
 SUFFIXES = (".jsonl", ".progress.json", ".mode")
-_NAME = re.compile(r"(\d{1,12})(\.jsonl|\.progress\.json|\.mode)")
 
 UidLookup = Callable[[str], int | None]
 
@@ -94,7 +92,7 @@ class SpoolJanitor:
             return 0
         count = 0
         for entry in entries:
-            match = _NAME.fullmatch(entry.name)
+            match = JOB_FILE.fullmatch(entry.name)
             if match is None or int(match.group(1)) in active:
                 continue
             try:

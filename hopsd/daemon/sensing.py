@@ -49,14 +49,8 @@ from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
-from hopsd.daemon.spool import (
-    Spools,
-    UnsafeSpool,
-    empty_owned,
-    read_owned,
-    remove_file,
-    write_file,
-)
+from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, remove_file, write_file
+from hopsd.daemon.spool_reclaim import reclaim_in
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.records import JobRecord
 from hopsd.ledger.unit import MeasurementStore
@@ -301,8 +295,14 @@ class ReportReader:
     def exists(self, spool: Path, slurm_id: int) -> bool:
         return self.path(spool, slurm_id).exists()
 
-    def read(self, spool: Path, slurm_id: int, user: str) -> list[Report]:
-        """New believable records of the job (empty when none or the file is refused)."""
+    def read(
+        self, spool: Path, slurm_id: int, user: str, *, per_user: bool = False
+    ) -> list[Report]:
+        """New believable records of the job (empty when none or the file is refused).
+
+        ``per_user``: ``spool`` is the user's directory of the shared spool, where
+        every name is hopsd's to answer for (see :func:`.spool_reclaim.answers_for`).
+        """
         path = self.path(spool, slurm_id)
         try:
             info = os.lstat(path)
@@ -313,7 +313,7 @@ class ReportReader:
             self.complain(slurm_id, problem)
             return []
         if info.st_size > MAX_FILE_BYTES:
-            self._over_quota(path, info.st_uid, slurm_id)
+            self._over_quota(spool, slurm_id, info.st_uid, per_user)
             return []
         start = self._offsets.get(slurm_id, 0)
         if info.st_size < start:
@@ -341,17 +341,22 @@ class ReportReader:
             return f"owned by uid {info.st_uid}, the job's user {user!r} is uid {uid}"
         return ""
 
-    def _over_quota(self, path: Path, uid: int, slurm_id: int) -> None:
-        """Empty a report past its quota while its job runs, and tell the job's owner."""
+    def _over_quota(self, spool: Path, slurm_id: int, uid: int, per_user: bool) -> None:
+        """Free a report past its quota while its job runs, and tell the job's owner.
+
+        Emptied in place when it has no other name; else taken out of the spool
+        without touching a name elsewhere (:mod:`hopsd.daemon.spool_reclaim`).
+        """
+        name = self.path(spool, slurm_id).name
         try:
-            size = empty_owned(path, uid)
+            done = reclaim_in(spool, name, uid, keep_name=True, per_user=per_user)
         except UnsafeSpool as exc:
             self.complain(slurm_id, f"report above its {MAX_FILE_BYTES}-byte quota: {exc}")
             return
         self._offsets.pop(slurm_id, None)
         self.complain(
             slurm_id,
-            f"report of {size} bytes emptied: above its {MAX_FILE_BYTES}-byte quota; "
+            f"report {done.describe(name)}: above its {MAX_FILE_BYTES}-byte quota; "
             "its records so far were not read",
         )
 
@@ -447,14 +452,13 @@ class Sensing:
         uid = self.uid_of(user)
         if spool is None or uid is None:
             return None
+        name = f"{slurm_id}.progress.json"
         try:
-            data, size = read_owned(
-                spool.path / f"{slurm_id}.progress.json", uid, MAX_PROGRESS_BYTES + 1
-            )
+            data, size = read_owned(spool.path / name, uid, MAX_PROGRESS_BYTES + 1)
             if size > MAX_PROGRESS_BYTES:
-                empty_owned(spool.path / f"{slurm_id}.progress.json", uid)
+                done = reclaim_in(spool.path, name, uid, keep_name=True, per_user=spool.per_user)
                 raise UnsafeSpool(
-                    f"{size} bytes emptied: above its {MAX_PROGRESS_BYTES}-byte quota"
+                    f"{done.describe(name)}: above its {MAX_PROGRESS_BYTES}-byte quota"
                 )
             return parse_progress(data)
         except (UnsafeSpool, UserDataError) as exc:
@@ -473,7 +477,8 @@ class Sensing:
         spool = self.spools.of(slurm_id)
         if spool is None:
             return None
-        said = [r.samples_done for r in self.reader.read(spool.path, slurm_id, row.user)]
+        reports = self.reader.read(spool.path, slurm_id, row.user, per_user=spool.per_user)
+        said = [r.samples_done for r in reports]
         done = [s for s in said if s is not None]
         return min(max(done), row.total_samples) if done else None
 
@@ -516,7 +521,7 @@ class Sensing:
         spool = self.spools.of(seen.slurm_id)
         if spool is None or not self.reader.exists(spool.path, seen.slurm_id):
             return False
-        reports = self.reader.read(spool.path, seen.slurm_id, row.user)
+        reports = self.reader.read(spool.path, seen.slurm_id, row.user, per_user=spool.per_user)
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:

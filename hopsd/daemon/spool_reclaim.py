@@ -1,0 +1,159 @@
+"""How hopsd frees the disk a spool file holds past its quota, touching no file outside the spool.
+
+A name in the spool may be a second name (a hard link) of a file that also has
+a name elsewhere, one its owner could write: truncating through the spool's
+name would destroy that file, which hopsd never does. So hopsd truncates a
+file only while no name of it lies outside the names it answers for:
+
+* a file with this one name is emptied in place when its name is kept (a
+  running job's report: the writer keeps its descriptor and carries on at the
+  new end, where a removed file would go on filling the disk unseen);
+* otherwise hopsd removes every name of the file it answers for in the
+  directory (``unlink`` takes away a directory entry, never the data behind
+  another name). A file left with no name at all was the spool's alone and is
+  emptied as well -- a file with no name can never be given one again, so no
+  name outside can come to hold it -- which frees its blocks even while a job
+  still writes to it. A file left with names elsewhere keeps its data there,
+  untouched; the spool simply no longer holds it.
+
+Names are removed relative to the directory's descriptor and never through a
+link. A name removed in a race (the job renamed another file of its own over
+it in between) is still only a name hopsd answers for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hopsd.daemon.spool import JOB_FILE, UnsafeSpool, open_dir
+
+#: Names of a directory looked at when hopsd searches it for a file's other names.
+MAX_NAMES_SEARCHED = 16384
+
+Ours = Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """What became of one file hopsd reclaimed, for the message to its owner."""
+
+    size: int
+    emptied: bool
+    removed: tuple[str, ...] = ()
+    elsewhere: int = 0
+
+    def describe(self, name: str) -> str:
+        """One clause for the owner: what hopsd did to ``name`` and what it left."""
+        if not self.removed:
+            return f"{name} of {self.size} bytes emptied"
+        names = ", ".join(self.removed)
+        if self.elsewhere:
+            return (
+                f"{name} of {self.size} bytes taken out of the spool (removed: {names}); "
+                f"its data stays under its {self.elsewhere} other name(s), which hopsd "
+                "leaves alone"
+            )
+        freed = "emptied and removed" if self.emptied else "removed"
+        return f"{name} of {self.size} bytes {freed} (names: {names})"
+
+
+def answers_for(per_user: bool) -> Ours:
+    """The names hopsd answers for in a job's spool directory.
+
+    Every name in a user's directory of the shared spool (hopsd made it for
+    hops's files alone), only job files (``<id>.jsonl``...) in a working
+    directory, which is the user's own.
+    """
+    if per_user:
+        return lambda _name: True
+    return lambda name: JOB_FILE.fullmatch(name) is not None
+
+
+def reclaim_in(
+    directory: Path, name: str, uid: int, *, keep_name: bool, per_user: bool
+) -> Reclaimed:
+    """:func:`reclaim` in ``directory``, which must still belong to the job's user ``uid``."""
+    dir_fd = open_dir(directory, uid)
+    try:
+        return reclaim(dir_fd, name, uid, keep_name=keep_name, ours=answers_for(per_user))
+    finally:
+        os.close(dir_fd)
+
+
+def reclaim(dir_fd: int, name: str, uid: int, *, keep_name: bool, ours: Ours) -> Reclaimed:
+    """Free the disk ``dir_fd/name`` holds, per the rules above; what was done.
+
+    ``uid``: the file must be a regular file of that user (the job's), checked
+    on the opened descriptor. ``ours``: the other names in the directory
+    hopsd answers for (every name in a user's spool directory, only job files
+    in a working directory). Raises :class:`UnsafeSpool` saying why a file is
+    left alone.
+    """
+    fd, writable = _open(dir_fd, name)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid:
+            raise UnsafeSpool("not a regular file of the job's user")
+        if keep_name and info.st_nlink == 1 and writable:
+            os.ftruncate(fd, 0)
+            return Reclaimed(info.st_size, emptied=True)
+        removed = _unlink_names(dir_fd, name, info, ours)
+        left = os.fstat(fd).st_nlink
+        if left == 0 and writable:
+            os.ftruncate(fd, 0)
+        return Reclaimed(info.st_size, left == 0 and writable, removed, left)
+    finally:
+        os.close(fd)
+
+
+def _open(dir_fd: int, name: str) -> tuple[int, bool]:
+    """A descriptor of the file (never through a link), and whether it may be truncated."""
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        return os.open(name, os.O_WRONLY | flags, dir_fd=dir_fd), True
+    except PermissionError:
+        pass  # hopsd as the user itself, on a file the job made read-only: remove it only
+    except OSError as exc:
+        raise UnsafeSpool(f"cannot open it to enforce its quota: {exc.strerror or exc}") from exc
+    try:
+        return os.open(name, os.O_RDONLY | flags, dir_fd=dir_fd), False
+    except OSError as exc:
+        raise UnsafeSpool(f"cannot open it to enforce its quota: {exc.strerror or exc}") from exc
+
+
+def _unlink_names(dir_fd: int, name: str, info: os.stat_result, ours: Ours) -> tuple[str, ...]:
+    """Remove ``name`` and every other name of the same file that hopsd answers for."""
+    names = [name] if _same_file(dir_fd, name, info) else []
+    if info.st_nlink > 1:
+        names += [n for n in _other_names(dir_fd, info) if n != name and ours(n)]
+    removed = []
+    for each in names:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+            os.unlink(each, dir_fd=dir_fd)
+            removed.append(each)
+    return tuple(removed)
+
+
+def _same_file(dir_fd: int, name: str, info: os.stat_result) -> bool:
+    try:
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
+
+
+def _other_names(dir_fd: int, info: os.stat_result) -> list[str]:
+    """The names in the directory of the file ``info`` describes (a bounded search)."""
+    found = []
+    with os.scandir(dir_fd) as entries:
+        for count, entry in enumerate(entries):
+            if count >= MAX_NAMES_SEARCHED:
+                break
+            if entry.inode() == info.st_ino and _same_file(dir_fd, entry.name, info):
+                found.append(entry.name)
+    return found
