@@ -15,6 +15,10 @@ also sweeps its users' directories (every ``retention`` seconds at most): files
 named after a job that is not active and untouched for the retention are
 removed. Working directories cannot be swept that way (hopsd does not know them
 after a restart); their files stay when the daemon restarted before the delay.
+
+The sweep goes by age and leaves names it does not know; what a user's
+directory may hold meanwhile (a file that keeps being written never looks
+stale) is bounded by :mod:`hopsd.daemon.spool_audit`, every tick.
 """
 
 from __future__ import annotations
@@ -58,6 +62,14 @@ class SpoolJanitor:
         """A job ended now; its files go ``retention`` seconds later."""
         if spool is not None:
             self._due[slurm_id] = _Due(now, spool, user)
+
+    def kept(self) -> dict[str, set[int]]:
+        """The ended jobs whose files are kept in the shared spool, by user."""
+        out: dict[str, set[int]] = {}
+        for slurm_id, due in self._due.items():
+            if due.spool.per_user:
+                out.setdefault(due.user, set()).add(slurm_id)
+        return out
 
     def sweep(self, now: float, retention_s: float, active: Collection[int]) -> list[int]:
         """Remove the files of jobs ended more than ``retention_s`` ago; their Slurm ids."""

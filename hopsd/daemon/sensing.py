@@ -50,6 +50,8 @@ from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, remove_file, write_file
+from hopsd.daemon.spool_audit import SpoolAudit
+from hopsd.daemon.spool_budget import MAX_FILE_BYTES, MAX_PROGRESS_BYTES, DirJobs
 from hopsd.daemon.spool_reclaim import reclaim_in
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.records import JobRecord
@@ -67,10 +69,8 @@ from hopsd.userdata import (
 
 log = logging.getLogger("hopsd.sensing")
 
-MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024
-MAX_PROGRESS_BYTES = 64 * 1024  # the single progress file of jobs without the probe
 MAX_LIST = 1024
 MAX_TIME_S = 86_400.0
 WINDOW = 512  # data-time samples kept per (job, type) for the mixture fit
@@ -418,6 +418,7 @@ class Sensing:
         self.uid_of = uid_of
         self.reader = ReportReader(uid_of, self.problems)
         self.janitor = SpoolJanitor(uid_of)
+        self.audit = SpoolAudit(uid_of, self.problems)
         self.fresh_profiles: dict[str, str] = {}
         self.reported: set[str] = set()
         self.progress_only: set[str] = set()
@@ -576,13 +577,26 @@ class Sensing:
         self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
 
     def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
-        """Remove the spool files of jobs whose retention is over; never raises for a file."""
+        """Remove the spool files of jobs whose retention is over, and hold each user's
+        directory of the shared spool to its quotas (:mod:`.spool_audit`); never raises
+        for a file."""
         try:
             self.janitor.sweep(now, retention_s, active)
             if self.spools.shared is not None:
                 self.janitor.scan(self.spools.user_dirs(), now, retention_s, active)
+                self.audit.run(self.spools.user_dirs(), self.dir_jobs())
         except OSError as exc:
             log.warning("event=spool-clean-failed error=%r", str(exc))
+
+    def dir_jobs(self) -> dict[str, DirJobs]:
+        """Each user's jobs as their directory in the shared spool sees them."""
+        ended = self.janitor.kept()
+        out = {
+            user: DirJobs(frozenset(running), frozenset(pending), frozenset(ended.pop(user, ())))
+            for user, (running, pending) in self.spools.users_jobs().items()
+        }
+        out.update((user, DirJobs(ended=frozenset(ids))) for user, ids in ended.items())
+        return out
 
     def forget(self, job_id: str, slurm_id: int) -> None:
         """Drop in-memory state of a job that ended."""

@@ -12,7 +12,8 @@ releases that user's first job, owned by the user and mode 0700
 (:func:`ensure_user_dir`). So no user can create, plant or link a file in
 another user's directory, and a job id squatted in advance names nothing: the
 file hops reads for a job is always in its own user's directory. Mode files
-hopsd writes there stay hopsd's (the probe trusts no other owner).
+hopsd writes there stay hopsd's (the probe trusts no other owner). What
+each user's directory may hold is bounded by :mod:`hopsd.daemon.spool_budget`.
 
 A working directory belongs to the job's user, and hopsd usually runs as root
 or an operator, so everything here assumes the directory may be hostile:
@@ -214,6 +215,7 @@ class Spools:
         self._gone: dict[int, str] = {}
         self._users: dict[int, str] = {}
         self._gone_users: dict[int, str] = {}
+        self._busy: set[int] = set()
         self._ready: set[tuple[Path, str]] = set()
         self._refused: set[int] = set()
 
@@ -225,6 +227,7 @@ class Spools:
         """
         current: dict[int, str] = {}
         users: dict[int, str] = {}
+        busy: set[int] = set()
         seen: set[int] = set()
         for job in jobs:
             seen.add(job.slurm_id)
@@ -233,6 +236,8 @@ class Spools:
             if self.shared is not None:
                 if self._user_dir_ready(job):
                     users[job.slurm_id] = job.user
+                    if job.busy:
+                        busy.add(job.slurm_id)
                 continue
             if not job.work_dir:
                 continue
@@ -247,6 +252,7 @@ class Spools:
         self._dirs = current
         self._gone_users = {k: v for k, v in self._users.items() if k not in users}
         self._users = users
+        self._busy = busy
         self._refused &= seen  # bounded by the jobs Slurm still lists
 
     def _user_dir_ready(self, job: ObservedJob) -> bool:
@@ -280,6 +286,18 @@ class Spools:
         if not work_dir or work_dir_problem(work_dir):
             return None
         return JobSpool(Path(work_dir), own=True)
+
+    def users_jobs(self) -> dict[str, tuple[set[int], set[int]]]:
+        """Each user's hops jobs of this tick in the shared spool: (running, pending) ids.
+
+        Running means holding GPUs (:attr:`ObservedJob.busy`); a job seen gone
+        this tick is in neither.
+        """
+        out: dict[str, tuple[set[int], set[int]]] = {}
+        for slurm_id, user in self._users.items():
+            running, pending = out.setdefault(user, (set(), set()))
+            (running if slurm_id in self._busy else pending).add(slurm_id)
+        return out
 
     def user_dirs(self) -> list[Path]:
         """The per-user directories of the shared spool (for the sweep; none without one)."""

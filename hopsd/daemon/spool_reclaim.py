@@ -24,8 +24,10 @@ it in between) is still only a name hopsd answers for.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,11 @@ from hopsd.daemon.spool import JOB_FILE, UnsafeSpool, open_dir
 
 #: Names of a directory looked at when hopsd searches it for a file's other names.
 MAX_NAMES_SEARCHED = 16384
+#: Levels of subdirectories hopsd clears in place; deeper ones are first moved up.
+MAX_DEPTH = 8
+#: The name a subdirectory moved up gets (:func:`discard`): removed in turn when next seen.
+HOISTED = ".hops-deep-"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Ours = Callable[[str], bool]
 
@@ -157,3 +164,60 @@ def _other_names(dir_fd: int, info: os.stat_result) -> list[str]:
             if entry.inode() == info.st_ino and _same_file(dir_fd, entry.name, info):
                 found.append(entry.name)
     return found
+
+
+def discard(dir_fd: int, name: str, uid: int) -> None:
+    """Remove ``name`` from a user's spool directory, whatever it is, freeing what it held.
+
+    A file of the user is reclaimed (:func:`reclaim`: emptied once no name of it
+    is left, never when it has a name elsewhere); anything else is unlinked. A
+    subdirectory is cleared the same way and removed, through descriptors
+    opened without following links. One more than :data:`MAX_DEPTH` levels
+    down is moved up into the user's directory instead (under a fresh hidden
+    name, as the user's), to be removed on a later call: so no tree is too deep
+    to remove, and no call holds more than a few descriptors open.
+    """
+    _discard(dir_fd, name, uid, dir_fd, 1)
+
+
+def _discard(dir_fd: int, name: str, uid: int, top_fd: int, depth: int) -> None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        _discard_dir(dir_fd, name, info, uid, top_fd, depth)
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_uid == uid:
+        with contextlib.suppress(UnsafeSpool):
+            reclaim(dir_fd, name, uid, keep_name=False, ours=lambda _name: True)
+            return
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _discard_dir(
+    dir_fd: int, name: str, info: os.stat_result, uid: int, top_fd: int, depth: int
+) -> None:
+    if info.st_dev != os.fstat(top_fd).st_dev:
+        return  # another filesystem mounted there: not hopsd's to clear
+    if depth > MAX_DEPTH:
+        with contextlib.suppress(OSError):
+            os.rename(name, f"{HOISTED}{uuid.uuid4().hex}", src_dir_fd=dir_fd, dst_dir_fd=top_fd)
+        return
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            return  # swapped meanwhile: looked at again next time
+        with os.scandir(fd) as entries:
+            names = [e.name for e in itertools.islice(entries, MAX_NAMES_SEARCHED)]
+        for each in names:
+            _discard(fd, each, uid, top_fd, depth + 1)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(name, dir_fd=dir_fd)
