@@ -83,6 +83,7 @@ class Entry:
     cost: int
     size: int
     regular: bool
+    inode: int
 
 
 class _Tally:
@@ -112,7 +113,8 @@ def survey(dir_fd: int, uid: int) -> tuple[list[Entry], bool]:
             cost = _cost(dir_fd, entry.name, info, top.st_dev, 1, tally)
             if entry.name.startswith(HOISTED):
                 cost = UNCOUNTABLE  # the rest of a tree hopsd is removing
-            found.append(Entry(entry.name, cost, info.st_size, stat.S_ISREG(info.st_mode)))
+            regular = stat.S_ISREG(info.st_mode)
+            found.append(Entry(entry.name, cost, info.st_size, regular, info.st_ino))
     return found, True
 
 

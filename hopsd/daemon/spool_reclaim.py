@@ -10,7 +10,8 @@ file only while no name of it lies outside the names it answers for:
   new end, where a removed file would go on filling the disk unseen);
 * otherwise hopsd removes every name of the file it answers for in the
   directory (``unlink`` takes away a directory entry, never the data behind
-  another name). A file left with no name at all was the spool's alone and is
+  another name; :func:`discard` takes one name at a time, its caller deciding
+  about each). A file left with no name at all was the spool's alone and is
   emptied as well -- a file with no name can never be given one again, so no
   name outside can come to hold it -- which frees its blocks even while a job
   still writes to it. A file left with names elsewhere keeps its data there,
@@ -28,7 +29,7 @@ import itertools
 import os
 import stat
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,9 @@ HOISTED = ".hops-deep-"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Ours = Callable[[str], bool]
+#: Where to look for a file's other names in a directory (by its descriptor and the
+#: file's stat): names hopsd answers for that may be the same file (checked after).
+Others = Callable[[int, os.stat_result], Iterable[str]]
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,8 @@ class Reclaimed:
     def describe(self, name: str) -> str:
         """One clause for the owner: what hopsd did to ``name`` and what it left."""
         if not self.removed:
-            return f"{name} of {self.size} bytes emptied"
+            left = "emptied" if self.emptied else "left as it was (changed meanwhile)"
+            return f"{name} of {self.size} bytes {left}"
         names = ", ".join(self.removed)
         if self.elsewhere:
             return (
@@ -81,25 +86,36 @@ def answers_for(per_user: bool) -> Ours:
     return lambda name: JOB_FILE.fullmatch(name) is not None
 
 
+def searched(ours: Ours) -> Others:
+    """Other names found by reading the directory (a bounded search), those hopsd answers for."""
+    return lambda dir_fd, info: [n for n in _names_of(dir_fd, info) if ours(n)]
+
+
+def none_searched(_dir_fd: int, _info: os.stat_result) -> Iterable[str]:
+    """No other names: a file's names in the directory are each dealt with on their own."""
+    return ()
+
+
 def reclaim_in(
     directory: Path, name: str, uid: int, *, keep_name: bool, per_user: bool
 ) -> Reclaimed:
     """:func:`reclaim` in ``directory``, which must still belong to the job's user ``uid``."""
     dir_fd = open_dir(directory, uid)
     try:
-        return reclaim(dir_fd, name, uid, keep_name=keep_name, ours=answers_for(per_user))
+        others = searched(answers_for(per_user))
+        return reclaim(dir_fd, name, uid, keep_name=keep_name, others=others)
     finally:
         os.close(dir_fd)
 
 
-def reclaim(dir_fd: int, name: str, uid: int, *, keep_name: bool, ours: Ours) -> Reclaimed:
+def reclaim(dir_fd: int, name: str, uid: int, *, keep_name: bool, others: Others) -> Reclaimed:
     """Free the disk ``dir_fd/name`` holds, per the rules above; what was done.
 
     ``uid``: the file must be a regular file of that user (the job's), checked
-    on the opened descriptor. ``ours``: the other names in the directory
+    on the opened descriptor. ``others``: where to find the file's other names
     hopsd answers for (every name in a user's spool directory, only job files
-    in a working directory). Raises :class:`UnsafeSpool` saying why a file is
-    left alone.
+    in a working directory: :func:`answers_for`). Raises :class:`UnsafeSpool`
+    saying why a file is left alone.
     """
     fd, writable = _open(dir_fd, name)
     try:
@@ -109,7 +125,7 @@ def reclaim(dir_fd: int, name: str, uid: int, *, keep_name: bool, ours: Ours) ->
         if keep_name and info.st_nlink == 1 and writable:
             os.ftruncate(fd, 0)
             return Reclaimed(info.st_size, emptied=True)
-        removed = _unlink_names(dir_fd, name, info, ours)
+        removed = _unlink_names(dir_fd, name, info, others)
         left = os.fstat(fd).st_nlink
         if left == 0 and writable:
             os.ftruncate(fd, 0)
@@ -133,11 +149,11 @@ def _open(dir_fd: int, name: str) -> tuple[int, bool]:
         raise UnsafeSpool(f"cannot open it to enforce its quota: {exc.strerror or exc}") from exc
 
 
-def _unlink_names(dir_fd: int, name: str, info: os.stat_result, ours: Ours) -> tuple[str, ...]:
-    """Remove ``name`` and every other name of the same file that hopsd answers for."""
+def _unlink_names(dir_fd: int, name: str, info: os.stat_result, others: Others) -> tuple[str, ...]:
+    """Remove ``name`` and the other names of the same file ``others`` finds."""
     names = [name] if _same_file(dir_fd, name, info) else []
     if info.st_nlink > 1:
-        names += [n for n in _other_names(dir_fd, info) if n != name and ours(n)]
+        names += [n for n in others(dir_fd, info) if n != name and _same_file(dir_fd, n, info)]
     removed = []
     for each in names:
         with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
@@ -154,16 +170,14 @@ def _same_file(dir_fd: int, name: str, info: os.stat_result) -> bool:
     return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
 
 
-def _other_names(dir_fd: int, info: os.stat_result) -> list[str]:
-    """The names in the directory of the file ``info`` describes (a bounded search)."""
-    found = []
+def _names_of(dir_fd: int, info: os.stat_result) -> list[str]:
+    """The names in the directory with the inode number of ``info`` (a bounded search)."""
     with os.scandir(dir_fd) as entries:
-        for count, entry in enumerate(entries):
-            if count >= MAX_NAMES_SEARCHED:
-                break
-            if entry.inode() == info.st_ino and _same_file(dir_fd, entry.name, info):
-                found.append(entry.name)
-    return found
+        return [
+            e.name
+            for e in itertools.islice(entries, MAX_NAMES_SEARCHED)
+            if e.inode() == info.st_ino
+        ]
 
 
 def discard(dir_fd: int, name: str, uid: int) -> None:
@@ -190,7 +204,7 @@ def _discard(dir_fd: int, name: str, uid: int, top_fd: int, depth: int) -> None:
         return
     if stat.S_ISREG(info.st_mode) and info.st_uid == uid:
         with contextlib.suppress(UnsafeSpool):
-            reclaim(dir_fd, name, uid, keep_name=False, ours=lambda _name: True)
+            reclaim(dir_fd, name, uid, keep_name=False, others=none_searched)
             return
     with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
         os.unlink(name, dir_fd=dir_fd)

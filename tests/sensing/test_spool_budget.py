@@ -130,3 +130,20 @@ def test_a_name_of_a_file_outside_the_spool_is_taken_out_leaving_the_file(tmp_pa
     clean(s)
     assert not (alice / "junk").exists()
     assert precious.read_bytes() == before and precious.stat().st_nlink == 1
+
+
+def test_many_names_past_the_budget_make_one_note_per_tick(tmp_path: Path) -> None:
+    """Each note is logged once per cause and remembered: one per name would let a job
+    flood hopsd's log and memory with names."""
+    counted: list[str] = []
+    problems = InputProblems(count_refused=counted.append)
+    s = spool_with(tmp_path, problems, job(7))
+    alice = tmp_path / "alice"
+    names = [f"n{os.urandom(6).hex()}" for _ in range(JOB_BUDGET_BYTES // 4096 + 500)]
+    for name in names:
+        (alice / name).write_bytes(b"x")
+    clean(s)
+    assert counted == ["spool"]
+    said = problems.take(7) or ""
+    assert "removed 500 name(s)" in said
+    assert len(list(alice.iterdir())) == JOB_BUDGET_BYTES // 4096
