@@ -30,7 +30,7 @@ from hopsd.daemon.spool_budget import (
     survey,
     to_remove,
 )
-from hopsd.daemon.spool_reclaim import discard, reclaim
+from hopsd.daemon.spool_reclaim import Tally, discard, reclaim
 
 log = logging.getLogger("hopsd.spool")
 
@@ -67,8 +67,9 @@ class SpoolAudit:
             freed = _free_job_files(dir_fd, uid, entries, notes)
             rest = [e for e in entries if e.name not in freed]
             removed = to_remove(rest, jobs, complete)
+            work = Tally()
             for entry in removed:
-                discard(dir_fd, entry.name, uid)
+                discard(dir_fd, entry.name, uid, work)
             if removed:
                 notes.add(None, _removed(removed, jobs))
         finally:

@@ -13,8 +13,8 @@ there, and hopsd reads only the files of the jobs it follows. The limits:
   every name costs at least a block (:data:`ENTRY_BYTES`), a subdirectory all
   it holds. hopsd looks :data:`MAX_DEPTH` levels deep and at
   :data:`MAX_NAMES` names per directory and tick; a tree deeper or larger, or
-  on another filesystem, cannot be counted and is over any budget (what hopsd
-moves up out of such a tree while removing it, too).
+  on another filesystem, cannot be counted and is over any budget (so is what
+  hopsd moves up out of such a tree while removing it).
 
 Other files are allowed -- a job may keep small files of its own next to its
 report, its checkpoint's metadata say -- as long as the directory fits. Past
@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hopsd.daemon.spool import JOB_FILE
-from hopsd.daemon.spool_reclaim import HOISTED, MAX_DEPTH
+from hopsd.daemon.spool_reclaim import HOISTED, MAX_DEPTH, Tally
 from hopsd.daemon.spool_reclaim import MAX_NAMES_SEARCHED as MAX_NAMES
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # a job's report, <id>.jsonl
@@ -86,21 +86,10 @@ class Entry:
     inode: int
 
 
-class _Tally:
-    """Names left to look at this tick (shared by a whole directory's survey)."""
-
-    def __init__(self, names: int) -> None:
-        self.left = names
-
-    def take(self) -> bool:
-        self.left -= 1
-        return self.left >= 0
-
-
 def survey(dir_fd: int, uid: int) -> tuple[list[Entry], bool]:
     """The entries of the user ``uid`` in the directory, and False when there were too
     many names to look at them all (the directory is then over any budget)."""
-    tally = _Tally(MAX_NAMES)
+    tally = Tally(MAX_NAMES)
     top = os.fstat(dir_fd)
     found: list[Entry] = []
     with os.scandir(dir_fd) as entries:
@@ -125,7 +114,7 @@ def _lstat(dir_fd: int, name: str) -> os.stat_result | None:
         return None  # gone meanwhile, or a mount hopsd may not look into
 
 
-def _cost(dir_fd: int, name: str, info: os.stat_result, dev: int, depth: int, tally: _Tally) -> int:
+def _cost(dir_fd: int, name: str, info: os.stat_result, dev: int, depth: int, tally: Tally) -> int:
     """What an entry holds: its blocks (one block at least), a subdirectory's everything."""
     if not stat.S_ISDIR(info.st_mode):
         return max(info.st_blocks * 512, ENTRY_BYTES)
@@ -139,6 +128,8 @@ def _cost(dir_fd: int, name: str, info: os.stat_result, dev: int, depth: int, ta
         return ENTRY_BYTES  # swapped or gone meanwhile: counted again next tick
     total = ENTRY_BYTES
     try:
+        if os.fstat(fd).st_dev != dev:
+            return UNCOUNTABLE  # a filesystem mounted there meanwhile
         with os.scandir(fd) as entries:
             for entry in entries:
                 if not tally.take():

@@ -49,6 +49,18 @@ Ours = Callable[[str], bool]
 Others = Callable[[int, os.stat_result], Iterable[str]]
 
 
+class Tally:
+    """Names hopsd may still look at (or remove) in one directory this tick: the work per
+    tick stays bounded however many names a job makes; the rest waits for the next."""
+
+    def __init__(self, names: int = MAX_NAMES_SEARCHED) -> None:
+        self.left = names
+
+    def take(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+
 @dataclass(frozen=True)
 class Reclaimed:
     """What became of one file hopsd reclaimed, for the message to its owner."""
@@ -180,7 +192,7 @@ def _names_of(dir_fd: int, info: os.stat_result) -> list[str]:
         ]
 
 
-def discard(dir_fd: int, name: str, uid: int) -> None:
+def discard(dir_fd: int, name: str, uid: int, work: Tally) -> None:
     """Remove ``name`` from a user's spool directory, whatever it is, freeing what it held.
 
     A file of the user is reclaimed (:func:`reclaim`: emptied once no name of it
@@ -189,18 +201,29 @@ def discard(dir_fd: int, name: str, uid: int) -> None:
     opened without following links. One more than :data:`MAX_DEPTH` levels
     down is moved up into the user's directory instead (under a fresh hidden
     name, as the user's), to be removed on a later call: so no tree is too deep
-    to remove, and no call holds more than a few descriptors open.
+    to remove, and no call holds more than a few descriptors open. ``work``
+    bounds the names handled, shared by the calls of one audit.
     """
-    _discard(dir_fd, name, uid, dir_fd, 1)
+    _discard(dir_fd, name, uid, _Walk(dir_fd, work), 1)
 
 
-def _discard(dir_fd: int, name: str, uid: int, top_fd: int, depth: int) -> None:
+@dataclass(frozen=True)
+class _Walk:
+    """What every level of a removal shares: the user's directory and the work left."""
+
+    top_fd: int
+    work: Tally
+
+
+def _discard(dir_fd: int, name: str, uid: int, walk: _Walk, depth: int) -> None:
+    if not walk.work.take():
+        return
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return
     if stat.S_ISDIR(info.st_mode):
-        _discard_dir(dir_fd, name, info, uid, top_fd, depth)
+        _discard_dir(dir_fd, name, info, uid, walk, depth)
         return
     if stat.S_ISREG(info.st_mode) and info.st_uid == uid:
         with contextlib.suppress(UnsafeSpool):
@@ -211,8 +234,9 @@ def _discard(dir_fd: int, name: str, uid: int, top_fd: int, depth: int) -> None:
 
 
 def _discard_dir(
-    dir_fd: int, name: str, info: os.stat_result, uid: int, top_fd: int, depth: int
+    dir_fd: int, name: str, info: os.stat_result, uid: int, walk: _Walk, depth: int
 ) -> None:
+    top_fd = walk.top_fd
     if info.st_dev != os.fstat(top_fd).st_dev:
         return  # another filesystem mounted there: not hopsd's to clear
     if depth > MAX_DEPTH:
@@ -230,7 +254,7 @@ def _discard_dir(
         with os.scandir(fd) as entries:
             names = [e.name for e in itertools.islice(entries, MAX_NAMES_SEARCHED)]
         for each in names:
-            _discard(fd, each, uid, top_fd, depth + 1)
+            _discard(fd, each, uid, walk, depth + 1)
     finally:
         os.close(fd)
     with contextlib.suppress(OSError):

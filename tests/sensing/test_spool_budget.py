@@ -15,6 +15,7 @@ from hopsd.daemon import sensing
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.spool_budget import JOB_BUDGET_BYTES, MAX_DEPTH
+from hopsd.daemon.spool_reclaim import MAX_NAMES_SEARCHED
 from hopsd.daemon.views import ObservedJob
 from hopsd.slurm.tag import HopsTag
 
@@ -147,3 +148,20 @@ def test_many_names_past_the_budget_make_one_note_per_tick(tmp_path: Path) -> No
     said = problems.take(7) or ""
     assert "removed 500 name(s)" in said
     assert len(list(alice.iterdir())) == JOB_BUDGET_BYTES // 4096
+
+
+def test_a_tree_of_more_names_than_a_tick_looks_at_is_cut_a_share_per_tick(
+    tmp_path: Path,
+) -> None:
+    """Each tick looks at and removes a bounded number of names, so a job making many
+    costs hopsd no more than that per tick; what is left once it fits stays."""
+    s = spool_with(tmp_path, InputProblems(), job(7))
+    alice = tmp_path / "alice"
+    (alice / "many").mkdir()
+    for i in range(MAX_NAMES_SEARCHED + 1000):
+        (alice / "many" / str(i)).touch()
+    clean(s)
+    left = len(os.listdir(alice / "many"))  # a tick's share removed, not all
+    assert 1000 <= left <= 1001  # the directory itself is one of the names handled
+    clean(s)
+    assert len(os.listdir(alice / "many")) == left  # 1000 names of 4 KiB fit in 16 MiB
