@@ -5,12 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Users run `hops` from this venv: by default make it from a Python every user
-# can execute (a python3 under a private home, such as pyenv's in /root, is not).
-if [ -z "${PYTHON:-}" ] && [ ! -x .venv/bin/python ] && [ "$(id -u)" -eq 0 ] \
-    && ! runuser -u nobody -- "$(readlink -f "$(command -v python3)")" -c '' 2>/dev/null \
-    && /usr/bin/python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
-    PYTHON=/usr/bin/python3
+# Users run `hops` from this venv: by default it is made from a Python every
+# user can execute (not pyenv's in /root, say): scripts/venv_python.sh chooses.
+if [ ! -x .venv/bin/python ]; then
+    PYTHON="$(bash scripts/venv_python.sh)"
 fi
 PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then

@@ -15,23 +15,25 @@ also sweeps its users' directories (every ``retention`` seconds at most): files
 named after a job that is not active and untouched for the retention are
 removed. Working directories cannot be swept that way (hopsd does not know them
 after a restart); their files stay when the daemon restarted before the delay.
+
+The sweep goes by age and leaves names it does not know; what a user's
+directory may hold meanwhile (a file that keeps being written never looks
+stale) is bounded by :mod:`hopsd.daemon.spool_audit`, every tick.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hopsd.daemon.spool import JobSpool, UnsafeSpool, remove_files
+from hopsd.daemon.spool import JOB_FILE, JobSpool, UnsafeSpool, remove_files
 
 log = logging.getLogger("hopsd.hygiene")
 
 SUFFIXES = (".jsonl", ".progress.json", ".mode")
-_NAME = re.compile(r"(\d{1,12})(\.jsonl|\.progress\.json|\.mode)")
 
 UidLookup = Callable[[str], int | None]
 
@@ -60,6 +62,14 @@ class SpoolJanitor:
         """A job ended now; its files go ``retention`` seconds later."""
         if spool is not None:
             self._due[slurm_id] = _Due(now, spool, user)
+
+    def kept(self) -> dict[str, set[int]]:
+        """The ended jobs whose files are kept in the shared spool, by user."""
+        out: dict[str, set[int]] = {}
+        for slurm_id, due in self._due.items():
+            if due.spool.per_user:
+                out.setdefault(due.user, set()).add(slurm_id)
+        return out
 
     def sweep(self, now: float, retention_s: float, active: Collection[int]) -> list[int]:
         """Remove the files of jobs ended more than ``retention_s`` ago; their Slurm ids."""
@@ -94,7 +104,7 @@ class SpoolJanitor:
             return 0
         count = 0
         for entry in entries:
-            match = _NAME.fullmatch(entry.name)
+            match = JOB_FILE.fullmatch(entry.name)
             if match is None or int(match.group(1)) in active:
                 continue
             try:

@@ -49,14 +49,10 @@ from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.hygiene import SpoolJanitor
 from hopsd.daemon.problems import InputProblems
-from hopsd.daemon.spool import (
-    Spools,
-    UnsafeSpool,
-    empty_owned,
-    read_owned,
-    remove_file,
-    write_file,
-)
+from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, remove_file, write_file
+from hopsd.daemon.spool_audit import SpoolAudit
+from hopsd.daemon.spool_budget import MAX_FILE_BYTES, MAX_PROGRESS_BYTES, DirJobs
+from hopsd.daemon.spool_reclaim import reclaim_in
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.records import JobRecord
 from hopsd.ledger.unit import MeasurementStore
@@ -73,10 +69,8 @@ from hopsd.userdata import (
 
 log = logging.getLogger("hopsd.sensing")
 
-MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_READ_BYTES = 1024 * 1024
 MAX_LINE_BYTES = 16 * 1024
-MAX_PROGRESS_BYTES = 64 * 1024  # the single progress file of jobs without the probe
 MAX_LIST = 1024
 MAX_TIME_S = 86_400.0
 WINDOW = 512  # data-time samples kept per (job, type) for the mixture fit
@@ -301,8 +295,14 @@ class ReportReader:
     def exists(self, spool: Path, slurm_id: int) -> bool:
         return self.path(spool, slurm_id).exists()
 
-    def read(self, spool: Path, slurm_id: int, user: str) -> list[Report]:
-        """New believable records of the job (empty when none or the file is refused)."""
+    def read(
+        self, spool: Path, slurm_id: int, user: str, *, per_user: bool = False
+    ) -> list[Report]:
+        """New believable records of the job (empty when none or the file is refused).
+
+        ``per_user``: ``spool`` is the user's directory of the shared spool, where
+        every name is hopsd's to answer for (see :func:`.spool_reclaim.answers_for`).
+        """
         path = self.path(spool, slurm_id)
         try:
             info = os.lstat(path)
@@ -313,7 +313,7 @@ class ReportReader:
             self.complain(slurm_id, problem)
             return []
         if info.st_size > MAX_FILE_BYTES:
-            self._over_quota(path, info.st_uid, slurm_id)
+            self._over_quota(spool, slurm_id, info.st_uid, per_user)
             return []
         start = self._offsets.get(slurm_id, 0)
         if info.st_size < start:
@@ -341,17 +341,22 @@ class ReportReader:
             return f"owned by uid {info.st_uid}, the job's user {user!r} is uid {uid}"
         return ""
 
-    def _over_quota(self, path: Path, uid: int, slurm_id: int) -> None:
-        """Empty a report past its quota while its job runs, and tell the job's owner."""
+    def _over_quota(self, spool: Path, slurm_id: int, uid: int, per_user: bool) -> None:
+        """Free a report past its quota while its job runs, and tell the job's owner.
+
+        Emptied in place when it has no other name; else taken out of the spool
+        without touching a name elsewhere (:mod:`hopsd.daemon.spool_reclaim`).
+        """
+        name = self.path(spool, slurm_id).name
         try:
-            size = empty_owned(path, uid)
+            done = reclaim_in(spool, name, uid, keep_name=True, per_user=per_user)
         except UnsafeSpool as exc:
             self.complain(slurm_id, f"report above its {MAX_FILE_BYTES}-byte quota: {exc}")
             return
         self._offsets.pop(slurm_id, None)
         self.complain(
             slurm_id,
-            f"report of {size} bytes emptied: above its {MAX_FILE_BYTES}-byte quota; "
+            f"report {done.describe(name)}: above its {MAX_FILE_BYTES}-byte quota; "
             "its records so far were not read",
         )
 
@@ -413,6 +418,7 @@ class Sensing:
         self.uid_of = uid_of
         self.reader = ReportReader(uid_of, self.problems)
         self.janitor = SpoolJanitor(uid_of)
+        self.audit = SpoolAudit(uid_of, self.problems)
         self.fresh_profiles: dict[str, str] = {}
         self.reported: set[str] = set()
         self.progress_only: set[str] = set()
@@ -447,14 +453,13 @@ class Sensing:
         uid = self.uid_of(user)
         if spool is None or uid is None:
             return None
+        name = f"{slurm_id}.progress.json"
         try:
-            data, size = read_owned(
-                spool.path / f"{slurm_id}.progress.json", uid, MAX_PROGRESS_BYTES + 1
-            )
+            data, size = read_owned(spool.path / name, uid, MAX_PROGRESS_BYTES + 1)
             if size > MAX_PROGRESS_BYTES:
-                empty_owned(spool.path / f"{slurm_id}.progress.json", uid)
+                done = reclaim_in(spool.path, name, uid, keep_name=True, per_user=spool.per_user)
                 raise UnsafeSpool(
-                    f"{size} bytes emptied: above its {MAX_PROGRESS_BYTES}-byte quota"
+                    f"{done.describe(name)}: above its {MAX_PROGRESS_BYTES}-byte quota"
                 )
             return parse_progress(data)
         except (UnsafeSpool, UserDataError) as exc:
@@ -473,7 +478,8 @@ class Sensing:
         spool = self.spools.of(slurm_id)
         if spool is None:
             return None
-        said = [r.samples_done for r in self.reader.read(spool.path, slurm_id, row.user)]
+        reports = self.reader.read(spool.path, slurm_id, row.user, per_user=spool.per_user)
+        said = [r.samples_done for r in reports]
         done = [s for s in said if s is not None]
         return min(max(done), row.total_samples) if done else None
 
@@ -516,7 +522,7 @@ class Sensing:
         spool = self.spools.of(seen.slurm_id)
         if spool is None or not self.reader.exists(spool.path, seen.slurm_id):
             return False
-        reports = self.reader.read(spool.path, seen.slurm_id, row.user)
+        reports = self.reader.read(spool.path, seen.slurm_id, row.user, per_user=spool.per_user)
         for report in reports:
             self.reported.add(row.id)
             if report.samples_done is not None:
@@ -571,13 +577,26 @@ class Sensing:
         self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
 
     def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
-        """Remove the spool files of jobs whose retention is over; never raises for a file."""
+        """Remove the spool files of jobs whose retention is over, and hold each user's
+        directory of the shared spool to its quotas (:mod:`.spool_audit`); never raises
+        for a file."""
         try:
             self.janitor.sweep(now, retention_s, active)
             if self.spools.shared is not None:
                 self.janitor.scan(self.spools.user_dirs(), now, retention_s, active)
+                self.audit.run(self.spools.user_dirs(), self.dir_jobs())
         except OSError as exc:
             log.warning("event=spool-clean-failed error=%r", str(exc))
+
+    def dir_jobs(self) -> dict[str, DirJobs]:
+        """Each user's jobs as their directory in the shared spool sees them."""
+        ended = self.janitor.kept()
+        out = {
+            user: DirJobs(frozenset(running), frozenset(pending), frozenset(ended.pop(user, ())))
+            for user, (running, pending) in self.spools.users_jobs().items()
+        }
+        out.update((user, DirJobs(ended=frozenset(ids))) for user, ids in ended.items())
+        return out
 
     def forget(self, job_id: str, slurm_id: int) -> None:
         """Drop in-memory state of a job that ended."""

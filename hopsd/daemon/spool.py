@@ -12,7 +12,8 @@ releases that user's first job, owned by the user and mode 0700
 (:func:`ensure_user_dir`). So no user can create, plant or link a file in
 another user's directory, and a job id squatted in advance names nothing: the
 file hops reads for a job is always in its own user's directory. Mode files
-hopsd writes there stay hopsd's (the probe trusts no other owner).
+hopsd writes there stay hopsd's (the probe trusts no other owner). What
+each user's directory may hold is bounded by :mod:`hopsd.daemon.spool_budget`.
 
 A working directory belongs to the job's user, and hopsd usually runs as root
 or an operator, so everything here assumes the directory may be hostile:
@@ -54,6 +55,8 @@ UidLookup = Callable[[str], int | None]
 #: User names hopsd makes a spool directory for (a name is a path component).
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 _GROUP_OR_OTHER_WRITE = stat.S_IWGRP | stat.S_IWOTH
+#: The names of a job's files: ``<slurm id>.jsonl``, ``.progress.json`` and ``.mode``.
+JOB_FILE = re.compile(r"(\d{1,12})(\.jsonl|\.progress\.json|\.mode)")
 
 
 class UnsafeSpool(OSError):
@@ -159,7 +162,7 @@ def ensure_user_dir(root: Path, user: str, uid: int) -> Path:
         raise UnsafeSpool(f"user name {user!r} cannot name a spool directory")
     if uid != os.geteuid() and os.geteuid() != 0:
         raise UnsafeSpool(f"hopsd is not root: cannot give user {user!r} a spool directory")
-    root_fd = _open_dir(root, os.geteuid())
+    root_fd = open_dir(root, os.geteuid())
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(user, 0o700, dir_fd=root_fd)
@@ -212,6 +215,7 @@ class Spools:
         self._gone: dict[int, str] = {}
         self._users: dict[int, str] = {}
         self._gone_users: dict[int, str] = {}
+        self._busy: set[int] = set()
         self._ready: set[tuple[Path, str]] = set()
         self._refused: set[int] = set()
 
@@ -223,6 +227,7 @@ class Spools:
         """
         current: dict[int, str] = {}
         users: dict[int, str] = {}
+        busy: set[int] = set()
         seen: set[int] = set()
         for job in jobs:
             seen.add(job.slurm_id)
@@ -231,6 +236,8 @@ class Spools:
             if self.shared is not None:
                 if self._user_dir_ready(job):
                     users[job.slurm_id] = job.user
+                    if job.busy:
+                        busy.add(job.slurm_id)
                 continue
             if not job.work_dir:
                 continue
@@ -245,6 +252,7 @@ class Spools:
         self._dirs = current
         self._gone_users = {k: v for k, v in self._users.items() if k not in users}
         self._users = users
+        self._busy = busy
         self._refused &= seen  # bounded by the jobs Slurm still lists
 
     def _user_dir_ready(self, job: ObservedJob) -> bool:
@@ -278,6 +286,18 @@ class Spools:
         if not work_dir or work_dir_problem(work_dir):
             return None
         return JobSpool(Path(work_dir), own=True)
+
+    def users_jobs(self) -> dict[str, tuple[set[int], set[int]]]:
+        """Each user's hops jobs of this tick in the shared spool: (running, pending) ids.
+
+        Running means holding GPUs (:attr:`ObservedJob.busy`); a job seen gone
+        this tick is in neither.
+        """
+        out: dict[str, tuple[set[int], set[int]]] = {}
+        for slurm_id, user in self._users.items():
+            running, pending = out.setdefault(user, (set(), set()))
+            (running if slurm_id in self._busy else pending).add(slurm_id)
+        return out
 
     def user_dirs(self) -> list[Path]:
         """The per-user directories of the shared spool (for the sweep; none without one)."""
@@ -321,30 +341,7 @@ def read_owned(path: Path, uid: int, limit: int, start: int = 0) -> tuple[bytes,
         os.close(fd)
 
 
-def empty_owned(path: Path, uid: int) -> int:
-    """Truncate a job's file that outgrew its quota to nothing; the size it had.
-
-    Emptied, not removed: the job's writer keeps its descriptor, so a removed
-    file would go on filling the disk unseen, while an emptied one frees its
-    blocks at once and the probe (which appends) carries on at its new end.
-    Only a regular file owned by ``uid`` with no other name is touched, through
-    a descriptor opened without following a link; :class:`UnsafeSpool` says why not.
-    """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise UnsafeSpool(f"cannot open it to enforce its quota: {exc.strerror or exc}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid or info.st_nlink != 1:
-            raise UnsafeSpool("not a regular file of the job's user with one name")
-        os.ftruncate(fd, 0)
-        return info.st_size
-    finally:
-        os.close(fd)
-
-
-def _open_dir(directory: Path, owner_uid: int | None) -> int:
+def open_dir(directory: Path, owner_uid: int | None) -> int:
     """A descriptor of ``directory`` (never through a final link), checked for its owner."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -370,7 +367,7 @@ def write_file(
     like any file of theirs; without, it stays hopsd's, so the job can tell it
     from a file anyone else wrote.
     """
-    dir_fd = _open_dir(directory, owner_uid)
+    dir_fd = open_dir(directory, owner_uid)
     tmp = f".{name}.{uuid.uuid4().hex}"
     try:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
@@ -413,7 +410,7 @@ def remove_files(directory: Path, names: Iterable[str], owner_uid: int | None) -
     working directory); :class:`UnsafeSpool` says why it does not. Unlink never
     follows a link, and a name that is a directory is left alone.
     """
-    dir_fd = _open_dir(directory, owner_uid)
+    dir_fd = open_dir(directory, owner_uid)
     try:
         for name in names:
             with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):

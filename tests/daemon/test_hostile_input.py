@@ -24,6 +24,7 @@ from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.spool import Spools
+from hopsd.daemon.spool_budget import JOB_BUDGET_BYTES
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.models import JobState, ThroughputRow
@@ -242,6 +243,18 @@ def test_a_restarted_daemon_sweeps_stale_files_from_the_shared_spool(config, por
     assert sorted(p.name for p in spool.iterdir()) == sorted(
         ["997.jsonl", f"{live}.jsonl", "notes.txt"]
     )
+
+
+def test_a_running_jobs_file_past_its_spool_budget_is_removed_and_shown(
+    config, port, sessions, clock
+):
+    tick, bad = running_attacker(config, port, sessions, clock)
+    junk = Path(config.spool_dir) / "mallory" / "junk"
+    junk.write_bytes(b"x" * (JOB_BUDGET_BYTES + 1024 * 1024))
+    ticks_with_a_victim(tick, port, clock)
+    assert not junk.exists()
+    assert "junk" in row_of(sessions, bad).input_problem
+    assert "budget" in row_of(sessions, bad).input_problem
 
 
 def test_a_ledger_error_about_one_job_is_contained_but_infrastructure_errors_are_not() -> None:
