@@ -2,9 +2,11 @@
 
 The distributions are built once per test run from a copy of this checkout.
 
-The copy keeps the git history, commits whatever the working tree holds and is
-tagged ``v0.9.7``, so the version setuptools-scm derives from the tag is known:
-a build that ignored the tag, or a package that reports another version, fails.
+The copy is a git repository of its own (never the checkout's: in a worktree
+``.git`` is a pointer, and a commit or tag there would land in the shared
+repository) holding whatever the working tree holds in one commit tagged
+``v0.9.7``, so the version setuptools-scm derives from the tag is known: a build
+that ignored the tag, or a package that reports another version, fails.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TAG_VERSION = "0.9.7"
 SKIP = shutil.ignore_patterns(
-    ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "var", "out", "site",
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "var", "out", "site",
     "_version.py",
 )  # fmt: skip
 # What setuptools prints when data files or sub-packages are not declared.
