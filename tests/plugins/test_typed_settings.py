@@ -121,3 +121,15 @@ def test_a_spec_builds_only_with_its_own_settings_and_under_its_own_name() -> No
     assert fifo_like.build(NoSettings()).name == "fifo"
     with pytest.raises(SettingsError, match=r"unknown key \(known: none\)"):
         fifo_like.settings({"anything": 1})
+
+
+def test_hops_settings_replace_the_scheduler_s_only_where_set() -> None:
+    from hopsd.core.policies.hops import HOPS, HopsSettings
+    from hopsd.core.settings import Settings
+
+    scheduler = Settings(priority="las", lam=3.0)
+    only_priority = HOPS.build(HOPS.settings({"priority": "ftf"}))
+    assert only_priority._settings(scheduler) == Settings(priority="ftf", lam=3.0)  # type: ignore[attr-defined]
+    assert HOPS.build()._settings(scheduler) == scheduler  # type: ignore[attr-defined]
+    with pytest.raises(SettingsError, match="unknown 'fifo'"):
+        HopsSettings(priority="fifo")
