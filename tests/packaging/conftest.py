@@ -12,6 +12,7 @@ from packaging_dists import GIT, REPO, SKIP, TAG_VERSION, Dists, build, run
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     src = tmp_path_factory.mktemp("src") / "hops"
     shutil.copytree(REPO, src, ignore=SKIP)
+    run([*GIT, "init", "-q"], src)
     run([*GIT, "add", "-A"], src)
     run([*GIT, "commit", "-q", "--allow-empty", "--no-verify", "-m", "build"], src)
     run([*GIT, "tag", f"v{TAG_VERSION}"], src)
