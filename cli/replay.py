@@ -99,6 +99,8 @@ def replay_payload(
     ``inventory_of`` lists the managed nodes (:func:`slurm_inventory`); it is asked
     only once the ledger holds jobs in the window.
     """
+    from hopsd.config import policy_settings
+    from hopsd.plugins import is_policy
     from hopsd.sim.replay import (
         build_world,
         measured_launch,
@@ -106,6 +108,9 @@ def replay_payload(
         replay,
         replay_engine_config,
     )
+
+    # each policy as hops.conf sets it up ([policies.NAME]), refused before any reading
+    own = {name: policy_settings(config, name) for name in policies if is_policy(name)}
 
     with reading(config) as unit:
         history = unit.history(lo, hi)
@@ -159,7 +164,7 @@ def replay_payload(
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,
     )
-    results = replay(world, policies, engine, out)
+    results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}
     results["live_policy"] = config.policy
     results["nodes_from"] = "slurm" if inventory else "ledger"

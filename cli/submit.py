@@ -66,11 +66,15 @@ def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json:
 
     from hops_cli.forecast_job import test_only_payload
     from hops_cli.ledger_access import reading
+    from hopsd.config import ConfigError
     from hopsd.solver_banner import silence_solver_banner
 
     silence_solver_banner()  # the forecast solves plans: nothing but the answer on stdout
-    with reading(config) as unit:
-        payload = test_only_payload(config, unit, port, tag, getpass.getuser())
+    try:
+        with reading(config) as unit:
+            payload = test_only_payload(config, unit, port, tag, getpass.getuser())
+    except ConfigError as exc:  # the policy's [policies.NAME] table, read only to forecast
+        fail(f"invalid configuration: {exc}", EXIT_USAGE)
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
         return

@@ -224,7 +224,7 @@ def _example_docs(path: Path, known: set[str]) -> dict[str, _Doc]:
         line = raw.strip()
         header = re.match(r"^#?\s*\[([\w.]+)\]\s*$", line)
         if header:
-            section = re.sub(r"^gpu_types\..*", "gpu_types.NAME", header.group(1))
+            section = re.sub(r"^(gpu_types|policies)\..*", r"\1.NAME", header.group(1))
             if raw.startswith("#"):
                 docs.setdefault(f"{section}", _Doc(block[:]))
             block, last = [], None
@@ -351,6 +351,7 @@ def config_reference() -> str:
     for field in dataclasses.fields(GpuTypeConfig):
         parts.append(row(f"gpu_types.NAME.{field.name}", "number", _default(field.default)))
     parts.append("\n")
+    parts.extend(_policy_tables(docs.get("policies.NAME"), kinds))
     if missing:
         raise SystemExit(
             "hops.conf.example has no comment for: "
@@ -358,6 +359,32 @@ def config_reference() -> str:
             + " (every key is documented there)"
         )
     return "".join(parts).rstrip() + "\n"
+
+
+def _policy_tables(intro: _Doc | None, kinds: dict[type, str]) -> Iterator[str]:
+    """``[policies.NAME]``: each built-in policy's settings, from its settings dataclass."""
+    from hopsd.core.policies import BUILTIN_POLICIES
+    from hopsd.core.typed_settings import field_kinds
+    from hopsd.plugins import policy_spec
+
+    yield "## [policies.NAME]\n\n"
+    if intro is not None and intro.text:
+        yield " ".join(intro.text) + "\n\n"
+    yield (
+        "A plug-in's keys are its settings dataclass's fields "
+        "([Writing a policy](../researcher-guide.md#writing-a-policy)); the built-in "
+        "policies take these (a variant's defaults are its own; unset: `[scheduler]`'s):\n\n"
+    )
+    yield "| policy | key | type | default | meaning |\n|---|---|---|---|---|\n"
+    for name in sorted(BUILTIN_POLICIES):
+        spec = policy_spec(name)
+        fields = {f.name: f for f in dataclasses.fields(spec.settings_type)}
+        for key, kind in field_kinds(spec.settings_type).items():
+            value = getattr(spec.defaults, key)
+            default = "unset" if value is None else _code(_default(value))
+            text = _cell(str(fields[key].metadata.get("help", "")))
+            yield f"| {name} | {_code(key)} | {kinds[kind]} | {default} | {text} |\n"
+    yield "\n"
 
 
 # ---------------------------------------------------------------- metrics

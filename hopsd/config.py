@@ -24,9 +24,10 @@ from hopsd.config_checks import (
     split_address,
 )
 from hopsd.core.model import GpuType
-from hopsd.core.policies import is_policy, policy_names
 from hopsd.core.priorities import priority_names
 from hopsd.core.settings import Settings
+from hopsd.core.typed_settings import SettingsError
+from hopsd.plugins import is_policy, policy_names
 
 DEFAULT_LEDGER_URL = "sqlite:///" + str(Path("/var/lib/hops/ledger.sqlite"))
 
@@ -106,6 +107,9 @@ class HopsConfig:
     # estimated throughput (hopsd.core.sizeclaim; factor 0: never checked).
     size_check_factor: float = 2.0
     size_check_slack_s: float = 300.0
+    # Each policy's own settings, [policies.NAME] as written: their keys belong to
+    # the policy, so they are checked where it is loaded (:func:`policy_settings`).
+    policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def settings(self) -> Settings:
         """The core's planner settings derived from this configuration."""
@@ -193,7 +197,7 @@ def _typed(key: str, value: Any, kind: type) -> Any:
 def _read_sections(raw: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for section, body in raw.items():
-        if section == "gpu_types":
+        if section in ("gpu_types", "policies"):
             continue
         if section not in _SECTIONS:
             raise ConfigError(f"[{section}]: unknown section (known: {', '.join(_SECTIONS)})")
@@ -225,6 +229,20 @@ def _read_gpu_types(raw: Mapping[str, Any]) -> dict[str, GpuTypeConfig]:
             fields[key] = number
         out[name] = GpuTypeConfig(**fields)
     return out
+
+
+def _read_policy_tables(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``[policies.NAME]`` tables, by name; a name no installed policy has is refused."""
+    tables = raw.get("policies", {})
+    if not isinstance(tables, dict):
+        raise ConfigError("[policies]: expected one table per policy, [policies.NAME]")
+    for name, body in tables.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"policies.{name}: expected a table")
+        if not is_policy(name):
+            known = ", ".join(policy_names())
+            raise ConfigError(f"policies.{name}: unknown policy (known: {known})")
+    return tables
 
 
 def _check(config: HopsConfig) -> None:
@@ -284,7 +302,9 @@ def parse_config(text: str, path: str | None = None) -> HopsConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path or 'hops.conf'}: not valid TOML: {exc}") from exc
     values = _read_sections(raw)
-    config = HopsConfig(path=path, gpu_types=_read_gpu_types(raw), **values)
+    config = HopsConfig(
+        path=path, gpu_types=_read_gpu_types(raw), policies=_read_policy_tables(raw), **values
+    )
     _check(config)
     return config
 
@@ -309,20 +329,41 @@ def load_config(
     return parse_config(text, path)
 
 
+def policy_settings(config: HopsConfig, name: str | None = None) -> object:
+    """The typed settings of policy ``name`` (default: the configured one) from its
+    ``[policies.NAME]`` table; imports that policy. ConfigError names the bad key."""
+    chosen = config.policy if name is None else name
+    from hopsd.plugins import PluginError, policy_spec
+
+    try:
+        return policy_spec(chosen).settings(config.policies.get(chosen))
+    except SettingsError as exc:
+        key = f"policies.{chosen}.{exc.key}" if exc.key else f"policies.{chosen}"
+        raise ConfigError(f"{key}: {exc}") from exc
+    except PluginError as exc:
+        where = "scheduler.policy" if chosen == config.policy else f"policies.{chosen}"
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
 def load_daemon_config(explicit: str | None = None) -> HopsConfig:
     """:func:`load_config`, and the configured policy can be built on this install.
 
     hopsd's own loader (start, reload, ``--check``): a baseline such as sia needs
     an extra of the slim install, and a missing one is a configuration error
-    naming the key, not a traceback at the first tick. The CLI keeps the plain
-    loader, which imports no policy.
+    naming the key, not a traceback at the first tick; so is a plug-in that does
+    not load or a ``[policies.NAME]`` table its policy does not accept (every
+    table is checked, not only the configured policy's, so a typo waits for no
+    policy switch). The CLI keeps the plain loader, which imports no policy.
     """
     config = load_config(explicit)
-    from hopsd.core.errors import MissingExtraError
-    from hopsd.core.policies import get_policy
+    from hopsd.core.errors import InvalidInputError
+    from hopsd.plugins import get_policy
 
+    for name in config.policies:
+        policy_settings(config, name)
+    settings = policy_settings(config)
     try:
-        get_policy(config.policy)
-    except MissingExtraError as exc:
+        get_policy(config.policy, settings)
+    except InvalidInputError as exc:  # a missing extra, a plug-in refusing its settings
         raise ConfigError(f"scheduler.policy: {exc}") from exc
     return config

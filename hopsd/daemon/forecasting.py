@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from hopsd.config import HopsConfig
+from hopsd.config import HopsConfig, policy_settings
 from hopsd.core.model import Plan
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions
@@ -48,6 +48,7 @@ def measured_input(
         start_lag_s=unit.start_lag_s() or 0.0,
         end_seen_s=config.queue_refresh_s / 2,
         plan=plan,
+        policy_settings=policy_settings(config),
     )
 
 

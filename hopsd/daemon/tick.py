@@ -18,14 +18,13 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from hopsd.config import HopsConfig
+from hopsd.config import HopsConfig, policy_settings
 from hopsd.core.capacity import free_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.gains import hears_notice
 from hopsd.core.model import Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
 from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.snapshot import Snapshot
@@ -72,6 +71,7 @@ from hopsd.ledger.records import (
     core_job,
 )
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
+from hopsd.plugins import get_policy
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.port import SlurmPort
 
@@ -166,7 +166,9 @@ class Tick:
             faults=self.faults,
         )
         self.round_clock = RoundClock(self.settings.round_length_s)
-        self.policy = get_policy(config.policy)
+        # the policy's own settings ([policies.NAME]): a change on reload rebuilds it
+        self.own_settings = policy_settings(config)
+        self.policy = get_policy(config.policy, self.own_settings)
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
@@ -176,8 +178,10 @@ class Tick:
         self.config = config
         self.settings = config.settings()
         self.round_clock = RoundClock(self.settings.round_length_s, self.round_clock.last_round_at)
-        if config.policy != self.policy.name:
-            self.policy = get_policy(config.policy)
+        own = policy_settings(config)
+        if config.policy != self.policy.name or own != self.own_settings:
+            self.policy = get_policy(config.policy, own)
+        self.own_settings = own
         self.reconciler.config = config
         self.reconciler.sensing.spools.shared = self._checked_spool(config)
         self.profiler.options = ProfilingOptions.of(config, self.shadow)

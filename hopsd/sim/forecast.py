@@ -23,11 +23,11 @@ from dataclasses import dataclass, field, replace
 
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult, Resumed
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
@@ -94,6 +94,8 @@ class ForecastInput:
     #: the plan this round took from the snapshot, being enacted: the forecast starts
     #: after it (starts launching, moves restarting, preemptions back in the queue)
     plan: Plan | None = None
+    #: the policy's own settings ([policies.NAME]; None: its defaults)
+    policy_settings: object | None = None
 
 
 @dataclass
@@ -297,7 +299,7 @@ def _run(
     engine = Engine(
         truth,
         specs,
-        get_policy(given.policy),
+        get_policy(given.policy, given.policy_settings),
         config,
         resumed=resumed,
         store=store,

@@ -1,4 +1,5 @@
-"""Per-policy knobs of a simulation: round length, restart penalty, profiling time.
+"""Per-policy knobs of a simulation: round length, restart penalty, profiling time; and
+each policy's own settings.
 
 The published schedulers were evaluated with different round mechanics (Gavel
 with 360 s rounds and free preemption, Sia with 60 s rounds and restore costs of
@@ -17,9 +18,17 @@ overrides::
     [policies.sia]
     round_length_s = 60
 
+    [policies.fifo]
+    backfill = false          # not a knob: the policy's own setting
+
 Command-line values (``hops simulate --round-length ...``) replace the file's
 defaults; a policy's own table still wins over both, since it was written for
 that policy. The knobs each policy ran with are recorded in ``results.json``.
+
+Any other key of a ``[policies.NAME]`` table is one of the policy's own
+settings, as in hops.conf's table of that name: this module keeps those keys
+as written (``SimKnobs.settings``); the policy's settings dataclass checks them
+when the run loads the policy (:func:`hopsd.sim.run.policy_settings_of`).
 """
 
 from __future__ import annotations
@@ -71,13 +80,17 @@ class SimKnobs:
 
     defaults: Knobs = field(default_factory=Knobs)
     per_policy: Mapping[str, Knobs] = field(default_factory=dict)
+    #: each [policies.NAME] table's other keys: the policy's own settings, unchecked yet
+    settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the file they came from, for messages
+    where: str = "simulation file"
 
     def for_policy(self, name: str) -> Knobs:
         return self.per_policy.get(name, Knobs()).over(self.defaults)
 
     def with_defaults(self, values: Knobs) -> SimKnobs:
         """Command-line values replace the file's defaults (per-policy tables still win)."""
-        return SimKnobs(values.over(self.defaults), self.per_policy)
+        return replace(self, defaults=values.over(self.defaults))
 
     def config_for(self, name: str, base: EngineConfig) -> EngineConfig:
         return self.for_policy(name).apply(base)
@@ -114,11 +127,14 @@ def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimK
     if not isinstance(policies, dict):
         raise KnobsError(f"{where}: [policies] must hold one table per policy")
     per_policy: dict[str, Knobs] = {}
+    settings: dict[str, dict[str, Any]] = {}
     for name, table in policies.items():
         if not isinstance(table, dict):
             raise KnobsError(f"{where}: [policies.{name}] must be a table")
-        per_policy[name] = _knobs(f"{where}: [policies.{name}]", table)
-    return SimKnobs(_knobs(where, top), per_policy)
+        knobs = {k: v for k, v in table.items() if k in KEYS}
+        per_policy[name] = _knobs(f"{where}: [policies.{name}]", knobs)
+        settings[name] = {k: v for k, v in table.items() if k not in KEYS}
+    return SimKnobs(_knobs(where, top), per_policy, settings, where)
 
 
 def load_knobs(path: str | Path) -> SimKnobs:

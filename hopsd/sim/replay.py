@@ -39,6 +39,8 @@ from hopsd.core.metrics import percentile_or_zero
 from hopsd.core.model import Cluster, Configuration, GpuType, Node
 from hopsd.core.settings import Settings
 from hopsd.core.throughput import PhaseProfile
+from hopsd.core.typed_settings import settings_table
+from hopsd.plugins import policy_spec
 from hopsd.sim.engine import EngineConfig, EngineResult
 from hopsd.sim.metrics import JobRecord, job_records, summarise
 from hopsd.sim.run import _write_outputs, check_request, run_policy
@@ -618,14 +620,20 @@ def replay(
     policies: Sequence[str],
     config: EngineConfig,
     out_dir: str | Path | None = None,
+    own: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
-    """Run ``policies`` on the window's trace; the results object of ``hops replay``."""
-    check_request(policies, out_dir)
+    """Run ``policies`` on the window's trace; the results object of ``hops replay``.
+
+    ``own`` holds policies' own settings (hops.conf's ``[policies.NAME]``); a
+    policy without an entry runs with its defaults.
+    """
+    check_request(policies, out_dir, own)
+    own = {name: (own or {}).get(name) or policy_spec(name).defaults for name in policies}
     figures: dict[str, dict[str, float]] = {}
     records: dict[str, list[JobRecord]] = {}
     results: dict[str, EngineResult] = {}
     for name in policies:
-        result = run_policy(world.truth, world.jobs, name, replace(config))
+        result = run_policy(world.truth, world.jobs, name, replace(config), own=own[name])
         results[name] = result
         records[name] = job_records(world.truth, result)
         figures[name] = sim_figures(result, world.compared(records[name]))
@@ -656,6 +664,7 @@ def replay(
         "spare_guard_s": config.spare_guard_s,
         "live": live_figures(world),
         "policies": figures,
+        "policy_settings": {name: settings_table(own[name]) for name in policies},
         "jobs": per_job,
     }
     if out_dir is not None:

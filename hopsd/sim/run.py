@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from importlib import resources
@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import InvalidInputError, missing_extra
-from hopsd.core.policies import get_policy, policy_names
 from hopsd.core.settings import Settings
+from hopsd.core.typed_settings import SettingsError, settings_table
+from hopsd.plugins import get_policy, policy_names, policy_spec
 from hopsd.sim.cluster import SimCluster
 from hopsd.sim.cluster_file import load_cluster
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult
 from hopsd.sim.gavel_format import gavel_models, read_gavel_throughputs, read_gavel_trace
-from hopsd.sim.knobs import SimKnobs, effective
+from hopsd.sim.knobs import KnobsError, SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
 from hopsd.sim.profiles import load_profiles, with_aliases
 from hopsd.sim.sia_format import sia_inputs
@@ -136,8 +137,9 @@ def run_policy(
     name: str,
     config: EngineConfig,
     progress: SimProgress | None = None,
+    own: object | None = None,
 ) -> EngineResult:
-    """Replay ``jobs`` under one policy."""
+    """Replay ``jobs`` under one policy, with its own settings ``own`` (None: its defaults)."""
     callback = None
     if progress is not None:
 
@@ -145,7 +147,7 @@ def run_policy(
             progress(name, now, done, total)
 
     started = time.perf_counter()
-    result = Engine(truth, jobs, get_policy(name), config, callback).run()
+    result = Engine(truth, jobs, get_policy(name, own), config, callback).run()
     result.wall_planning_s = time.perf_counter() - started
     return result
 
@@ -180,10 +182,12 @@ def simulate(
     is then reported once per policy, when its run ends.
 
     ``knobs`` sets round length, restart penalty and profiling time, for every
-    policy or per policy (:mod:`hopsd.sim.knobs`); what each policy ran with is
-    recorded under ``"knobs"``.
+    policy or per policy (:mod:`hopsd.sim.knobs`), and each policy's own
+    settings; what each policy ran with is recorded under ``"knobs"`` and
+    ``"policy_settings"``.
     """
-    check_request(policies, out_dir)
+    own = policy_settings_of(policies, knobs)
+    check_request(policies, out_dir, own)
     truth, jobs = load_inputs(
         preset if cluster is None or trace is None else None,
         cluster,
@@ -199,7 +203,8 @@ def simulate(
     records: dict[str, list[JobRecord]] = {}
     results: dict[str, EngineResult] = {}
     wall: dict[str, float] = {}
-    for name, result in _replay(truth, jobs, policies, configs, progress_callback, workers):
+    runs = _replay(truth, jobs, policies, configs, own, progress_callback, workers)
+    for name, result in runs:
         results[name] = result
         records[name] = job_records(truth, result)
         figures[name] = summarise(result, records[name])
@@ -216,6 +221,7 @@ def simulate(
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
         "knobs": {name: effective(configs[name]) for name in policies},
+        "policy_settings": {name: settings_table(own[name]) for name in policies},
         "wall_s": wall,
     }
     if out_dir is not None:
@@ -238,11 +244,33 @@ def policy_configs(
     return {name: knobs.config_for(name, config) for name in policies}
 
 
+def policy_settings_of(policies: Sequence[str], knobs: SimKnobs | None) -> dict[str, object]:
+    """Each policy's own settings, from the simulation file's ``[policies.NAME]`` tables.
+
+    Every table is checked, also those of policies this run leaves out, so a file
+    shared between runs fails on its first use, naming the key.
+    """
+    tables = knobs.settings if knobs is not None else {}
+    where = knobs.where if knobs is not None else "simulation file"
+    own: dict[str, object] = {}
+    known = policy_names()
+    for name in dict.fromkeys([*policies, *tables]):
+        if name not in known:
+            continue  # refused by name where it is used (check_request, policy_configs)
+        try:
+            own[name] = policy_spec(name).settings(tables.get(name))
+        except SettingsError as exc:
+            key = f"policies.{name}.{exc.key}" if exc.key else f"policies.{name}"
+            raise KnobsError(f"{where}: {key}: {exc}") from exc
+    return own
+
+
 def _replay(
     truth: GroundTruth,
     jobs: Sequence[JobSpec],
     policies: Sequence[str],
     configs: dict[str, EngineConfig],
+    own: dict[str, object],
     progress: SimProgress | None,
     workers: int,
 ) -> list[tuple[str, EngineResult]]:
@@ -250,9 +278,15 @@ def _replay(
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
     if workers == 1 or len(policies) == 1:
-        return [(name, run_policy(truth, jobs, name, configs[name], progress)) for name in policies]
+        return [
+            (name, run_policy(truth, jobs, name, configs[name], progress, own[name]))
+            for name in policies
+        ]
     with ProcessPoolExecutor(max_workers=min(workers, len(policies))) as pool:
-        futures = [pool.submit(run_policy, truth, jobs, name, configs[name]) for name in policies]
+        futures = [
+            pool.submit(run_policy, truth, jobs, name, configs[name], None, own[name])
+            for name in policies
+        ]
         out = []
         for name, future in zip(policies, futures, strict=True):
             result = future.result()
@@ -263,9 +297,14 @@ def _replay(
         return out
 
 
-def check_request(policies: Sequence[str], out_dir: str | Path | None) -> None:
-    """Refuse, before any work, policies hops does not know or cannot build, and
-    ``--out`` without the library that draws its plots."""
+def check_request(
+    policies: Sequence[str],
+    out_dir: str | Path | None,
+    own: Mapping[str, object] | None = None,
+) -> None:
+    """Refuse, before any work, policies hops does not know or cannot build (with their
+    own settings ``own``, else their defaults), and ``--out`` without the library that
+    draws its plots."""
     unknown = [p for p in policies if p not in policy_names()]
     if unknown:
         raise InvalidInputError(
@@ -274,7 +313,7 @@ def check_request(policies: Sequence[str], out_dir: str | Path | None) -> None:
     if not policies:
         raise InvalidInputError("give at least one policy")
     for name in policies:
-        get_policy(name)  # a baseline whose extra is missing fails here
+        get_policy(name, (own or {}).get(name))  # a baseline whose extra is missing fails here
     if out_dir is not None:
         require_plots()
 

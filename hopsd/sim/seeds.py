@@ -21,10 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import InvalidInputError, missing_extra
+from hopsd.core.typed_settings import settings_table
 from hopsd.sim.engine import EngineConfig
 from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import job_records, summarise
-from hopsd.sim.run import check_request, load_inputs, policy_configs, run_policy
+from hopsd.sim.run import (
+    check_request,
+    load_inputs,
+    policy_configs,
+    policy_settings_of,
+    run_policy,
+)
 
 #: Metrics whose ratio is reported (others, e.g. preemptions, are often 0 for a baseline).
 RATIO_METRICS = (
@@ -88,10 +95,12 @@ def _one_run(
     name: str,
     config: EngineConfig,
     trace_format: str = "hops",
+    own: object | None = None,
 ) -> dict[str, float]:
-    """Figures of one policy on one seed (runs in a worker process)."""
+    """Figures of one policy (with its own settings ``own``) on one seed (runs in a worker
+    process)."""
     truth, jobs = load_inputs(preset, cluster, trace, profiles, seed, trace_format)
-    result = run_policy(truth, jobs, name, replace(config, seed=seed))
+    result = run_policy(truth, jobs, name, replace(config, seed=seed), own=own)
     figures = summarise(result, job_records(truth, result))
     figures["wall_s"] = result.wall_planning_s
     return figures
@@ -143,7 +152,8 @@ def simulate_seeds(
     """
     if not seeds:
         raise InvalidInputError("give at least one seed")
-    check_request(policies, out_dir=None)  # --out here writes results.json only, no plots
+    own = policy_settings_of(policies, knobs)
+    check_request(policies, None, own)  # --out here writes results.json only, no plots
     if len(seeds) > 1:
         student_t()  # the intervals' library, before any seed runs
     if workers < 1:
@@ -153,7 +163,8 @@ def simulate_seeds(
     configs = policy_configs(policies, engine or EngineConfig(), knobs)
     tasks = [(s, p) for s in seeds for p in policies]
     args = [
-        (use_preset, cluster, trace, profiles, s, p, configs[p], trace_format) for s, p in tasks
+        (use_preset, cluster, trace, profiles, s, p, configs[p], trace_format, own[p])
+        for s, p in tasks
     ]
     if workers == 1:
         figures = [_one_run(*a) for a in args]
@@ -171,6 +182,7 @@ def simulate_seeds(
         "seeds": list(seeds),
         "policies": list(policies),
         "knobs": {name: effective(configs[name]) for name in policies},
+        "policy_settings": {name: settings_table(own[name]) for name in policies},
         "per_seed": {str(s): per_seed[s] for s in seeds},
         **aggregate(per_seed, reference),
     }

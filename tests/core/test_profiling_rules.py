@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Cluster, GpuType, Job, Node
-from hopsd.core.policies import get_policy
 from hopsd.core.profiling import (
     OVER_ALL_TYPES,
     OVER_DEADLINE,
@@ -24,6 +23,7 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.core.throughput import PhaseProfile
+from hopsd.plugins import get_policy
 
 CLUSTER = Cluster.build(
     [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],

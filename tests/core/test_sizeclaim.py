@@ -16,13 +16,13 @@ import pytest
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
-from hopsd.core.policies import get_policy
 from hopsd.core.priorities import PriorityContext, latency_ratio
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import DOUBT, SizeRule, check_sizes, judge, progress_doubt
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy
 
 CLUSTER = Cluster.build([GpuType("v100", speed=2.0)], [Node("v1", "v100", 4)])
 ON_V1 = Configuration("v100", (("v1", 1),))

@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import (
@@ -23,6 +22,7 @@ from hopsd.core.step import (
     validate_plan,
 )
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy
 
 CLUSTER = Cluster.build(
     [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],

@@ -6,12 +6,12 @@ import pytest
 
 from hopsd.core.admission import admit, allowed_types, type_limits
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.profiling import OVER_ALL_TYPES, Profilee, ProfilingRules, profiling_step
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import PlanRuleError, RoundClock, schedule_step, validate_plan
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy
 
 # a100 is by far the fastest: an unconstrained job would always go there
 CLUSTER = Cluster.build(

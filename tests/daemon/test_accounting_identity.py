@@ -37,12 +37,12 @@ from hopsd.config import HopsConfig
 from hopsd.core.accounting import Clock, clock_of
 from hopsd.core.metrics import finish_time_fairness_of, latency_ratio_of
 from hopsd.core.model import Assignment, Cluster, Configuration, Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.profiling import ProfilingDecision, ProfilingRun
 from hopsd.daemon.observe import observe
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
+from hopsd.plugins import get_policy
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult, RoundStat
 from hopsd.sim.engine import JobState as SimJob
 from hopsd.sim.metrics import job_records, true_age

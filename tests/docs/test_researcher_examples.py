@@ -33,3 +33,24 @@ def test_the_guides_cluster_and_trace_simulate(monkeypatch) -> None:  # type: ig
             f"the table in docs/researcher-guide.md is out of date for {policy}: run its "
             "hops simulate command and paste the output"
         )
+
+
+def test_the_guides_policy_plugin_is_the_tested_fixture() -> None:
+    """"Writing a policy" shows pieces of tests/fixtures/policy_plugin, which
+    tests/packaging/test_policy_plugin.py installs and runs: they must stay the same."""
+    import tomllib
+
+    guide = (REPO / "docs" / "researcher-guide.md").read_text()
+    fixture = REPO / "tests" / "fixtures" / "policy_plugin"
+    assert "tests/fixtures/policy_plugin/" in guide
+    project = tomllib.loads((fixture / "pyproject.toml").read_text())["project"]
+    for name, target in project["entry-points"]["hops.policies"].items():
+        assert f'{name} = "{target}"' in guide
+    module = (fixture / "shortest_first.py").read_text()
+    for line in (
+        "class ShortestFirstSettings:",
+        'reverse: bool = field(default=False, metadata={"help": "largest remaining work first"})',
+        'name = "shortest-first"',
+        "def __init__(self, own: ShortestFirstSettings) -> None:",
+    ):
+        assert line in guide and line in module, line

@@ -2,11 +2,12 @@
 
 The distributions are built once per test run from a copy of this checkout.
 
-The copy is a git repository of its own (never the checkout's: in a worktree
-``.git`` is a pointer, and a commit or tag there would land in the shared
-repository) holding whatever the working tree holds in one commit tagged
-``v0.9.7``, so the version setuptools-scm derives from the tag is known: a build
-that ignored the tag, or a package that reports another version, fails.
+The copy is a git repository of its own (one commit of whatever the working
+tree holds, tagged ``v0.9.7``), so the version setuptools-scm derives from the
+tag is known: a build that ignored the tag, or a package that reports another
+version, fails. It does not copy the checkout's ``.git``: in a linked worktree
+that is a file naming the shared repository, and the copy's commit and tag
+would land there, on the worktree's branch.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 TAG_VERSION = "0.9.7"
 SKIP = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "var", "out", "site",
-    "_version.py",
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "var", "out",
+    "site", "_version.py",
 )  # fmt: skip
 # What setuptools prints when data files or sub-packages are not declared.
 PACKAGING_WARNINGS = ("SetuptoolsDeprecationWarning", "is absent from the `packages`", "as data is")

@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from hopsd.config import parse_config
 from hopsd.core.learning import fold, learn
 from hopsd.core.model import Configuration
-from hopsd.core.policies import get_policy
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.daemon.reconcile import Reconciler
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.throughput_store import SqlThroughputStore, load_throughput_store
+from hopsd.plugins import get_policy
 from hopsd.sim.engine import Engine
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))

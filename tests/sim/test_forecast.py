@@ -147,3 +147,24 @@ def test_a_profiling_job_on_its_profiling_gpu_is_forecast_not_refused() -> None:
     )
     out = forecast(dataclasses.replace(base, snapshot=snap, profile_s=20.0))
     assert out["p"].start_at is not None and out["p"].end_at is not None
+
+
+def test_the_forecast_plans_with_the_policy_s_own_settings() -> None:
+    """FIFO behind a blocked 2-GPU head: with backfill a short 1-GPU job starts at the
+    next round on the GPU the running job leaves free; strict FIFO only after the head."""
+    import dataclasses
+
+    from hopsd.core.policies.fifo import FifoSettings
+
+    small = Job(id="s", demands=(1,), total_samples=1000.0, submit_time=NOW - 10.0)
+    jobs = [_running("r", 4000.0, 10_000.0, gpus=1), _queued("head", 12_000.0), small]
+    fifo = dataclasses.replace(_input(jobs), policy="fifo")
+    easy = forecast(fifo)
+    strict = forecast(dataclasses.replace(fifo, policy_settings=FifoSettings(backfill=False)))
+    starts = {
+        name: (out["s"].start_at, out["head"].start_at)
+        for name, out in (("easy", easy), ("strict", strict))
+    }
+    assert None not in starts["easy"] + starts["strict"]
+    assert starts["easy"][0] < starts["easy"][1]  # type: ignore[operator]
+    assert starts["strict"][0] >= starts["strict"][1]  # type: ignore[operator]

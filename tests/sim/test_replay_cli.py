@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -194,3 +195,17 @@ def test_a_replayed_job_keeps_the_gpu_types_its_tag_allowed() -> None:
         "v": frozenset({"a100", "k80"}),
         "x": frozenset({"k80"}),
     }
+
+
+def test_replay_runs_each_policy_with_its_hops_conf_table(ledger: float) -> None:
+    conf = Path(os.environ["HOPS_CONF"])
+    conf.write_text(conf.read_text() + '[policies.sia]\nqueue_order = "arrival"\n')
+    args = ["replay", "--since", "2h", "--policies", "fifo,sia", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    recorded = json.loads(result.stdout)["policy_settings"]
+    assert recorded == {"fifo": {"backfill": True}, "sia": {"queue_order": "arrival"}}
+    conf.write_text(conf.read_text() + "[policies.fifo]\nbackfill = 1\n")
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 2
+    assert "policies.fifo.backfill: expected bool, got int 1" in bad.output

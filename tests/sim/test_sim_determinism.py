@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from sim_helpers import tiny_jobs, tiny_truth
 
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
+from hopsd.plugins import get_policy
 from hopsd.sim.engine import Engine, EngineConfig
 
 POLICIES = ("hops", "sia", "gavel", "fifo")

@@ -6,9 +6,9 @@ import pytest
 from sim_helpers import tiny_jobs, tiny_truth
 
 from hopsd.core.model import Assignment, Configuration, Plan
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
+from hopsd.plugins import get_policy
 from hopsd.sim.engine import Engine, EngineConfig, SimulationError
 from hopsd.sim.metrics import job_records, summarise
 from hopsd.sim.workload import JobSpec

@@ -9,15 +9,15 @@ import pytest
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
-from hopsd.core.policies import get_policy, policy_names, register_policy
 from hopsd.core.policies.common import pack, rigid_demand
-from hopsd.core.policies.gavel import max_min_allocation
+from hopsd.core.policies.gavel import GAVEL, max_min_allocation
 from hopsd.core.policies.sia import Column as SiaColumn
 from hopsd.core.policies.sia import realloc_factor, sia_weight, undominated
 from hopsd.core.rounds import plan_round
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy, policy_names, register_policy
 
 SETTINGS = Settings()
 
@@ -52,7 +52,7 @@ def test_registry_lists_every_policy_and_refuses_unknown_names() -> None:
     with pytest.raises(InvalidInputError, match="unknown policy 'slurm'; known: fifo"):
         get_policy("slurm")
     with pytest.raises(InvalidInputError, match="already registered"):
-        register_policy("fifo", lambda: get_policy("gavel"))
+        register_policy(replace(GAVEL, name="fifo"))
 
 
 def test_rigid_demand_is_the_lower_median() -> None:

@@ -13,8 +13,8 @@ from hopsd.core.gains import (
     restart_discount,
     unreported_restart_s,
 )
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
+from hopsd.plugins import get_policy
 from hopsd.sim.cluster_file import parse_cluster
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult
 from hopsd.sim.profiles import parse_profiles

@@ -60,7 +60,7 @@ def test_a_larger_batch_amortises_the_all_reduce(paper64) -> None:
 
 def test_the_engine_runs_a_job_at_its_trace_batch(paper64) -> None:
     # The same job with and without a trace batch size: the true rate follows the batch.
-    from hopsd.core.policies import get_policy
+    from hopsd.plugins import get_policy
     from hopsd.sim.engine import Engine
     from hopsd.sim.workload import JobSpec
 

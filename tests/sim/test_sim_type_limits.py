@@ -10,10 +10,10 @@ from test_sim_engine import GuardedEngine
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
-from hopsd.core.policies import get_policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.plugins import get_policy
 from hopsd.sim.cluster_file import parse_cluster
 from hopsd.sim.engine import EngineConfig
 from hopsd.sim.profiles import ProfileFileError, parse_profiles

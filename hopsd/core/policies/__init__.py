@@ -3,21 +3,31 @@
 A policy turns a :class:`~hopsd.core.snapshot.Snapshot` into a
 :class:`~hopsd.core.model.Plan`, once per round (:meth:`Policy.plan`) and for
 GPUs that fall idle inside a round (:meth:`Policy.plan_fragment`, where every
-running job keeps its place). Policies are found by name in a registry of
-factories, so a caller never branches on a policy name; each lookup returns a
-fresh instance because some baselines keep bookkeeping between rounds (time
-received per GPU type, restart counts), as their schedulers do.
+running job keeps its place). Every policy, built in or a plug-in, is described
+by a :class:`PolicySpec`: its name, its own settings (a frozen dataclass with
+defaults, read from ``[policies.NAME]``) and a factory that builds a fresh
+instance from them, fresh because some baselines keep bookkeeping between
+rounds (time received per GPU type, restart counts), as their schedulers do.
+
+This package only describes policies. Finding them by name (the table below and
+the ``hops.policies`` entry points of installed distributions) imports modules
+and reads installed metadata, so it lives outside the pure core, in
+:mod:`hopsd.plugins`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Generic, Protocol, TypeVar
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Plan
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.typed_settings import SettingsError, check_settings, read_settings
 
 
 class Policy(Protocol):
@@ -35,77 +45,98 @@ class Policy(Protocol):
         ...
 
 
-PolicyFactory = Callable[[], Policy]
+#: A policy name: it heads a TOML table, names output files and sits in comma lists.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*\Z")
 
-_REGISTRY: dict[str, PolicyFactory] = {}
-_LOADED = False
+S = TypeVar("S")
 
-#: The names the built-in modules register (a test checks it against the registry):
-#: enough to validate a configuration without importing the policies, whose
-#: solvers take seconds to load.
-BUILTIN_POLICIES = frozenset(
+
+@dataclass(frozen=True)
+class NoSettings:
+    """The settings of a policy that has none of its own (its table must be empty)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PolicySpec(Generic[S]):
+    """What an entry point of the ``hops.policies`` group names: one policy, ready to build.
+
+    ``defaults`` is an instance of the policy's settings dataclass; a variant
+    (``hops-lr``, ``sia-arrival``) is another spec over the same dataclass with
+    other defaults. ``factory`` gets the settings and returns a new policy whose
+    ``name`` is this spec's.
+    """
+
+    name: str
+    factory: Callable[[S], Policy]
+    defaults: S
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise InvalidInputError(
+                f"policy name {self.name!r}: letters, digits, '-' and '_', not starting with - or _"
+            )
+        try:
+            check_settings(self.defaults)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"policy {self.name!r}: {exc}") from exc
+
+    @property
+    def settings_type(self) -> type[S]:
+        return type(self.defaults)
+
+    def settings(self, table: Mapping[str, object] | None = None) -> S:
+        """The defaults with a ``[policies.NAME]`` table's values; SettingsError names a key."""
+        return read_settings(self.defaults, table or {})
+
+    def build(self, settings: S | None = None) -> Policy:
+        """A fresh policy with ``settings`` (None: the defaults)."""
+        chosen = self.defaults if settings is None else settings
+        if type(chosen) is not self.settings_type:
+            raise InvalidInputError(
+                f"policy {self.name!r} takes {self.settings_type.__name__}, "
+                f"got {type(chosen).__name__}"
+            )
+        policy = self.factory(chosen)
+        if policy.name != self.name:
+            raise InvalidInputError(f"policy {self.name!r} built a policy named {policy.name!r}")
+        return policy
+
+
+def _builtin(module: str, specs: dict[str, str]) -> dict[str, str]:
+    return {name: f"hopsd.core.policies.{module}:{attr}" for name, attr in specs.items()}
+
+
+#: The built-in policies, as entry-point targets (``module:attribute``). hops reads
+#: them from here, so a bare checkout knows them without installed metadata;
+#: pyproject.toml declares the same under ``hops.policies`` for other tools (a
+#: test keeps the two equal). Names are known without importing the policies,
+#: whose solvers take seconds to load.
+BUILTIN_POLICIES: Mapping[str, str] = MappingProxyType(
     {
-        "fifo",
-        "gavel",
-        "gavel-arrival",
-        "hops",
-        "hops-ftf",
-        "hops-las",
-        "hops-lr",
-        "hops-sjf",
-        "hops-srtf",
-        "sia",
-        "sia-arrival",
+        **_builtin("fifo", {"fifo": "FIFO"}),
+        **_builtin("gavel", {"gavel": "GAVEL", "gavel-arrival": "GAVEL_ARRIVAL"}),
+        **_builtin(
+            "hops",
+            {
+                "hops": "HOPS",
+                "hops-ftf": "HOPS_FTF",
+                "hops-las": "HOPS_LAS",
+                "hops-lr": "HOPS_LR",
+                "hops-sjf": "HOPS_SJF",
+                "hops-srtf": "HOPS_SRTF",
+            },
+        ),
+        **_builtin("sia", {"sia": "SIA", "sia-arrival": "SIA_ARRIVAL"}),
     }
 )
 
 
-def register_policy(name: str, factory: PolicyFactory) -> None:
-    """Make ``get_policy(name)`` build a policy with ``factory``."""
-    if not name:
-        raise InvalidInputError("a policy needs a non-empty name")
-    known = _REGISTRY.get(name)
-    if known is not None and known is not factory:
-        raise InvalidInputError(f"a different policy is already registered as {name!r}")
-    _REGISTRY[name] = factory
-
-
-def _load_builtin() -> None:
-    """Import the built-in policy modules once; each registers itself on import."""
-    global _LOADED
-    if _LOADED:
-        return
-    from hopsd.core.policies import fifo, gavel, hops, sia  # noqa: F401
-
-    _LOADED = True
-
-
-def get_policy(name: str) -> Policy:
-    """A fresh instance of the policy registered as ``name``."""
-    _load_builtin()
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        raise InvalidInputError(f"unknown policy {name!r}; known: {', '.join(policy_names())}")
-    return factory()
-
-
-def is_policy(name: str) -> bool:
-    """Whether ``name`` is a policy, without importing the built-in ones to find out."""
-    return name in BUILTIN_POLICIES or name in _REGISTRY
-
-
-def policy_names() -> tuple[str, ...]:
-    """Registered policy names, sorted."""
-    _load_builtin()
-    return tuple(sorted(_REGISTRY))
-
-
 __all__ = [
     "BUILTIN_POLICIES",
+    "NAME",
+    "NoSettings",
     "Policy",
-    "PolicyFactory",
-    "get_policy",
-    "is_policy",
-    "policy_names",
-    "register_policy",
+    "PolicySpec",
+    "SettingsError",
 ]

@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from hopsd.core.capacity import headroom, held_gpus, node_capacity, per_type
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
 from hopsd.core.plandiff import arrival_order
 from hopsd.core.plandiff import diff_plan as core_diff_plan
+from hopsd.core.policies import Policy, PolicySpec
 from hopsd.core.priorities import PriorityContext, get_priority, order_jobs
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.typed_settings import SettingsError
 
 #: Queue orders a baseline may be given: the method's latency ratio, or submission order.
 QUEUE_ORDERS = ("lr", "arrival")
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """``[policies.sia]``, ``[policies.gavel]``: the queue order that breaks their ties."""
+
+    queue_order: str = field(
+        default="lr", metadata={"help": "ties broken by: lr (latency ratio) or arrival"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.queue_order not in QUEUE_ORDERS:
+            known = ", ".join(QUEUE_ORDERS)
+            raise SettingsError("queue_order", f"unknown {self.queue_order!r} (known: {known})")
+
+
+def baseline_spec(
+    name: str, build: Callable[[str, str], Policy], queue_order: str, summary: str
+) -> PolicySpec[BaselineSettings]:
+    """A baseline's spec: ``build(queue_order, name)`` with the settings' queue order."""
+    return PolicySpec(
+        name, lambda own: build(own.queue_order, name), BaselineSettings(queue_order), summary
+    )
 
 
 def rigid_demand(job: Job) -> int:

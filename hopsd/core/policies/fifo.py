@@ -10,17 +10,21 @@
   or use GPUs the head will not need (EASY backfill).
 * Nothing is ever preempted or moved; new jobs also start inside a round, as
   Slurm schedules on every job end.
+
+``[policies.fifo] backfill = false`` turns backfill off: nothing starts while
+the head of the queue waits (strict FIFO, as a cluster without the backfill
+scheduler runs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
 from hopsd.core.plandiff import arrival_order
-from hopsd.core.policies import register_policy
+from hopsd.core.policies import PolicySpec
 from hopsd.core.policies.common import diff_plan, free_gpus, rigid_demand, take
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
@@ -112,10 +116,22 @@ def _reserve(
     return best
 
 
+@dataclass(frozen=True)
+class FifoSettings:
+    """``[policies.fifo]``: whether later jobs may start around a blocked head."""
+
+    backfill: bool = field(
+        default=True, metadata={"help": "EASY backfill; false: strict FIFO behind a blocked head"}
+    )
+
+
 class FifoPolicy:
     """FIFO with EASY backfill over rigid median demands (see the module docstring)."""
 
     name = "fifo"
+
+    def __init__(self, settings: FifoSettings | None = None) -> None:
+        self.backfill = (settings or FifoSettings()).backfill
 
     def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
         est = Estimator(snapshot.cluster, snapshot.store, settings)
@@ -142,6 +158,8 @@ class FifoPolicy:
                     ends.append((_expected_end(job, cfg, snapshot.now, est), cfg))
                     continue
                 blocked = True
+                if not self.backfill:
+                    break
                 reservation = _reserve(snapshot, job, count, free, ends)
                 continue
             if cfg is None or not self._may_backfill(job, cfg, snapshot.now, est, reservation):
@@ -169,4 +187,6 @@ class FifoPolicy:
         return self.plan(snapshot, settings)
 
 
-register_policy("fifo", FifoPolicy)
+FIFO = PolicySpec(
+    "fifo", FifoPolicy, FifoSettings(), "plain Slurm: FIFO with EASY backfill, rigid demands"
+)

@@ -36,9 +36,9 @@ import numpy as np
 from hopsd.core.errors import SolverError
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Job, Plan
-from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import (
     CanonicalThroughput,
+    baseline_spec,
     diff_plan,
     free_gpus,
     keep_running,
@@ -219,5 +219,7 @@ class GavelPolicy:
         return keep_running(snapshot, "gavel: waits for the next round")
 
 
-register_policy("gavel", lambda: GavelPolicy("lr", "gavel"))
-register_policy("gavel-arrival", lambda: GavelPolicy("arrival", "gavel-arrival"))
+GAVEL = baseline_spec("gavel", GavelPolicy, "lr", "Gavel's baseline, ties by latency ratio")
+GAVEL_ARRIVAL = baseline_spec(
+    "gavel-arrival", GavelPolicy, "arrival", "Gavel's baseline, ties by submission order"
+)

@@ -4,34 +4,62 @@
 defaults are the paper's: latency ratio, lambda 1), so an operator's
 ``[scheduler] priority`` applies; ``hops-lr`` fixes those, ``hops-ftf`` uses the
 finish-time fairness priority with lambda 2; ``hops-las``, ``hops-sjf`` and
-``hops-srtf`` the orderings of the paper's ablation, with lambda 1. The
-operator's other settings (sigma, restart penalty, round length, solver bounds)
-pass through.
+``hops-srtf`` the orderings of the paper's ablation, with lambda 1. Each variant
+is the same policy with other defaults for its own settings, so a
+``[policies.NAME]`` table may still change them. The operator's other settings
+(sigma, restart penalty, round length, solver bounds) pass through.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from hopsd.core.model import Plan
-from hopsd.core.policies import Policy, PolicyFactory, register_policy
+from hopsd.core.policies import PolicySpec
+from hopsd.core.priorities import priority_names
 from hopsd.core.rounds import plan_fragment, plan_round
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.typed_settings import SettingsError
+
+
+@dataclass(frozen=True)
+class HopsSettings:
+    """``[policies.hops]`` (and its variants): the queue priority and lambda of eq. 11.
+
+    Unset (the ``hops`` defaults), ``[scheduler] priority`` and ``lambda`` apply,
+    so an operator who tunes the method in one place is not overridden.
+    """
+
+    priority: str | None = field(
+        default=None, metadata={"help": "queue priority; unset: [scheduler] priority"}
+    )
+    lam: float | None = field(
+        default=None, metadata={"help": "lambda of eq. 11; unset: [scheduler] lambda"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.priority is not None and self.priority not in priority_names():
+            known = ", ".join(priority_names())
+            raise SettingsError("priority", f"unknown {self.priority!r} (known: {known})")
+        if self.lam is not None and self.lam < 0:
+            raise SettingsError("lam", f"must be >= 0, got {self.lam}")
 
 
 class HopsPolicy:
     """Calls :func:`plan_round` / :func:`plan_fragment` with this policy's priority and lambda."""
 
-    def __init__(self, name: str, priority: str | None, lam: float | None) -> None:
+    def __init__(self, name: str, own: HopsSettings) -> None:
         self.name = name
-        self.priority = priority
-        self.lam = lam
+        self.own = own
 
     def _settings(self, settings: Settings) -> Settings:
-        if self.priority is None or self.lam is None:
-            return settings
-        return replace(settings, priority=self.priority, lam=self.lam)
+        if self.own.priority is not None:
+            settings = replace(settings, priority=self.own.priority)
+        if self.own.lam is not None:
+            settings = replace(settings, lam=self.own.lam)
+        return settings
 
     def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
         return plan_round(snapshot, self._settings(settings))
@@ -40,23 +68,13 @@ class HopsPolicy:
         return plan_fragment(snapshot, self._settings(settings))
 
 
-#: policy name -> (priority, lambda); None: the settings' own
-VARIANTS: dict[str, tuple[str | None, float | None]] = {
-    "hops": (None, None),
-    "hops-lr": ("lr", 1.0),
-    "hops-ftf": ("ftf", 2.0),
-    "hops-las": ("las", 1.0),
-    "hops-sjf": ("sjf", 1.0),
-    "hops-srtf": ("srtf", 1.0),
-}
+def _spec(name: str, defaults: HopsSettings, summary: str) -> PolicySpec[HopsSettings]:
+    return PolicySpec(name, partial(HopsPolicy, name), defaults, summary)
 
 
-def _factory(name: str, priority: str | None, lam: float | None) -> PolicyFactory:
-    def build() -> Policy:
-        return HopsPolicy(name, priority, lam)
-
-    return build
-
-
-for _name, (_priority, _lam) in VARIANTS.items():
-    register_policy(_name, _factory(_name, _priority, _lam))
+HOPS = _spec("hops", HopsSettings(), "the Hops method, with [scheduler] priority and lambda")
+HOPS_LR = _spec("hops-lr", HopsSettings("lr", 1.0), "Hops with latency-ratio priority, lambda 1")
+HOPS_FTF = _spec("hops-ftf", HopsSettings("ftf", 2.0), "Hops with finish-time fairness, lambda 2")
+HOPS_LAS = _spec("hops-las", HopsSettings("las", 1.0), "Hops ordered by least attained service")
+HOPS_SJF = _spec("hops-sjf", HopsSettings("sjf", 1.0), "Hops ordered shortest job first")
+HOPS_SRTF = _spec("hops-srtf", HopsSettings("srtf", 1.0), "Hops ordered shortest remaining first")

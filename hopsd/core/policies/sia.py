@@ -58,9 +58,9 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.gains import move_cost_s
 from hopsd.core.ilp import ABS_GAP, AssignmentProblem, solve_assignment
 from hopsd.core.model import Job, Plan
-from hopsd.core.policies import register_policy
 from hopsd.core.policies.common import (
     CanonicalThroughput,
+    baseline_spec,
     diff_plan,
     free_gpus,
     keep_running,
@@ -386,5 +386,7 @@ class SiaPolicy:
         return keep_running(snapshot, "sia: waits for the next round")
 
 
-register_policy("sia", lambda: SiaPolicy("lr", "sia"))
-register_policy("sia-arrival", lambda: SiaPolicy("arrival", "sia-arrival"))
+SIA = baseline_spec("sia", SiaPolicy, "lr", "Sia's baseline, ties by latency ratio")
+SIA_ARRIVAL = baseline_spec(
+    "sia-arrival", SiaPolicy, "arrival", "Sia's baseline, ties by submission order"
+)
