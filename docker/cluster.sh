@@ -291,9 +291,10 @@ spawn() {
     # Run from the state directory so no daemon (nor slurmstepd) pins the caller's cwd.
     (cd "${CLUSTER_DIR}" && exec setsid "$@" </dev/null >>"${logfile}" 2>&1) &
     record_pid "${name}" "$!"
-    # Through the release wrappers the PID runs a few exec steps before it is
-    # the daemon itself; liveness checks must not catch it in between.
-    in_root && settle "$!" "$(program_of "${name}")"
+    # The PID runs a few exec steps before it is the daemon itself (the
+    # subshell, setsid, and in a release root its wrappers); liveness checks
+    # must not catch it in between (slurmdbd's once read as dead at birth).
+    settle "$!" "$(program_of "${name}")"
     return 0
 }
 

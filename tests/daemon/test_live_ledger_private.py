@@ -197,6 +197,12 @@ def test_private_data_is_honoured_by_every_read_path(env: LiveEnv, private_data:
         assert json.loads(own.stdout)["jobs"][0]["name"] == f"{env.prefix}{VICTIM}"  # Slurm's
         page = _get(port, "/status.json") + _get(port, "/status") + _get(port, "/fairness.json")
         assert VICTIM not in page and ATTACKER not in page
+        # the timeline draws no run of a job no user may see, once both have run
+        running = (JobState.RUNNING, JobState.PROFILING)
+        ran = lambda: all(env.rows()[j].state in running for j in (mine, theirs))  # noqa: E731
+        assert drive(lambda: None, ran, deadline_s=60), (env.root / "hopsd.log").read_text()
+        drawn = json.loads(_get(port, "/timeline.json"))["nodes"]
+        assert not {b["job_id"] for n in drawn for b in n["bars"]} & {mine, theirs}, drawn
         # a job's own page is there only for a job any user may see
         assert [_code(port, f"/job/{j}{ext}") for j in (mine, theirs) for ext in ("", ".json")] == [
             404
