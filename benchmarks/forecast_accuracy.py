@@ -93,7 +93,7 @@ class Watched(Engine):
         self.models = models
         self.said: list[Said] = []
         self.starts: dict[str, list[float]] = defaultdict(list)
-        self.forecast_s: list[float] = []
+        self.forecast_s: dict[str, list[float]] = defaultdict(list)
         super().__init__(truth, jobs, get_policy("hops"), config)
 
     def _step(self, changed: bool) -> StepResult:
@@ -148,7 +148,7 @@ class Watched(Engine):
     ) -> dict[str, Predicted]:
         began = time.perf_counter()
         out = forecast(given, extra)
-        self.forecast_s.append(time.perf_counter() - began)
+        self.forecast_s[given.arrivals.mode].append(time.perf_counter() - began)
         return out
 
     def _foresee(self, snap: Snapshot, step: StepResult) -> None:
@@ -237,7 +237,9 @@ def figures(errors: Errors) -> dict[str, dict[str, Any]]:
             "median_signed": round(statistics.median(values), 3),
         }
     out["ratio"] = {
-        k: round(out["recent"][k]["median_error"] / max(f["median_error"], 1e-9), 3)
+        k: round(out["recent"][k]["median_error"] / f["median_error"], 3)
+        if f["median_error"] > 0
+        else None
         for k, f in out.get("none", {}).items()
         if k in out.get("recent", {})
     }
@@ -248,16 +250,23 @@ def one_seed(seed: int, n_jobs: int, per_hour: float) -> tuple[dict[str, Any], E
     w = world(seed, n_jobs, per_hour)
     w.run()
     errors = judge(w, max(j.spec.submit_time for j in w.jobs))
-    took = sorted(w.forecast_s)
     summary = {
         "seed": seed,
         "figures": figures(errors),
-        "forecasts": len(took),
-        "forecast_s_median": round(statistics.median(took), 4),
-        "forecast_s_p90": round(took[int(0.9 * (len(took) - 1))], 4),
-        "forecast_s_max": round(took[-1], 4),
+        "forecast_s": {name: _spread(took) for name, took in w.forecast_s.items()},
     }
     return summary, errors
+
+
+def _spread(took: Sequence[float]) -> dict[str, float]:
+    """How many forecasts, and their median, 90th percentile and longest wall time."""
+    ordered = sorted(took)
+    return {
+        "n": len(ordered),
+        "median": round(statistics.median(ordered), 4),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 4),
+        "max": round(ordered[-1], 4),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -282,10 +291,11 @@ def table(report: Mapping[str, Any]) -> str:
     """One line per kind: median |error| without and with arrivals, their ratio, bias."""
     lines = []
     for s in report["seeds"]:
-        lines.append(
-            f"seed {s['seed']}: {s['forecasts']} forecasts, median {s['forecast_s_median']} s, "
-            f"p90 {s['forecast_s_p90']} s, max {s['forecast_s_max']} s"
-        )
+        for name, t in s["forecast_s"].items():
+            lines.append(
+                f"seed {s['seed']} {name}: {t['n']} forecasts, median {t['median']} s, "
+                f"p90 {t['p90']} s, max {t['max']} s"
+            )
     lines.append(f"{'pooled':28} {'none':>14} {'recent':>14} {'ratio':>6}")
     pooled = report["pooled"]
     for kind, none in pooled.get("none", {}).items():
@@ -293,7 +303,7 @@ def table(report: Mapping[str, Any]) -> str:
         lines.append(
             f"{kind:22} n={none['n']:<4} {none['median_error']:6.3f} ({none['median_signed']:+.3f})"
             f" {recent['median_error']:6.3f} ({recent['median_signed']:+.3f})"
-            f" {pooled['ratio'][kind]:6.3f}"
+            f" {pooled['ratio'][kind] or float('nan'):6.3f}"
         )
     return "\n".join(lines)
 
