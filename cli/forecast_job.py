@@ -104,7 +104,7 @@ def _input(
     )
     last = unit.latest_round()
     clock = RoundClock(config.round_length_s, None if last is None else last.started_at)
-    given = measured_input(unit, config, built.snapshot, clock)
+    given = measured_input(unit, config, built.snapshot, clock, test_only=True)
     return given, obs
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from hopsd.config_checks import (
     ConfigError,
+    check_arrivals,
     check_ledger_url,
     check_notice_signal,
     check_numbers,
@@ -107,6 +108,13 @@ class HopsConfig:
     # estimated throughput (hopsd.core.sizeclaim; factor 0: never checked).
     size_check_factor: float = 2.0
     size_check_slack_s: float = 300.0
+    # What START/ETA and ``hops submit --test-only`` foresee of jobs not yet submitted
+    # (hopsd.sim.arrivals): "none", or "recent" (the last window's arrivals again).
+    # Offline (benchmarks/forecast_accuracy.py) "recent" made START and ETA worse and
+    # --test-only better, hence the two defaults.
+    forecast_arrivals: str = "none"
+    forecast_test_only_arrivals: str = "recent"
+    forecast_window_s: float = 3600.0
     # Each policy's own settings, [policies.NAME] as written: their keys belong to
     # the policy, so they are checked where it is loaded (:func:`policy_settings`).
     policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -169,6 +177,11 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "shares": ("shares", dict),
     },
     "metrics": {"address": ("metrics_address", str)},
+    "forecast": {
+        "arrivals": ("forecast_arrivals", str),
+        "test_only_arrivals": ("forecast_test_only_arrivals", str),
+        "window_s": ("forecast_window_s", float),
+    },
     "daemon": {
         "spool_dir": ("spool_dir", str),
         "lease_ttl_s": ("lease_ttl_s", float),
@@ -263,6 +276,7 @@ def _check(config: HopsConfig) -> None:
         known = ", ".join(priority_names())
         raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")
     check_numbers(config)
+    check_arrivals(config)
     for node, gpu_type in config.node_types.items():
         if not isinstance(gpu_type, str) or not gpu_type:
             raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")

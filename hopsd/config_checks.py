@@ -72,7 +72,12 @@ BOUNDS: dict[str, Bound] = {
     "daemon.requeue_wait_s": Bound("requeue_wait_s", 0, 3600),
     "daemon.spool_retention_s": Bound("spool_retention_s", 0, _YEAR),
     "daemon.checkpoint_grace_s": Bound("checkpoint_grace_s", 0, _DAY),
+    "forecast.window_s": Bound("forecast_window_s", 0, 7 * _DAY, low_open=True),
 }
+
+#: The forecast's arrival models (:data:`hopsd.sim.arrivals.MODES`; the submitit plug-in
+#: reads hops.conf and may not import the simulator, so the names are repeated here).
+ARRIVAL_MODES = ("recent", "none")
 
 #: Signals a job can catch and act on as a notice. KILL and STOP cannot be caught;
 #: the stop, fault and child signals would stop, crash or confuse a job that has
@@ -142,3 +147,14 @@ def check_ledger_url(key: str, url: str) -> None:
             f"{key}: expected sqlite:////ABSOLUTE/PATH, postgresql+psycopg://... "
             f"or an absolute file path, got {url!r}"
         )
+
+
+def check_arrivals(config: HopsConfig) -> None:
+    """The forecast's arrival models are ones it knows (:mod:`hopsd.sim.arrivals`)."""
+    for key, mode in (
+        ("forecast.arrivals", config.forecast_arrivals),
+        ("forecast.test_only_arrivals", config.forecast_test_only_arrivals),
+    ):
+        if mode not in ARRIVAL_MODES:
+            known = " or ".join(map(repr, ARRIVAL_MODES))
+            raise ConfigError(f"{key}: must be {known}, got {mode!r}")

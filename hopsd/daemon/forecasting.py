@@ -19,6 +19,7 @@ from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions
 from hopsd.ledger.records import Prediction
 from hopsd.ledger.unit import Ledger, Unit
+from hopsd.sim.arrivals import ArrivalModel, PastArrival
 from hopsd.sim.forecast import ForecastInput, Predicted, forecast
 
 log = logging.getLogger("hopsd.forecast")
@@ -31,11 +32,16 @@ def measured_input(
     clock: RoundClock,
     options: StepOptions | None = None,
     plan: Plan | None = None,
+    *,
+    test_only: bool = False,
 ) -> ForecastInput:
     """The forecast's input from a snapshot, with hopsd's latencies as the ledger measured
     them (launch, release to Slurm's start, profiling) and as hops.conf sets them (a new
-    job is adopted within a queue refresh, an end is seen half a tick later on average).
+    job is adopted within a queue refresh, an end is seen half a tick later on average),
+    and the arrivals ``[forecast]`` expects (``test_only``: of ``--test-only``).
     One owner for hopsd's forecasts and ``hops submit --test-only``."""
+    mode = config.forecast_test_only_arrivals if test_only else config.forecast_arrivals
+    arrivals = ArrivalModel(mode, config.forecast_window_s)
     return ForecastInput(
         snapshot,
         clock,
@@ -49,6 +55,21 @@ def measured_input(
         end_seen_s=config.queue_refresh_s / 2,
         plan=plan,
         policy_settings=policy_settings(config),
+        arrivals=arrivals,
+        ended=ended_arrivals(unit, snapshot.now, arrivals),
+    )
+
+
+def ended_arrivals(unit: Unit, now: float, model: ArrivalModel) -> tuple[PastArrival, ...]:
+    """Jobs submitted in the arrival model's window that have ended (the live ones are
+    in the snapshot), with the service they took; none read when no arrival is expected."""
+    if model.mode == "none":
+        return ()
+    since = now - model.window_s
+    return tuple(
+        PastArrival(r.submit_time, r.demands, r.service_norm, r.user, r.batch_size, r.params)
+        for r in unit.finished_jobs(since, now)
+        if r.submit_time >= since
     )
 
 

@@ -8,7 +8,9 @@ job is served (nothing waits: each running job then ends at its pace where it
 is), :data:`MAX_ROUNDS` rounds were planned or the horizon is reached. Jobs
 progress at the rates the estimator predicts (the forecast believes hopsd's own
 estimates), pay their learned restart price on every move and ``launch_s`` on a
-first start, and no new job arrives except the ``extra`` ones asked about.
+first start. New jobs arrive as the arrival model expects
+(:mod:`hopsd.sim.arrivals`: none, or the last window's again), besides the
+``extra`` ones asked about; the expected ones are not in the answer.
 
 The figures are compared with what really happened by
 ``benchmarks/predictions.py``; nothing here reads a clock or the ledger.
@@ -28,6 +30,7 @@ from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, StepOptions
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
+from hopsd.sim.arrivals import ArrivalModel, PastArrival, expected
 from hopsd.sim.engine import Engine, EngineConfig, EngineResult, Resumed
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
@@ -57,6 +60,8 @@ class Hypothetical:
     #: seconds it has waited already (a job Slurm has, not adopted yet): it is in the
     #: queue from the start, with that wait; 0: it arrives now, after ``adoption_s``
     waited_s: float = 0.0
+    #: seconds from now it is submitted (an arrival the forecast expects)
+    after_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,10 @@ class ForecastInput:
     plan: Plan | None = None
     #: the policy's own settings ([policies.NAME]; None: its defaults)
     policy_settings: object | None = None
+    #: the arrivals it expects, and the jobs of the window that are no longer in the
+    #: snapshot (ended): the live ones are in it
+    arrivals: ArrivalModel = field(default_factory=ArrivalModel)
+    ended: tuple[PastArrival, ...] = ()
 
 
 @dataclass
@@ -242,18 +251,58 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
                 profiled=True,
             )
         resumed[job.id] = was
-    for h in extra:
+    coming = _expected(given, jobs, estimator)
+    for h in (*extra, *coming):
         models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s)
-        specs.append(
-            JobSpec(h.id, now - origin, h.demands, h.total_samples, h.id, h.user, h.batch_size)
-        )
+        submit = now - origin + h.after_s
+        specs.append(JobSpec(h.id, submit, h.demands, h.total_samples, h.id, h.user, h.batch_size))
         if h.waited_s > 0:
             resumed[h.id] = Resumed("arriving", wait_time=h.waited_s, ready_at=ready_at)
     if not specs:
         return {}
     truth = _EstimatedTruth(snap.cluster, models, estimator=estimator, jobs={j.id: j for j in jobs})
     result = _run(given, truth, specs, resumed, store, origin)
-    return _predictions(result, origin, resumed, given.start_lag_s)
+    out = _predictions(result, origin, resumed, given.start_lag_s)
+    for h in coming:
+        del out[h.id]
+    return out
+
+
+def _work_s(job: Job, estimator: Estimator) -> float:
+    """A live job's whole work in normalised GPU-seconds, at the estimator's rates (the
+    mean over the types it may run on)."""
+    types = _runnable(job, estimator.cluster)
+    speeds = estimator.cluster.gpu_types
+    each = [job.total_samples * speeds[t].speed / estimator.type_per_gpu(job, t) for t in types]
+    return sum(each) / len(each) if each else 0.0
+
+
+def _expected(
+    given: ForecastInput, jobs: Sequence[Job], estimator: Estimator
+) -> list[Hypothetical]:
+    """The arrivals the model expects, as jobs asked about (every type at the reference
+    rate scaled by its speed)."""
+    if given.arrivals.mode == "none":
+        return []
+    live = [
+        PastArrival(j.submit_time, j.demands, _work_s(j, estimator), j.user, j.batch_size, j.params)
+        for j in jobs
+    ]
+    rate = given.settings.reference_throughput
+    per_gpu = {t: rate * g.speed for t, g in given.snapshot.cluster.gpu_types.items()}
+    return [
+        Hypothetical(
+            f"expected-{i}",
+            e.shape.demands,
+            e.shape.work_s * rate,
+            per_gpu,
+            max(e.shape.batch_size, 1),
+            e.shape.params,
+            e.shape.user,
+            after_s=e.after_s,
+        )
+        for i, e in enumerate(expected(given.arrivals, [*live, *given.ended], given.snapshot.now))
+    ]
 
 
 def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:

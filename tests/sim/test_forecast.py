@@ -168,3 +168,27 @@ def test_the_forecast_plans_with_the_policy_s_own_settings() -> None:
     assert None not in starts["easy"] + starts["strict"]
     assert starts["easy"][0] < starts["easy"][1]  # type: ignore[operator]
     assert starts["strict"][0] >= starts["strict"][1]  # type: ignore[operator]
+
+
+def test_an_expected_arrival_goes_ahead_of_a_long_waiting_job() -> None:
+    """A short 2-GPU job was submitted 5 s ago and has ended; with the ``recent`` model
+    one like it is expected 10 s from now, before the running job frees the GPUs at
+    +25 s: the latency-ratio queue serves the short one first, so the long job waiting
+    starts later than the forecast without arrivals says. The expected job is not in
+    the answer."""
+    import dataclasses
+
+    from hopsd.sim.arrivals import ArrivalModel, PastArrival
+
+    jobs = [
+        _running("r", done=7000.0, total=12_000.0),
+        _queued("q", total=120_000.0, submit=NOW - 1.0),
+    ]
+    plain = forecast(_input(jobs))
+    ended = (PastArrival(NOW - 5.0, (2,), 10.0, "u"),)
+    model = ArrivalModel("recent", window_s=10.0)
+    seen = forecast(dataclasses.replace(_input(jobs), arrivals=model, ended=ended))
+    assert set(seen) == {"r", "q"}
+    plain_start, start = plain["q"].start_at, seen["q"].start_at
+    assert plain_start == pytest.approx(NOW + 25.0, abs=1.0)
+    assert start is not None and start > plain_start + 5.0
