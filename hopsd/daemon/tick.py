@@ -151,7 +151,7 @@ class Tick:
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
-        self.reconciler.acts = not shadow
+        self.reconciler.holds.acts = not shadow
         self.enactor = Enactor(
             port,
             self.ledger,

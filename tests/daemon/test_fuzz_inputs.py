@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hopsd.config import parse_config
+from hopsd.daemon.adoption import check_tag
 from hopsd.daemon.observe import job_view
-from hopsd.daemon.reconcile import check_tag
 from hopsd.daemon.sensing import ProgressReport, Sensing, parse_line, parse_progress
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.engine import make_engine, make_sessionmaker

@@ -107,7 +107,7 @@ def test_hopsd_learns_what_the_simulator_learns(
                     gpus=config.total_gpus,
                     gpu_type=config.gpu_type,
                 )
-                reconciler._learn_rate(store, row, report, config, cluster)
+                reconciler.learner.learn_rate(store, row, report, config, cluster)
     with sessions.begin() as session:
         daemon = estimates(load_throughput_store(session))
     sim = simulated()
