@@ -41,9 +41,10 @@ from hopsd.core.settings import Settings
 from hopsd.core.throughput import PhaseProfile
 from hopsd.core.typed_settings import settings_table
 from hopsd.plugins import policy_spec
-from hopsd.sim.engine import EngineConfig, EngineResult
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.metrics import JobRecord, job_records, summarise
 from hopsd.sim.run import _write_outputs, check_request, run_policy
+from hopsd.sim.state import EngineResult
 from hopsd.sim.truth import (
     BACKWARD_SHARE,
     FORWARD_SHARE,

@@ -265,7 +265,8 @@ def test_moves_are_priced_as_hopsd_priced_them_and_charged_what_they_cost() -> N
     until the job restarted and had not reported a checkpoint); the replayed planner prices
     them the same, by the replayed job's own restart count, while charging the measured
     restart cost. Without the grace (no pricing rule given) the true cost is the price."""
-    from hopsd.sim.engine import Engine, JobState
+    from hopsd.sim.engine import Engine
+    from hopsd.sim.state import JobState
 
     silent = dataclasses.replace(job("j1", 0.0, 30.0), startup_s=0.5, restarts=2)
     saved = dataclasses.replace(job("j2", 0.0, 30.0), startup_s=0.5, checkpoint_s=1.0)
