@@ -13,8 +13,8 @@ from hopsd.core.model import Cluster, Configuration
 from hopsd.daemon.sensing import ProgressReport, Sensing
 from hopsd.daemon.snapshot_builder import ClusterView
 from hopsd.daemon.views import RUNNING, ObservedJob
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.records import JobRecord, JobState
-from hopsd.ledger.unit import MeasurementStore
 
 
 class ProgressLearner:

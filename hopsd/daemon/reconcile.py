@@ -38,6 +38,7 @@ from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger import runs
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.records import (
     TERMINAL_STATES,
     AllocationReason,
@@ -46,7 +47,7 @@ from hopsd.ledger.records import (
     JobUpdate,
     is_legal,
 )
-from hopsd.ledger.unit import MeasurementStore, Unit
+from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
 

@@ -54,8 +54,8 @@ from hopsd.daemon.spool_audit import SpoolAudit
 from hopsd.daemon.spool_budget import MAX_FILE_BYTES, MAX_PROGRESS_BYTES, DirJobs
 from hopsd.daemon.spool_reclaim import reclaim_in
 from hopsd.daemon.views import ObservedJob
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.records import JobRecord
-from hopsd.ledger.unit import MeasurementStore
 from hopsd.userdata import (
     JsonLimits,
     UserDataError,
