@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from hopsd.core.learning import learn
 from hopsd.core.model import Cluster, Configuration
-from hopsd.daemon.sensing import ProgressReport, Sensing
+from hopsd.daemon.job_reports import ProgressReport
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView
 from hopsd.daemon.views import RUNNING, ObservedJob
 from hopsd.ledger.measurements import MeasurementStore
