@@ -45,7 +45,6 @@ from hopsd.daemon.enact import (
     SettleOptions,
     Step,
     by_job,
-    resume_steps,
 )
 from hopsd.daemon.faults import Faults, NoFaults
 from hopsd.daemon.forecasting import Forecaster, measured_input
@@ -55,6 +54,7 @@ from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
+from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
