@@ -13,15 +13,14 @@ from hopsd.core.model import Configuration, GpuType
 from hopsd.core.settings import Settings
 from hopsd.ledger.history import JobHistory, LearnedRate, NodeSeen
 from hopsd.sim.replay import (
-    JobRates,
     build_world,
-    measured_launch,
-    measured_restart_cost,
     model_of,
     replay,
     replay_engine_config,
     replay_size,
 )
+from hopsd.sim.replay_costs import measured_launch, measured_restart_cost
+from hopsd.sim.replay_truth import JobRates
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from live_replay import jct_errors
