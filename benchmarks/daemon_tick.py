@@ -30,7 +30,8 @@ from hops_conf import live, render
 
 from hopsd.config import parse_config
 from hopsd.core.step import RoundClock
-from hopsd.daemon.tick import Tick, TickResult
+from hopsd.daemon.tick import Tick
+from hopsd.daemon.tick_result import TickResult
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.slurm.factory import make_port

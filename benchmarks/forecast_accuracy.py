@@ -37,9 +37,11 @@ from hopsd.core.step import IDLE, StepResult
 from hopsd.plugins import get_policy
 from hopsd.sim.arrivals import ArrivalModel, PastArrival
 from hopsd.sim.cluster import NodeGroup, build_sim_cluster
-from hopsd.sim.engine import Engine, EngineConfig, JobState
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.forecast import ForecastInput, Hypothetical, Predicted, forecast
 from hopsd.sim.run import build_truth
+from hopsd.sim.state import JobState
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec, SizeClass, WorkloadSpec, generate
 from hopsd.solver_banner import silence_solver_banner

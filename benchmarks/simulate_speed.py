@@ -80,7 +80,7 @@ def child(kind: str, policy: str, seed: int, jobs: int, rate: float) -> None:
     Runs in a subprocess whose ``PYTHONPATH`` names the hops to measure.
     """
     _import_from_pythonpath()
-    from hopsd.sim.engine import EngineConfig
+    from hopsd.sim.engine_config import EngineConfig
     from hopsd.sim.run import run_policy
 
     truth, specs = _inputs(kind, seed, jobs, rate)

@@ -19,7 +19,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from hopsd.daemon.sensing import parse_line, parse_progress
+from hopsd.daemon.job_reports import parse_line, parse_progress
 from hopsd.userdata import JSON_LIMITS, UserDataError, load_json
 
 RUN = {

@@ -101,13 +101,8 @@ def replay_payload(
     """
     from hopsd.config import policy_settings
     from hopsd.plugins import is_policy
-    from hopsd.sim.replay import (
-        build_world,
-        measured_launch,
-        measured_restart_cost,
-        replay,
-        replay_engine_config,
-    )
+    from hopsd.sim.replay import build_world, replay, replay_engine_config
+    from hopsd.sim.replay_costs import measured_launch, measured_restart_cost
 
     # each policy as hops.conf sets it up ([policies.NAME]), refused before any reading
     own = {name: policy_settings(config, name) for name in policies if is_policy(name)}

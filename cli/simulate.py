@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from hops_cli.common import EXIT_USAGE, console, fail, print_json
+
+if TYPE_CHECKING:
+    from hopsd.sim.knobs import SimKnobs
 
 COLUMNS = (
     ("makespan_h", "makespan h", "{:.2f}"),
@@ -94,63 +97,151 @@ def _seed_tables(results: dict[str, Any]) -> list[Table]:
     return [means, ratios]
 
 
+def _knobs(
+    sim_config: str | None,
+    round_length: float | None,
+    restart_penalty: float | None,
+    profiling_s: float | None,
+) -> SimKnobs:
+    """The simulation's knobs: the ``--sim-config`` file's, overridden by the flags given."""
+    from hopsd.sim.knobs import SimKnobs, load_knobs, parse_knobs
+
+    knobs = load_knobs(sim_config) if sim_config is not None else SimKnobs()
+    flags = {
+        "round_length_s": round_length,
+        "restart_penalty_s": restart_penalty,
+        "profiling_s": profiling_s,
+    }
+    return knobs.with_defaults(
+        parse_knobs({k: v for k, v in flags.items() if v is not None}, "command line").defaults
+    )
+
+
+def _progress_bar(show: bool) -> Progress:
+    """One bar per policy on stderr, shown only on a terminal."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console().__class__(stderr=True),
+        disable=not show,
+        transient=True,
+    )
+
+
+def _reporter(progress: Progress) -> Callable[[str, float, int, int], None]:
+    """The simulation's progress callback: each policy's bar, added at its first report."""
+    tasks: dict[str, Any] = {}
+
+    def report(policy: str, _sim_s: float, done: int, total: int) -> None:
+        if policy not in tasks:
+            tasks[policy] = progress.add_task(policy, total=total)
+        progress.update(tasks[policy], completed=done)
+
+    return report
+
+
+def _print_results(results: dict[str, Any], as_json: bool, seeded: bool, out: str | None) -> None:
+    """The results object (``--json``), or the tables: one per run, two over seeds."""
+    if as_json:
+        print_json(results)
+        return
+    if seeded:
+        for table in _seed_tables(results):
+            console().print(table)
+        if out:
+            console().print(f"results.json (every seed, intervals, ratios) written to {out}")
+        return
+    console().print(_table(results))
+    if out:
+        console().print(f"results.json, per-job CSVs and plots written to {out}")
+
+
+# The command's options, one type each: the signature reads as the list of options.
+PresetOption = Annotated[
+    str | None, typer.Option("--preset", help="Built-in workload: paper-64 or paper-512.")
+]
+
+ClusterOption = Annotated[str | None, typer.Option("--cluster", help="Cluster description (TOML).")]
+
+TraceOption = Annotated[str | None, typer.Option("--trace", help="Job trace (CSV).")]
+
+TraceFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--trace-format",
+        help="hops (CSV), gavel (.trace; --profiles: Gavel's throughputs JSON) or sia "
+        "(workload CSV; --profiles: Sia's traces directory).",
+    ),
+]
+
+ProfilesOption = Annotated[
+    str | None, typer.Option("--profiles", help="Model throughput profiles file.")
+]
+
+PoliciesOption = Annotated[
+    str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")
+]
+
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of workload and noise.")]
+
+SeedsOption = Annotated[
+    str | None,
+    typer.Option("--seeds", help="Several seeds (0-9, 0,3,5): mean, 95% CI, paired ratios."),
+]
+
+WorkersOption = Annotated[
+    int, typer.Option("--workers", help="Processes running policies (x seeds) at once.")
+]
+
+RoundLengthOption = Annotated[
+    float | None, typer.Option("--round-length", help="Round length, seconds (all policies).")
+]
+
+RestartPenaltyOption = Annotated[
+    float | None,
+    typer.Option("--restart-penalty", help="Cost of a move or restart, seconds."),
+]
+
+ProfilingOption = Annotated[
+    float | None, typer.Option("--profiling-s", help="Profiling time of a new job, seconds.")
+]
+
+SimConfigOption = Annotated[
+    str | None,
+    typer.Option("--sim-config", help="Simulation TOML: knob defaults, [policies.NAME] overrides."),
+]
+
+OutOption = Annotated[
+    str | None, typer.Option("--out", help="Directory for results.json, CSVs and PNG plots.")
+]
+
+AsJsonOption = Annotated[bool, typer.Option("--json", help="Print the results object.")]
+
+
 def simulate(
-    preset: Annotated[
-        str | None, typer.Option("--preset", help="Built-in workload: paper-64 or paper-512.")
-    ] = None,
-    cluster: Annotated[
-        str | None, typer.Option("--cluster", help="Cluster description (TOML).")
-    ] = None,
-    trace: Annotated[str | None, typer.Option("--trace", help="Job trace (CSV).")] = None,
-    trace_format: Annotated[
-        str,
-        typer.Option(
-            "--trace-format",
-            help="hops (CSV), gavel (.trace; --profiles: Gavel's throughputs JSON) or sia "
-            "(workload CSV; --profiles: Sia's traces directory).",
-        ),
-    ] = "hops",
-    profiles: Annotated[
-        str | None, typer.Option("--profiles", help="Model throughput profiles file.")
-    ] = None,
-    policies: Annotated[
-        str, typer.Option("--policies", help="Comma-separated: hops,sia,gavel,fifo,hops-ftf,...")
-    ] = "hops,sia,gavel,fifo",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of workload and noise.")] = 0,
-    seeds: Annotated[
-        str | None,
-        typer.Option("--seeds", help="Several seeds (0-9, 0,3,5): mean, 95% CI, paired ratios."),
-    ] = None,
-    workers: Annotated[
-        int, typer.Option("--workers", help="Processes running policies (x seeds) at once.")
-    ] = 1,
-    round_length: Annotated[
-        float | None, typer.Option("--round-length", help="Round length, seconds (all policies).")
-    ] = None,
-    restart_penalty: Annotated[
-        float | None,
-        typer.Option("--restart-penalty", help="Cost of a move or restart, seconds."),
-    ] = None,
-    profiling_s: Annotated[
-        float | None, typer.Option("--profiling-s", help="Profiling time of a new job, seconds.")
-    ] = None,
-    sim_config: Annotated[
-        str | None,
-        typer.Option(
-            "--sim-config", help="Simulation TOML: knob defaults, [policies.NAME] overrides."
-        ),
-    ] = None,
-    out: Annotated[
-        str | None, typer.Option("--out", help="Directory for results.json, CSVs and PNG plots.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the results object.")] = False,
+    preset: PresetOption = None,
+    cluster: ClusterOption = None,
+    trace: TraceOption = None,
+    trace_format: TraceFormatOption = "hops",
+    profiles: ProfilesOption = None,
+    policies: PoliciesOption = "hops,sia,gavel,fifo",
+    seed: SeedOption = 0,
+    seeds: SeedsOption = None,
+    workers: WorkersOption = 1,
+    round_length: RoundLengthOption = None,
+    restart_penalty: RestartPenaltyOption = None,
+    profiling_s: ProfilingOption = None,
+    sim_config: SimConfigOption = None,
+    out: OutOption = None,
+    as_json: AsJsonOption = False,
 ) -> None:
     """Compare hops with Sia, Gavel and plain Slurm FIFO on a simulated cluster.
 
     Example: hops simulate --preset paper-512 --policies hops,sia,gavel,fifo --seed 0 --out out/
     """
     from hopsd.core.errors import HopsError
-    from hopsd.sim.knobs import SimKnobs, load_knobs, parse_knobs
     from hopsd.sim.run import simulate as run_simulation
     from hopsd.sim.seeds import parse_seeds, simulate_seeds
     from hopsd.solver_banner import silence_solver_banner
@@ -163,35 +254,13 @@ def simulate(
         preset = "paper-64"
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
-        knobs = load_knobs(sim_config) if sim_config is not None else SimKnobs()
-        flags = {
-            "round_length_s": round_length,
-            "restart_penalty_s": restart_penalty,
-            "profiling_s": profiling_s,
-        }
-        knobs = knobs.with_defaults(
-            parse_knobs({k: v for k, v in flags.items() if v is not None}, "command line").defaults
-        )
+        knobs = _knobs(sim_config, round_length, restart_penalty, profiling_s)
         seed_list = parse_seeds(seeds) if seeds is not None else None
     except HopsError as exc:
         fail(str(exc), EXIT_USAGE)
     show_progress = not as_json and sys.stderr.isatty() and seed_list is None
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console().__class__(stderr=True),
-        disable=not show_progress,
-        transient=True,
-    ) as progress:
-        tasks: dict[str, Any] = {}
-
-        def report(policy: str, _sim_s: float, done: int, total: int) -> None:
-            if policy not in tasks:
-                tasks[policy] = progress.add_task(policy, total=total)
-            progress.update(tasks[policy], completed=done)
-
+    with _progress_bar(show_progress) as progress:
+        report = _reporter(progress)
         try:
             with stdout_to_stderr():
                 if seed_list is not None:
@@ -225,15 +294,4 @@ def simulate(
             fail(str(exc), EXIT_USAGE)
         except OSError as exc:
             fail(f"{exc.filename or 'input'}: {exc.strerror or exc}")
-    if as_json:
-        print_json(results)
-        return
-    if seed_list is not None:
-        for table in _seed_tables(results):
-            console().print(table)
-        if out:
-            console().print(f"results.json (every seed, intervals, ratios) written to {out}")
-        return
-    console().print(_table(results))
-    if out:
-        console().print(f"results.json, per-job CSVs and plots written to {out}")
+    _print_results(results, as_json, seed_list is not None, out)

@@ -9,6 +9,7 @@ import typer
 from hops_cli.common import EXIT_USAGE, config_of, fail, friendly_errors
 from hops_cli.notice_guard import submitted_copy
 from hops_cli.submit_args import (
+    ScriptInfo,
     SubmitError,
     check_options,
     parse_count,
@@ -96,55 +97,158 @@ def _in(seconds: float | None) -> str:
     return "beyond the forecast" if seconds is None else f"in {duration(seconds)}"
 
 
+def _size(samples: str | None, epochs: float | None, dataset_size: str | None) -> int:
+    """The job's size in samples: ``--samples``, or ``--epochs`` times ``--dataset-size``."""
+    return total_samples(
+        None if samples is None else parse_count(samples, "--samples"),
+        epochs,
+        None if dataset_size is None else parse_count(dataset_size, "--dataset-size"),
+    )
+
+
+def _checked_script(script: str, extra: tuple[str, ...]) -> ScriptInfo:
+    """The batch script, its #SBATCH lines and the sbatch options given, checked."""
+    info = read_script(script)
+    check_options(info.directives, f"{script} (#SBATCH)")
+    check_options(extra, "sbatch options")
+    return info
+
+
+def _check_admission(ctx: typer.Context, managed: list[ManagedNode], tag: HopsTag) -> None:
+    """Refuse up front a job hopsd would refuse: too large for every type, or not admitted."""
+    demands = tag.demands
+    capacity = gpus_per_type(managed)
+    if capacity and demands[-1] > max(capacity.values()):
+        fail(
+            f"--gpus: {demands[-1]} GPUs is more than any managed GPU type has "
+            f"({', '.join(f'{t}: {n}' for t, n in sorted(capacity.items()))})",
+            EXIT_USAGE,
+        )
+    admission = admit(
+        demands,
+        tag.total_samples,
+        tag.batch_size,
+        largest_config=max(capacity.values(), default=0),
+        max_demand=config_of(ctx).max_demand_gpus,
+        per_type=capacity or None,
+        types=tag.types,
+        exclude_types=tag.exclude_types,
+    )
+    if capacity and not admission.admitted:
+        fail(f"hopsd would refuse this job: {admission.refusal}", EXIT_USAGE)
+
+
+def _sbatch_args(
+    config: HopsConfig,
+    managed: list[ManagedNode],
+    tag: HopsTag,
+    extra: tuple[str, ...],
+    directives: tuple[str, ...],
+) -> list[str]:
+    """sbatch's options: the user's own, the job's environment exported, its partitions."""
+    notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
+    env = job_environment(config.spool_dir, tag.total_samples, tag.batch_size, notice)
+    theirs = user_export(extra) or user_export(directives)
+    args = [*without_export(extra), export_option(env, theirs)]
+    return args + _partition_option(managed, tag, (*extra, *directives))
+
+
+def _say_submitted(job_id: object, demands: tuple[int, ...], size: int, parsable: bool) -> None:
+    """The job id alone (``--parsable``), or a sentence with its GPU counts and size."""
+    if parsable:
+        typer.echo(str(job_id))
+    else:
+        typer.echo(
+            f"Submitted hops job {job_id} (GPUs {','.join(map(str, demands))}, "
+            f"{size} samples); hopsd will place it"
+        )
+
+
+# The command's options, one type each: the signature reads as the list of options.
+ScriptArgument = Annotated[
+    str, typer.Argument(help="Batch script; its #SBATCH lines keep working.")
+]
+
+GpusOption = Annotated[
+    str, typer.Option("--gpus", help="Acceptable GPU counts: '1,2,4' or a range '2-8'.")
+]
+
+SamplesOption = Annotated[
+    str | None,
+    typer.Option("--samples", help="Total training samples: 5000000, 5e6, 5M, 2.5k."),
+]
+
+EpochsOption = Annotated[float | None, typer.Option("--epochs", help="Epochs to train.")]
+
+DatasetSizeOption = Annotated[
+    str | None, typer.Option("--dataset-size", help="Samples per epoch: 1281167, 1.2M.")
+]
+
+BatchSizeOption = Annotated[
+    int, typer.Option("--batch-size", help="Per-GPU batch size (fixed across GPU counts).")
+]
+
+LrOption = Annotated[
+    float | None, typer.Option("--lr", help="Learning rate at the smallest GPU count.")
+]
+
+LrScaleOption = Annotated[
+    str, typer.Option("--lr-scale", help="How hops scales --lr with GPUs: none|linear|sqrt.")
+]
+
+ModelOption = Annotated[
+    str, typer.Option("--model", help="Model name, a hint for estimates: resnet50, org/name.")
+]
+
+ParamsOption = Annotated[
+    float, typer.Option("--params", help="Model parameters, for the communication model.")
+]
+
+TypesOption = Annotated[
+    str, typer.Option("--types", help="Only these GPU types, e.g. 'a100,v100'.")
+]
+
+ExcludeTypesOption = Annotated[
+    str, typer.Option("--exclude-types", help="Never these GPU types, e.g. 'k80'.")
+]
+
+NoPreemptOption = Annotated[
+    bool,
+    typer.Option("--no-preempt", help="Once started, hops never moves or preempts the job."),
+]
+
+ParsableOption = Annotated[bool, typer.Option("--parsable", help="Print only the job id.")]
+
+TestOnlyOption = Annotated[
+    bool,
+    typer.Option(
+        "--test-only",
+        help="Submit nothing: print when the job would start and finish, as a whole "
+        "and on each GPU type and count it could get (hopsd's step run forward).",
+    ),
+]
+
+AsJsonOption = Annotated[bool, typer.Option("--json", help="With --test-only: JSON.")]
+
+
 def submit(
     ctx: typer.Context,
-    script: Annotated[str, typer.Argument(help="Batch script; its #SBATCH lines keep working.")],
-    gpus: Annotated[
-        str, typer.Option("--gpus", help="Acceptable GPU counts: '1,2,4' or a range '2-8'.")
-    ] = "1",
-    samples: Annotated[
-        str | None,
-        typer.Option("--samples", help="Total training samples: 5000000, 5e6, 5M, 2.5k."),
-    ] = None,
-    epochs: Annotated[float | None, typer.Option("--epochs", help="Epochs to train.")] = None,
-    dataset_size: Annotated[
-        str | None, typer.Option("--dataset-size", help="Samples per epoch: 1281167, 1.2M.")
-    ] = None,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", help="Per-GPU batch size (fixed across GPU counts).")
-    ] = 32,
-    lr: Annotated[
-        float | None, typer.Option("--lr", help="Learning rate at the smallest GPU count.")
-    ] = None,
-    lr_scale: Annotated[
-        str, typer.Option("--lr-scale", help="How hops scales --lr with GPUs: none|linear|sqrt.")
-    ] = "none",
-    model: Annotated[
-        str, typer.Option("--model", help="Model name, a hint for estimates: resnet50, org/name.")
-    ] = "unknown",
-    params: Annotated[
-        float, typer.Option("--params", help="Model parameters, for the communication model.")
-    ] = 25e6,
-    types: Annotated[
-        str, typer.Option("--types", help="Only these GPU types, e.g. 'a100,v100'.")
-    ] = "",
-    exclude_types: Annotated[
-        str, typer.Option("--exclude-types", help="Never these GPU types, e.g. 'k80'.")
-    ] = "",
-    no_preempt: Annotated[
-        bool,
-        typer.Option("--no-preempt", help="Once started, hops never moves or preempts the job."),
-    ] = False,
-    parsable: Annotated[bool, typer.Option("--parsable", help="Print only the job id.")] = False,
-    test_only: Annotated[
-        bool,
-        typer.Option(
-            "--test-only",
-            help="Submit nothing: print when the job would start and finish, as a whole "
-            "and on each GPU type and count it could get (hopsd's step run forward).",
-        ),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="With --test-only: JSON.")] = False,
+    script: ScriptArgument,
+    gpus: GpusOption = "1",
+    samples: SamplesOption = None,
+    epochs: EpochsOption = None,
+    dataset_size: DatasetSizeOption = None,
+    batch_size: BatchSizeOption = 32,
+    lr: LrOption = None,
+    lr_scale: LrScaleOption = "none",
+    model: ModelOption = "unknown",
+    params: ParamsOption = 25e6,
+    types: TypesOption = "",
+    exclude_types: ExcludeTypesOption = "",
+    no_preempt: NoPreemptOption = False,
+    parsable: ParsableOption = False,
+    test_only: TestOnlyOption = False,
+    as_json: AsJsonOption = False,
 ) -> None:
     """Submit a training job that hops places on the best GPUs for it.
 
@@ -171,14 +275,8 @@ def submit(
     extra = tuple(ctx.args)
     try:
         demands = parse_gpus(gpus)
-        size = total_samples(
-            None if samples is None else parse_count(samples, "--samples"),
-            epochs,
-            None if dataset_size is None else parse_count(dataset_size, "--dataset-size"),
-        )
-        info = read_script(script)
-        check_options(info.directives, f"{script} (#SBATCH)")
-        check_options(extra, "sbatch options")
+        size = _size(samples, epochs, dataset_size)
+        info = _checked_script(script, extra)
         if batch_size <= 0:
             raise SubmitError(f"--batch-size must be > 0, got {batch_size}")
         tag = HopsTag(
@@ -197,25 +295,7 @@ def submit(
         fail(str(exc), EXIT_USAGE)
     with friendly_errors("cannot submit"):
         managed = _managed(ctx)
-        capacity = gpus_per_type(managed)
-        if capacity and demands[-1] > max(capacity.values()):
-            fail(
-                f"--gpus: {demands[-1]} GPUs is more than any managed GPU type has "
-                f"({', '.join(f'{t}: {n}' for t, n in sorted(capacity.items()))})",
-                EXIT_USAGE,
-            )
-        admission = admit(
-            demands,
-            float(size),
-            batch_size,
-            largest_config=max(capacity.values(), default=0),
-            max_demand=config_of(ctx).max_demand_gpus,
-            per_type=capacity or None,
-            types=tag.types,
-            exclude_types=tag.exclude_types,
-        )
-        if capacity and not admission.admitted:
-            fail(f"hopsd would refuse this job: {admission.refusal}", EXIT_USAGE)
+        _check_admission(ctx, managed, tag)
         from hopsd.slurm.factory import port_from_config
 
         config = config_of(ctx)
@@ -223,17 +303,7 @@ def submit(
         if test_only:
             _print_test_only(config, port, tag, as_json)
             return
-        notice = config.notice_signal if config.checkpoint_grace_s > 0 else ""
-        env = job_environment(config.spool_dir, float(size), batch_size, notice)
-        theirs = user_export(extra) or user_export(info.directives)
-        args = [*without_export(extra), export_option(env, theirs)]
-        args += _partition_option(managed, tag, (*extra, *info.directives))
+        args = _sbatch_args(config, managed, tag, extra, info.directives)
         with submitted_copy(info.path, config.notice_signal) as sent:
             job_id = port.submit(str(sent), sbatch_args=args, tag=tag)
-    if parsable:
-        typer.echo(str(job_id))
-    else:
-        typer.echo(
-            f"Submitted hops job {job_id} (GPUs {','.join(map(str, demands))}, "
-            f"{size} samples); hopsd will place it"
-        )
+    _say_submitted(job_id, demands, size, parsable)

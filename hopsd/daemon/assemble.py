@@ -122,6 +122,15 @@ def assemble(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
     view = build_cluster_view(obs.nodes, config, held_running)
+    snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt)
+    return Assembled(snapshot, view, handles, frozenset(starting))
+
+
+def _snapshot(
+    view: ClusterView, jobs: Sequence[Job], store: ThroughputStore, now: float, pin: set[str]
+) -> tuple[Snapshot, ClusterView]:
+    """The planner's snapshot: capacity never below what hops jobs hold, the jobs some
+    configuration can hold, and ``pin`` (starting, or not to be preempted) pinned."""
     capacity = _make_room(view, jobs)
     view = ClusterView(view.cluster, view.partition_of, capacity)
     largest = view.largest_config()
@@ -132,9 +141,9 @@ def assemble(
         jobs=tuple(jobs),
         store=store,
         capacity=capacity,
-        pinned=frozenset(s for s in starting | no_preempt if any(j.id == s for j in jobs)),
+        pinned=frozenset(s for s in pin if any(j.id == s for j in jobs)),
     )
-    return Assembled(snapshot, view, handles, frozenset(starting))
+    return snapshot, view
 
 
 def _make_room(view: ClusterView, jobs: Sequence[Job]) -> dict[str, int]:

@@ -166,16 +166,14 @@ def _stop_on_signals(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, on_stop)
 
 
-def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None = None) -> int:
-    hooks = hooks or Hooks()
-    ledger = Ledger.open(config.ledger_url, sqlite_begin="immediate")
-    try:
-        ledger.check_schema()
-    except LedgerError as exc:
-        print(f"hopsd: {exc}", file=sys.stderr)
-        return EXIT_LEDGER
-    holder = holder_name()
-    lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
+def _service(
+    args: argparse.Namespace,
+    config: HopsConfig,
+    hooks: Hooks,
+    ledger: Ledger,
+    lease: LeaseKeeper,
+) -> tuple[Service, DaemonMetrics]:
+    """The tick on Slurm and the ledger, the metrics it feeds and the service that runs it."""
     runner = CountingRunner(SubprocessRunner())
     port = port_from_config(config, run=runner)
     tick = Tick(
@@ -191,7 +189,20 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None
     metrics = DaemonMetrics()
     metrics.watch(tick.reconciler.problems)
     reload = lambda: load_daemon_config(args.config)  # noqa: E731
-    service = Service(tick, metrics=metrics, reload=reload, lease=lease)
+    return Service(tick, metrics=metrics, reload=reload, lease=lease), metrics
+
+
+def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None = None) -> int:
+    hooks = hooks or Hooks()
+    ledger = Ledger.open(config.ledger_url, sqlite_begin="immediate")
+    try:
+        ledger.check_schema()
+    except LedgerError as exc:
+        print(f"hopsd: {exc}", file=sys.stderr)
+        return EXIT_LEDGER
+    holder = holder_name()
+    lease = LeaseKeeper(ledger, holder, config.lease_ttl_s)
+    service, metrics = _service(args, config, hooks, ledger, lease)
     checks = service.health_checks()
     after_tick = checks["ledger"]
     probe = probe_engine(config.ledger_url)

@@ -53,6 +53,13 @@ class DaemonMetrics:
         Info("hopsd_build", "Version of hopsd and of the Python running it", registry=r).info(
             {"version": hopsd.__version__, "python": platform.python_version()}
         )
+        self._tick_series(r)
+        self._cluster_series(r)
+        self._action_series(r)
+        self._outcome_series(r)
+
+    def _tick_series(self, r: CollectorRegistry) -> None:
+        """How long ticks and decisions take, and whether this hopsd leads."""
         self.tick_seconds = Histogram(
             "hopsd_tick_seconds", "Duration of one tick", buckets=_TICK_BUCKETS, registry=r
         )
@@ -71,6 +78,9 @@ class DaemonMetrics:
             buckets=_TICK_BUCKETS,
             registry=r,
         )
+
+    def _cluster_series(self, r: CollectorRegistry) -> None:
+        """The queue, the GPUs per type and the jobs' latency ratios, as of the last tick."""
         self.queue_length = Gauge("hopsd_queue_length", "Hops jobs waiting", registry=r)
         self.running_jobs = Gauge("hopsd_running_jobs", "Hops jobs running", registry=r)
         self.window_size = Gauge("hopsd_window_size", "Jobs in the service window", registry=r)
@@ -103,6 +113,9 @@ class DaemonMetrics:
             "99th percentile (nearest rank) of the active jobs' latency ratios",
             registry=r,
         )
+
+    def _action_series(self, r: CollectorRegistry) -> None:
+        """What hopsd asked of Slurm, and how it went."""
         self.enactments = Counter(
             "hopsd_enactments",
             "Plan entries enacted, by kind and outcome",
@@ -122,6 +135,9 @@ class DaemonMetrics:
             "hopsd_slurm_errors", "Slurm failures seen", ["kind"], registry=r
         )
         self.slurm_calls = Counter("hopsd_slurm_calls", "Slurm commands run", registry=r)
+
+    def _outcome_series(self, r: CollectorRegistry) -> None:
+        """Jobs adopted and refused, ledger rows pruned, inputs refused, failures contained."""
         self.tick_errors = Counter("hopsd_tick_errors", "Ticks that raised", registry=r)
         self.adopted = Counter("hopsd_jobs_adopted", "Jobs adopted", registry=r)
         self.rejected = Counter("hopsd_tags_rejected", "Tagged jobs refused", registry=r)

@@ -28,101 +28,32 @@ from pathlib import Path
 
 from hopsd.config import HopsConfig
 from hopsd.core.accounting import Clock, charge, clock_of
-from hopsd.core.admission import admit
-from hopsd.core.learning import learn
-from hopsd.core.model import Cluster, Configuration
+from hopsd.core.model import Configuration
 from hopsd.core.sizeclaim import SizeRule, progress_doubt
-from hopsd.daemon.decide import PREEMPT, Action, intent_chain, notice_of
-from hopsd.daemon.sensing import ProgressReport, Sensing
+from hopsd.daemon.adoption import REUSED, TAG_CHANGED, check_tag, job_id_of, reuse_reason
+from hopsd.daemon.holds import Holds
+from hopsd.daemon.progress_learning import ProgressLearner
+from hopsd.daemon.relaunch import relaunch
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger import runs
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.records import (
     TERMINAL_STATES,
     AllocationReason,
-    IntentAction,
-    IntentRequest,
     JobRecord,
-    JobSpec,
     JobState,
     JobUpdate,
-    LrRule,
-    TagStatus,
     is_legal,
 )
-from hopsd.ledger.unit import MeasurementStore, Unit
-from hopsd.userdata import slurm_field_problem
+from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
 
 AccountingLookup = Callable[[Sequence[int]], Mapping[int, ObservedJob]]
 
 _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
-
-
-REUSED = "slurm job id reused"
-#: Slurm's reason for a hold the job's owner placed (and may release).
-USER_HOLD = "JobHeldUser"
-HOLD_USERS = "held by hops until placed (the owner's hold became hops's own)"
-HOLD_RELEASED = "released by its owner before hops placed it; held again until placed"
-UNPLANNED_RUN = (
-    "started by Slurm without a hops decision (its owner released it before hops placed it)"
-)
-UNPLANNED = f"{UNPLANNED_RUN}; requeued held"
-#: A run that failed within this many seconds of its start never really ran.
-LAUNCH_FAILURE_S = 2.0
-#: Launch failures hops requeues a job after, before it lets the job fail.
-MAX_RELAUNCHES = 3
-
-
-def launch_failed(seen: ObservedJob) -> bool:
-    """Slurm ended the job FAILED (not by its script's exit code) at once after its start."""
-    if seen.state not in ("FAILED", "NODE_FAIL", "BOOT_FAIL", "LAUNCH_FAILED"):
-        return False
-    if not (seen.start_time and seen.end_time):
-        return False
-    return seen.end_time - seen.start_time <= LAUNCH_FAILURE_S
-
-
-#: Submit times within this many seconds are taken as the same submission.
-SUBMIT_SLACK_S = 1.0
-
-
-def job_id_of(slurm_id: int) -> str:
-    """Ledger id of a Slurm job: its id as text (hops adopts each Slurm job once).
-
-    A job whose Slurm id an earlier cluster incarnation already used gets a
-    suffixed id instead (:meth:`Reconciler._free_id`).
-    """
-    return str(slurm_id)
-
-
-def reuse_reason(row: JobRecord, job: ObservedJob) -> str:
-    """Why ``job`` cannot be the Slurm job ``row`` recorded, or "" when it may be.
-
-    Different owners, or a restart count that went down (Slurm's only grows),
-    settle it. Submit times are compared only while neither has restarted:
-    Slurm resets a job's submit time when it requeues it.
-    """
-    if job.user and row.user and job.user != row.user:
-        return f"owner {job.user!r}, the ledger's job belongs to {row.user!r}"
-    recorded = row.restarts or 0
-    if job.restarts < recorded:
-        return f"restart count {job.restarts}, the ledger's job had {recorded}"
-    comparable = job.restarts == 0 and recorded == 0 and job.submit_time and row.submit_time
-    if comparable and abs(job.submit_time - row.submit_time) > SUBMIT_SLACK_S:
-        return (
-            f"submitted at {job.submit_time:.0f}, "
-            f"the ledger's job was submitted at {row.submit_time:.0f}"
-        )
-    return ""
-
-
-#: What a job's owner is told when they edit its Slurm comment after adoption.
-TAG_CHANGED = (
-    "the job's hops tag (Slurm comment) was changed after hopsd adopted it; the change is "
-    "ignored: the job keeps the demands, size and GPU types it was adopted with"
-)
 
 
 @dataclass
@@ -140,63 +71,6 @@ class ReconcileReport:
         """Add what a later reconciliation in the same tick changed."""
         for name in (f.name for f in dataclasses.fields(self)):
             getattr(self, name).extend(getattr(later, name))
-
-
-def check_tag(
-    job: ObservedJob,
-    largest_config: int,
-    max_demand: int,
-    per_type: Mapping[str, int] | None = None,
-) -> tuple[JobSpec | None, str]:
-    """A job spec from a tagged held job, or None with the reason it is refused.
-
-    The owner comes from Slurm (munge-authenticated), never from the tag. Demand
-    options no configuration of the managed partitions can hold are dropped; a
-    job none of whose options fit, or asking above the admin's cap, is refused.
-    """
-    tag = job.tag
-    if tag is None:
-        return None, job.tag_error or "not a hops tag"
-    if not job.user:
-        return None, "Slurm reports no owner for the job"
-    fields = slurm_field_problem(job.user, job.account, job.name, "")
-    if fields:
-        return None, fields
-    admission = admit(
-        tag.demands,
-        tag.total_samples,
-        tag.batch_size,
-        largest_config=largest_config,
-        max_demand=max_demand,
-        per_type=per_type,
-        types=tag.types,
-        exclude_types=tag.exclude_types,
-    )
-    if not admission.admitted:
-        return None, admission.refusal
-    demands = admission.demands
-    lr_rule = LrRule(tag.lr_scale)
-    per_demand = len(tag.lr) == len(tag.demands) and len(tag.lr) > 1
-    spec = JobSpec(
-        id=job_id_of(job.slurm_id),
-        user=job.user,
-        account=job.account,
-        slurm_job_id=job.slurm_id,
-        demands=demands,
-        total_samples=float(tag.total_samples),
-        batch_size=tag.batch_size,
-        model_name=tag.model,
-        params=float(tag.params),
-        lr=tag.lr[0] if tag.lr else None,
-        lr_rule=lr_rule,
-        lr_by_demand=dict(zip(tag.demands, tag.lr, strict=True)) if per_demand else None,
-        submit_time=job.submit_time,
-        tag_status=TagStatus.VALID,
-        state=JobState.QUEUED,
-        adopted_tag=job.comment,
-        name=job.name,
-    )
-    return spec, ""
 
 
 def _in_savepoint(unit: Unit, work: Callable[[], None]) -> None:
@@ -234,14 +108,13 @@ class Reconciler:
         self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
-        # Whether this daemon acts on Slurm (not in shadow mode): holds and requeues.
-        self.acts = True
-        # Slurm ids whose user hold hopsd asked to make its own (once per job and daemon).
-        self._holds_asked: set[int] = set()
+        # Hops's own holds and the requeue of unplanned starts; ``holds.acts`` is false
+        # in shadow mode, where nothing is asked of Slurm.
+        self.holds = Holds(config)
         # Slurm ids with a refusal in the ledger (loaded on first use): a job is
         # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
-        self._report_seen: dict[str, float] = {}
+        self.learner = ProgressLearner(self.sensing)
 
     def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
         """Bring the ledger in step with what Slurm shows, in ``unit``'s transaction."""
@@ -249,7 +122,7 @@ class Reconciler:
             return self._run(unit, obs, view, now)
         except BaseException:
             self._refusals = None  # the transaction rolls back: reread what it really holds
-            self._holds_asked = set()  # and the hold intents it recorded: ask again
+            self.holds.asked = set()  # and the hold intents it recorded: ask again
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -284,7 +157,7 @@ class Reconciler:
         self.sensing.clean(now, self.config.spool_retention_s, live)
         self.problems.retain(set(observed))
         self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
-        self._holds_asked &= {j.slurm_id for j in obs.jobs if j.pending}
+        self.holds.asked &= {j.slurm_id for j in obs.jobs if j.pending}
         return report
 
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
@@ -320,9 +193,9 @@ class Reconciler:
         else:
             self._follow(unit, row, seen, view, now, report)
         if seen.pending and seen.held:
-            self._lock_hold(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
+            self.holds.lock(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
         self._keep_tag(unit, row, seen)
-        self._learn(store, unit.refresh(row), seen, view, now)
+        self.learner.learn(store, unit.refresh(row), seen, view, now)
         self._doubt_progress(unit, row)
 
     def _keep_tag(self, unit: Unit, row: JobRecord, seen: ObservedJob) -> None:
@@ -424,9 +297,9 @@ class Reconciler:
         unit.add_job(spec, now)
         unplanned = job.state == RUNNING
         if unplanned:
-            self._requeue_unplanned(unit, spec.id, job, now)
+            self.holds.requeue_unplanned(unit, spec.id, job, now)
         else:
-            self._lock_hold(unit, spec.id, job, now)
+            self.holds.lock(unit, spec.id, job, now)
         refusals = self._refusal_ids(unit)
         if job.slurm_id in refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
@@ -465,49 +338,6 @@ class Reconciler:
                 reported,
                 doubt,
             )
-
-    def _lock_hold(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
-        """Make a hops job's hold one its owner cannot release: hops's own (an operator's).
-
-        ``sbatch --hold`` (what ``hops submit`` does) is a user hold: its owner may
-        ``scontrol release`` it, and Slurm would start the job with no hops
-        decision. ``scontrol hold`` by hopsd (root, SlurmUser or an operator)
-        turns it into an admin hold (``JobHeldAdmin``, on 22.05 and 24.11 alike),
-        which only such a user can release. A job its owner released before
-        hopsd saw it is held again the same way. The hold is an intent, taken
-        right after reconcile; it is asked once per job and daemon (a hopsd
-        without operator rights would otherwise ask every tick in vain).
-        """
-        owners = not seen.held or seen.reason == USER_HOLD
-        if not (self.acts and seen.pending and owners) or seen.slurm_id in self._holds_asked:
-            return
-        self._holds_asked.add(seen.slurm_id)
-        why = HOLD_RELEASED if not seen.held else HOLD_USERS
-        payload = {"slurm_id": seen.slurm_id, "kind": "hold", "reason": why}
-        unit.record_intents([IntentRequest(job_id, IntentAction.HOLD, payload)], None, now)
-        log.info("event=hold-locked job=%s slurm_job=%s reason=%r", job_id, seen.slurm_id, why)
-
-    def _requeue_unplanned(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
-        """A hops job Slurm started before hopsd adopted it (its owner released it): requeue
-        it held, after the checkpoint notice a preemption gets, and say why.
-
-        The ledger records the run it had (the job ran); a shadow daemon only records it.
-        """
-        started = seen.start_time or now
-        unit.transition(job_id, JobState.RUNNING, min(started, now), UNPLANNED_RUN)
-        unit.open_run(job_id, seen.restarts, runs.RUN, None, min(started, now))
-        if not self.acts:
-            return
-        action = Action(job_id, seen.slurm_id, PREEMPT, None, "", seen.restarts, False)
-        unit.record_intents(intent_chain(action, UNPLANNED, notice_of(self.config)), None, now)
-        unit.update_job(JobUpdate(job_id, plan_reason=UNPLANNED))
-        log.warning(
-            "event=unplanned-start job=%s slurm_job=%s user=%s action=requeue-hold reason=%r",
-            job_id,
-            seen.slurm_id,
-            seen.user,
-            UNPLANNED,
-        )
 
     def _retire(
         self, unit: Unit, row: JobRecord, why: str, now: float, report: ReconcileReport
@@ -633,53 +463,17 @@ class Reconciler:
             # what the run said after the last tick: had it done all its samples
             # before the requeue reached it, the requeue hit a finished run, and
             # enacting the rest of the move must know (hopsd.daemon.enact)
-            last = self._final_samples(row)
+            last = self.learner.final_samples(row)
             if last is not None and last > row.samples_done:
                 unit.update_job(JobUpdate(row.id, samples_done=last))
             # Slurm counts requeues; it is the truth
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
             report.requeued.append(row.id)
         elif seen.final:
-            if self._relaunch(unit, row, seen, now, report):
+            if relaunch(unit, row, seen, now):
+                report.requeued.append(row.id)
                 return
             self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
-
-    def _relaunch(
-        self, unit: Unit, row: JobRecord, seen: ObservedJob, now: float, report: ReconcileReport
-    ) -> bool:
-        """Requeue a job whose launch failed right after hops released it, instead of ending it.
-
-        A launch can fail for reasons of the moment (the node still revoking the
-        credential of the job's previous run, a node not responding): Slurm then
-        ends the job FAILED within a second of its start. Such a job is requeued
-        held (Slurm requeues failed batch jobs too) and placed afresh, at most
-        :data:`MAX_RELAUNCHES` times; a job hops started must not die of that.
-        """
-        if not launch_failed(seen):
-            return False
-        tries = unit.relaunches(row.id)
-        if tries >= MAX_RELAUNCHES or not unit.released_by_hops(row.id):
-            return False
-        said = seen.reason if seen.reason not in ("", "None") else seen.state
-        reason = f"launch failed ({said}); requeued by hops, try {tries + 1}"
-        payload = {
-            "slurm_id": seen.slurm_id,
-            "kind": "relaunch",
-            "relaunch": True,
-            "restarts": seen.restarts,
-            "reason": reason,
-        }
-        unit.record_intents([IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now)
-        if JobState(row.state) != JobState.RUNNING:
-            unit.transition(row.id, JobState.RUNNING, seen.start_time or now, "ran between ticks")
-        unit.open_run(row.id, seen.restarts, runs.RUN, None, seen.start_time or now)
-        unit.close_run(row.id, seen.end_time or now, runs.LAUNCH_FAILED, seen.exit_code)
-        unit.transition(row.id, JobState.REQUEUED, now, reason)
-        unit.set_placement(row.id, None)
-        report.requeued.append(row.id)
-        log.warning("event=launch-failed job=%s slurm_state=%s action=relaunch try=%d",
-                    row.id, seen.state, tries + 1)  # fmt: skip
-        return True
 
     def _follow_profiling(
         self,
@@ -716,7 +510,7 @@ class Reconciler:
         row = unit.refresh(row)
         target = _END_STATES.get(seen.state, JobState.FAILED)
         ended_at = seen.end_time or now
-        last = self._final_samples(row)
+        last = self.learner.final_samples(row)
         if last is not None:
             unit.update_job(JobUpdate(row.id, samples_done=max(row.samples_done, last)))
         restarts = max(row.restarts or 0, seen.restarts)
@@ -737,81 +531,6 @@ class Reconciler:
         self.sensing.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
-
-    def _final_samples(self, row: JobRecord) -> float | None:
-        """The job's last word on its progress: the probe's final flush, else its
-        progress file (a job without the probe)."""
-        slurm_id = int(row.slurm_job_id or 0)
-        said = self.sensing.final_samples(row, slurm_id)
-        progress = self.sensing.read_progress(slurm_id, row.user)
-        if progress is not None and progress.samples_done is not None:
-            filed = min(progress.samples_done, row.total_samples)
-            said = filed if said is None else max(said, filed)
-        return said
-
-    def _learn(
-        self,
-        store: MeasurementStore,
-        row: JobRecord,
-        seen: ObservedJob,
-        view: ClusterView,
-        now: float,
-    ) -> None:
-        """Fold fresh job-side reports into samples done and the measured layers.
-
-        The probe's JSON-lines reports (:mod:`hopsd.daemon.sensing`) win; the
-        single progress file of jobs without the probe is the fallback.
-        """
-        state = JobState(row.state)
-        if state not in (JobState.RUNNING, JobState.PROFILING):
-            return
-        config = row.current if seen.state == RUNNING else None
-        if self.sensing.ingest(store, row, seen, config, view.cluster):
-            return
-        if state != JobState.RUNNING:
-            return
-        progress = self.sensing.read_progress(int(row.slurm_job_id or 0), row.user)
-        if progress is None or progress.at == self._report_seen.get(row.id):
-            return
-        if progress.at is not None:
-            self._report_seen[row.id] = progress.at
-        if progress.samples_done is not None:
-            store.note_samples_done(row.id, min(progress.samples_done, row.total_samples))
-            self.sensing.note_beyond(row, progress.samples_done)
-        if config is not None:
-            self._learn_rate(store, row, progress, config, view.cluster)
-
-    def _learn_rate(
-        self,
-        store: MeasurementStore,
-        row: JobRecord,
-        progress: ProgressReport,
-        config: Configuration,
-        cluster: Cluster,
-    ) -> None:
-        """The per-GPU rate a progress file states, where Slurm says the job runs.
-
-        The file's own ``nodes``/``gpus``/``gpu_type`` must agree with the job's
-        placement; a job claiming a rate on nodes it does not hold is refused,
-        so no user can teach hops a speed for a place they never ran on. The
-        rate is learned by the core's one rule (:func:`hopsd.core.learning.learn`).
-        """
-        per_gpu = progress.per_gpu
-        if per_gpu is None or per_gpu <= 0 or not progress.nodes or progress.gpus is None:
-            return
-        held = set(config.node_ids)
-        claims_type = progress.gpu_type not in (None, config.gpu_type)
-        if not set(progress.nodes) <= held or claims_type:
-            self.problems.note(
-                int(row.slurm_job_id or 0),
-                "progress file ignored: its nodes or GPU type are not where the job runs",
-                "progress",
-            )
-            return
-        for update in learn(store, row.id, config, cluster, per_gpu):
-            store.put_learned(row.id, update)
-
-    # -- jobs gone from the queue --------------------------------------------------------
 
     def _finish_gone(
         self,
@@ -845,7 +564,7 @@ class Reconciler:
         if record is not None and record.final:
             self._end(unit, row, record, now, report, observed_config(record, view.cluster))
             return
-        samples = self._final_samples(row)
+        samples = self.learner.final_samples(row)
         done = samples is not None and samples >= row.total_samples
         state = "COMPLETED" if done else "FAILED"
         reason = "left the queue without an accounting record"

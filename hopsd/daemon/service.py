@@ -24,7 +24,8 @@ from hopsd.daemon.endpoint import Check
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.retention import Retention
-from hopsd.daemon.tick import Tick, TickResult
+from hopsd.daemon.tick import Tick
+from hopsd.daemon.tick_result import TickResult
 from hopsd.ledger.errors import LeaseLostError, LedgerUnavailableError
 from hopsd.ledger.unit import DRIVER_ERRORS
 from hopsd.slurm.errors import SlurmError, SlurmUnavailableError

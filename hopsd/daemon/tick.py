@@ -13,7 +13,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -45,20 +44,21 @@ from hopsd.daemon.enact import (
     SettleOptions,
     Step,
     by_job,
-    resume_steps,
 )
 from hopsd.daemon.faults import Faults, NoFaults
 from hopsd.daemon.forecasting import Forecaster, measured_input
-from hopsd.daemon.gpu_use import GpuUse, gpu_use
+from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
+from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
+from hopsd.daemon.tick_result import TickResult
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.records import (
     AllocationChange,
@@ -78,46 +78,6 @@ from hopsd.slurm.port import SlurmPort
 log = logging.getLogger("hopsd.tick")
 
 T = TypeVar("T")
-
-
-@dataclass
-class TickResult:
-    """What one tick did and what each step cost (seconds)."""
-
-    started_at: float
-    observe_s: float = 0.0
-    reconcile_s: float = 0.0
-    resume_s: float = 0.0
-    decide_s: float = 0.0
-    record_s: float = 0.0
-    enact_s: float = 0.0
-    forecast_s: float = 0.0
-    total_s: float = 0.0
-    slurm_calls: int = 0
-    queued: int = 0
-    running: int = 0
-    decision: Decision | None = None
-    actions: list[Action] = field(default_factory=list)
-    reconcile: ReconcileReport | None = None
-    enacted: EnactReport | None = None
-    resumed: EnactReport | None = None
-    latency_ratios: list[float] = field(default_factory=list)
-    gpu_use: dict[str, GpuUse] = field(default_factory=dict)
-    # shadow mode: decisions that differ from what was last said for their job
-    would_enact: list[Action] = field(default_factory=list)
-
-    def figures(self) -> dict[str, float]:
-        return {
-            "observe_s": self.observe_s,
-            "reconcile_s": self.reconcile_s,
-            "resume_s": self.resume_s,
-            "decide_s": self.decide_s,
-            "record_s": self.record_s,
-            "enact_s": self.enact_s,
-            "forecast_s": self.forecast_s,
-            "total_s": self.total_s,
-            "slurm_calls": self.slurm_calls,
-        }
 
 
 class Tick:
@@ -151,7 +111,7 @@ class Tick:
         self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
-        self.reconciler.acts = not shadow
+        self.reconciler.holds.acts = not shadow
         self.enactor = Enactor(
             port,
             self.ledger,

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from hopsd.core.model import Configuration
 from hopsd.ledger.jobs import config_from_json
 from hopsd.ledger.models import AllocationReason, AllocationRow
-from hopsd.ledger.records import AllocationChange, changes_from_plan
+from hopsd.ledger.records import AllocationChange, PlacementRecord, changes_from_plan
 
 __all__ = ["AllocationChange", "changes_from_plan"]
 
@@ -117,4 +117,51 @@ def start_counts(session: Session, job_ids: Sequence[str]) -> dict[str, int]:
     )
     for job_id, count in session.execute(stmt):
         out[str(job_id)] = int(count)
+    return out
+
+
+def latest_targets(session: Session, job_ids: Sequence[str]) -> dict[str, Configuration]:
+    """The placement each job was last started or moved to (one query)."""
+    if not job_ids:
+        return {}
+    stmt = (
+        select(AllocationRow)
+        .where(
+            AllocationRow.job_id.in_(list(job_ids)),
+            AllocationRow.reason.in_([AllocationReason.START, AllocationReason.MOVE]),
+        )
+        .order_by(AllocationRow.at, AllocationRow.id)
+    )
+    out: dict[str, Configuration] = {}
+    for row in session.scalars(stmt):
+        config = allocation_config(row)
+        if config is not None:
+            out[row.job_id] = config
+    return out
+
+
+def placements(session: Session, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
+    """Every recorded placement change of each job, oldest first (one query)."""
+    out: dict[str, list[PlacementRecord]] = {j: [] for j in job_ids}
+    if not job_ids:
+        return out
+    stmt = (
+        select(AllocationRow)
+        .where(
+            AllocationRow.job_id.in_(list(job_ids)),
+            AllocationRow.reason != AllocationReason.KEEP,
+        )
+        .order_by(AllocationRow.at, AllocationRow.id)
+    )
+    for row in session.scalars(stmt):
+        parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
+        out[row.job_id].append(
+            PlacementRecord(
+                row.at,
+                AllocationReason(row.reason),
+                row.gpu_type,
+                parts,
+                int(row.total_gpus or sum(g for _, g in parts)),
+            )
+        )
     return out

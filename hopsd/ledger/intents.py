@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from hopsd.ledger.errors import IntentStateError
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState
-from hopsd.ledger.records import IntentRequest
+from hopsd.ledger.records import IntentRecord, IntentRequest
 
 __all__ = ["IntentRequest"]
 
@@ -245,3 +245,28 @@ def last_requeue_was_relaunch(session: Session, job_id: str) -> bool:
     """The job's latest done requeue was hops's retry of a failed launch."""
     found = last_requeue_done(session, job_id)
     return found is not None and bool(found[0].get("relaunch"))
+
+
+def intent_record(row: IntentRow) -> IntentRecord:
+    return IntentRecord(
+        id=row.id,
+        job_id=row.job_id,
+        action=IntentAction(row.action),
+        payload=dict(row.payload),
+        state=row.state,
+        created_at=row.created_at,
+        round_id=row.round_id,
+    )
+
+
+def notices_since(session: Session, since: float) -> dict[tuple[str, int], float]:
+    """When hops signalled each (job, run) its checkpoint notice, since ``since``."""
+    stmt = select(IntentRow.job_id, IntentRow.payload).where(
+        IntentRow.action == IntentAction.NOTICE, IntentRow.created_at >= since
+    )
+    out: dict[tuple[str, int], float] = {}
+    for job_id, payload in session.execute(stmt):
+        sent = (payload or {}).get("sent_at")
+        if job_id is not None and sent is not None:
+            out[(str(job_id), int(payload.get("restarts", 0)))] = float(sent)
+    return out

@@ -6,7 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hopsd.ledger.models import RoundRow
-from hopsd.ledger.records import RoundSummary
+from hopsd.ledger.records import RoundInfo, RoundSummary
 
 __all__ = ["RoundSummary"]
 
@@ -55,3 +55,26 @@ def recent_rounds(session: Session, limit: int = 20, shadow: bool = False) -> li
         .limit(limit)
     )
     return list(session.scalars(stmt))
+
+
+def queue_lengths_since(
+    session: Session, since: float, limit: int = 2000
+) -> list[tuple[float, int]]:
+    """(start, jobs waiting) of each enacting round since ``since``, oldest first."""
+    stmt = (
+        select(RoundRow.started_at, RoundRow.queued)
+        .where(RoundRow.started_at >= since, RoundRow.shadow.is_(False))
+        .order_by(RoundRow.started_at.desc())
+        .limit(limit)
+    )
+    return sorted((float(at), int(q)) for at, q in session.execute(stmt))
+
+
+def latest_round(session: Session) -> RoundInfo | None:
+    """The most recent round hopsd recorded (shadow or not), or None before the first."""
+    row = session.scalars(
+        select(RoundRow).order_by(RoundRow.started_at.desc(), RoundRow.id.desc()).limit(1)
+    ).first()
+    if row is None:
+        return None
+    return RoundInfo(row.number, row.started_at, bool(row.shadow), row.policy)

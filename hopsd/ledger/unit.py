@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,7 +33,9 @@ from hopsd.ledger import (
     intents,
     jobs,
     lease,
+    measurements,
     predictions,
+    refusals,
     restarts,
     rounds,
     runs,
@@ -42,14 +44,10 @@ from hopsd.ledger import (
 from hopsd.ledger.engine import SqliteBegin, make_engine, make_sessionmaker, redact
 from hopsd.ledger.errors import LedgerError, UnknownJobError
 from hopsd.ledger.history import LedgerHistory, read_history
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.models import (
-    AllocationRow,
-    IntentRow,
     JobRow,
-    ProfileRow,
-    RefusalRow,
     RoundRow,
-    ThroughputRow,
 )
 from hopsd.ledger.records import (
     AllocationChange,
@@ -74,9 +72,7 @@ from hopsd.ledger.records import (
 )
 from hopsd.ledger.retention import Pruned, prune
 from hopsd.ledger.throughput_store import (
-    SqlThroughputStore,
     load_throughput_store,
-    profile_from_row,
 )
 
 #: Database errors the engine did not translate into a ledger error (a bug, or a
@@ -86,62 +82,6 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError,)
 LEDGER_FAILURES: tuple[type[BaseException], ...] = (LedgerError, *DRIVER_ERRORS)
 
 _UPDATABLE = tuple(f for f in JobUpdate.__dataclass_fields__ if f != "job_id")
-
-
-def intent_record(row: IntentRow) -> IntentRecord:
-    return IntentRecord(
-        id=row.id,
-        job_id=row.job_id,
-        action=IntentAction(row.action),
-        payload=dict(row.payload),
-        state=row.state,
-        created_at=row.created_at,
-        round_id=row.round_id,
-    )
-
-
-class MeasurementStore(SqlThroughputStore):
-    """What a job's own reports teach the ledger: measured layers, profiles, progress.
-
-    The daemon's sensing writes through this one object: throughputs and
-    profiles (the store's own methods), and the job's samples done and estimate
-    source that come with the same reports.
-    """
-
-    def profile_iterations(self, job_id: str, gpu_type: str) -> int | None:
-        """Iterations behind a job's profile on a type (0: derived), None without one."""
-        row = self.session.get(ProfileRow, (job_id, gpu_type))
-        return None if row is None else row.iterations
-
-    def note_samples_done(self, job_id: str, samples_done: float) -> None:
-        """Samples done only grow: a report older than the last one changes nothing."""
-        row = self._job(job_id)
-        row.samples_done = max(row.samples_done, samples_done)
-
-    def note_estimate_source(self, job_id: str, source: str) -> None:
-        self._job(job_id).estimate_source = source
-
-    def note_restart_cost(
-        self, job_id: str, *, checkpoint_s: float | None = None, startup_s: float | None = None
-    ) -> None:
-        """The latest checkpoint and start-up times a job's probe reported (its restart cost)."""
-        row = self._job(job_id)
-        if checkpoint_s is not None:
-            row.checkpoint_s = checkpoint_s
-        if startup_s is not None:
-            row.startup_s = startup_s
-
-    def note_whole_restart(self, job_id: str, run: int, first_iteration_at: float) -> None:
-        """Measure the restart into ``run`` whole (:mod:`hopsd.ledger.restarts`) and keep it."""
-        whole = restarts.whole_restart_s(self.session, job_id, run, first_iteration_at)
-        if whole is not None:
-            self._job(job_id).restart_s = whole
-
-    def _job(self, job_id: str) -> JobRow:
-        row = self.session.get(JobRow, job_id)
-        if row is None:
-            raise UnknownJobError(f"no job {job_id!r} in the ledger")
-        return row
 
 
 #: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
@@ -255,14 +195,14 @@ class Unit:
     # -- intents -----------------------------------------------------------------------
 
     def pending_intents(self, job_id: str | None = None) -> list[IntentRecord]:
-        return [intent_record(r) for r in intents.pending_intents(self._session, job_id)]
+        return [intents.intent_record(r) for r in intents.pending_intents(self._session, job_id)]
 
     def record_intents(
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
         self._fenced()
         rows = intents.record_intents(self._session, requests, round_id, now)
-        return [intent_record(r) for r in rows]
+        return [intents.intent_record(r) for r in rows]
 
     def record_intent(
         self,
@@ -274,7 +214,7 @@ class Unit:
     ) -> IntentRecord:
         self._fenced()
         row = intents.record_intent(self._session, job_id, action, payload, round_id, now=now)
-        return intent_record(row)
+        return intents.intent_record(row)
 
     def note_notice_sent(self, intent_id: int, at: float) -> None:
         intents.note_notice_sent(self._session, intent_id, at)
@@ -382,15 +322,7 @@ class Unit:
 
     def notices_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops signalled each (job, run) its checkpoint notice, since ``since``."""
-        stmt = select(IntentRow.job_id, IntentRow.payload).where(
-            IntentRow.action == IntentAction.NOTICE, IntentRow.created_at >= since
-        )
-        out: dict[tuple[str, int], float] = {}
-        for job_id, payload in self._session.execute(stmt):
-            sent = (payload or {}).get("sent_at")
-            if job_id is not None and sent is not None:
-                out[(str(job_id), int(payload.get("restarts", 0)))] = float(sent)
-        return out
+        return intents.notices_since(self._session, since)
 
     def releases_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops decided to release each (job, run) since ``since``
@@ -399,13 +331,7 @@ class Unit:
 
     def queue_lengths_since(self, since: float, limit: int = 2000) -> list[tuple[float, int]]:
         """(start, jobs waiting) of each enacting round since ``since``, oldest first."""
-        stmt = (
-            select(RoundRow.started_at, RoundRow.queued)
-            .where(RoundRow.started_at >= since, RoundRow.shadow.is_(False))
-            .order_by(RoundRow.started_at.desc())
-            .limit(limit)
-        )
-        return sorted((float(at), int(q)) for at, q in self._session.execute(stmt))
+        return rounds.queue_lengths_since(self._session, since, limit)
 
     # -- rounds and allocations --------------------------------------------------------
 
@@ -448,57 +374,15 @@ class Unit:
 
     def latest_targets(self, job_ids: Sequence[str]) -> dict[str, Configuration]:
         """The placement each job was last started or moved to (one query)."""
-        if not job_ids:
-            return {}
-        stmt = (
-            select(AllocationRow)
-            .where(
-                AllocationRow.job_id.in_(list(job_ids)),
-                AllocationRow.reason.in_([AllocationReason.START, AllocationReason.MOVE]),
-            )
-            .order_by(AllocationRow.at, AllocationRow.id)
-        )
-        out: dict[str, Configuration] = {}
-        for row in self._session.scalars(stmt):
-            config = allocations.allocation_config(row)
-            if config is not None:
-                out[row.job_id] = config
-        return out
+        return allocations.latest_targets(self._session, job_ids)
 
     def placements(self, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
         """Every recorded placement change of each job, oldest first (one query)."""
-        out: dict[str, list[PlacementRecord]] = {j: [] for j in job_ids}
-        if not job_ids:
-            return out
-        stmt = (
-            select(AllocationRow)
-            .where(
-                AllocationRow.job_id.in_(list(job_ids)),
-                AllocationRow.reason != AllocationReason.KEEP,
-            )
-            .order_by(AllocationRow.at, AllocationRow.id)
-        )
-        for row in self._session.scalars(stmt):
-            parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
-            out[row.job_id].append(
-                PlacementRecord(
-                    row.at,
-                    AllocationReason(row.reason),
-                    row.gpu_type,
-                    parts,
-                    int(row.total_gpus or sum(g for _, g in parts)),
-                )
-            )
-        return out
+        return allocations.placements(self._session, job_ids)
 
     def latest_round(self) -> RoundInfo | None:
         """The most recent round hopsd recorded (shadow or not), or None before the first."""
-        row = self._session.scalars(
-            select(RoundRow).order_by(RoundRow.started_at.desc(), RoundRow.id.desc()).limit(1)
-        ).first()
-        if row is None:
-            return None
-        return RoundInfo(row.number, row.started_at, bool(row.shadow), row.policy)
+        return rounds.latest_round(self._session)
 
     # -- usage -------------------------------------------------------------------------
 
@@ -523,57 +407,26 @@ class Unit:
 
     def profiled_types(self, job_ids: Sequence[str]) -> dict[str, set[str]]:
         """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
-        out: dict[str, set[str]] = {j: set() for j in job_ids}
-        if not job_ids:
-            return out
-        stmt = select(ProfileRow.job_id, ProfileRow.gpu_type).where(
-            ProfileRow.job_id.in_(list(job_ids)), ProfileRow.iterations > 0
-        )
-        for job_id, gpu_type in self._session.execute(stmt):
-            out.setdefault(job_id, set()).add(gpu_type)
-        return out
+        return measurements.profiled_types(self._session, job_ids)
 
     def model_profiles(
         self, models: Sequence[tuple[str, int]]
     ) -> dict[tuple[str, int], list[tuple[str, str, PhaseProfile]]]:
         """Measured profiles (``iterations > 0``) of every job of each (model name, per-GPU
         batch size): ``(job id, GPU type, profile)``, newest first (one query)."""
-        out: dict[tuple[str, int], list[tuple[str, str, PhaseProfile]]] = {m: [] for m in models}
-        names = sorted({name for name, _ in models})
-        if not names:
-            return out
-        stmt = (
-            select(ProfileRow, JobRow.model_name, JobRow.batch_size)
-            .join(JobRow, JobRow.id == ProfileRow.job_id)
-            .where(JobRow.model_name.in_(names), ProfileRow.iterations > 0)
-            .order_by(ProfileRow.updated_at.desc(), ProfileRow.job_id)
-        )
-        for row, name, batch in self._session.execute(stmt):
-            key = (name, int(batch))
-            if key in out:
-                out[key].append((row.job_id, row.gpu_type, profile_from_row(row)))
-        return out
+        return measurements.model_profiles(self._session, models)
 
     def profile(self, job_id: str, gpu_type: str) -> tuple[PhaseProfile, int] | None:
         """A job's theory-layer profile on a type and the iterations behind it (0: derived)."""
-        row = self._session.get(ProfileRow, (job_id, gpu_type))
-        return None if row is None else (profile_from_row(row), row.iterations)
+        return measurements.profile(self._session, job_id, gpu_type)
 
     def job_throughputs(self, job_id: str) -> list[ThroughputRecord]:
         """Every measurement of one job, all layers (``hops show``)."""
-        stmt = select(ThroughputRow).where(ThroughputRow.job_id == job_id)
-        return [
-            ThroughputRecord(r.job_id, ThroughputLayer(r.layer), r.place, r.size, r.per_gpu)
-            for r in self._session.scalars(stmt)
-        ]
+        return measurements.job_throughputs(self._session, job_id)
 
     def throughputs(self, layer: ThroughputLayer) -> list[ThroughputRecord]:
         """Every measurement of one layer (for per-server speed factors)."""
-        stmt = select(ThroughputRow).where(ThroughputRow.layer == layer.value)
-        return [
-            ThroughputRecord(r.job_id, ThroughputLayer(r.layer), r.place, r.size, r.per_gpu)
-            for r in self._session.scalars(stmt)
-        ]
+        return measurements.throughputs(self._session, layer)
 
     # -- the lease ---------------------------------------------------------------------
 
@@ -602,32 +455,18 @@ class Unit:
 
     def record_refusal(self, slurm_job_id: int, user: str, reason: str, now: float) -> None:
         """Keep (or update) why hopsd refused to adopt a Slurm job."""
-        row = self._session.get(RefusalRow, slurm_job_id)
-        if row is None:
-            self._session.add(
-                RefusalRow(slurm_job_id=slurm_job_id, user=user, reason=reason, refused_at=now)
-            )
-        elif row.reason != reason:
-            row.reason, row.refused_at = reason, now
+        refusals.record_refusal(self._session, slurm_job_id, user, reason, now)
 
     def refusal_ids(self) -> set[int]:
-        return set(self._session.scalars(select(RefusalRow.slurm_job_id)))
+        return refusals.refusal_ids(self._session)
 
     def drop_refusals(self, slurm_job_ids: Iterable[int]) -> None:
         """Forget refusals of jobs Slurm no longer knows (or that hopsd has adopted since)."""
-        ids = list(slurm_job_ids)
-        if ids:
-            self._session.execute(delete(RefusalRow).where(RefusalRow.slurm_job_id.in_(ids)))
+        refusals.drop_refusals(self._session, slurm_job_ids)
 
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]:
         """The refused jobs (of some users), oldest first."""
-        stmt = select(RefusalRow).order_by(RefusalRow.slurm_job_id)
-        if users is not None:
-            stmt = stmt.where(RefusalRow.user.in_(list(users)))
-        return [
-            RefusalRecord(r.slurm_job_id, r.user, r.reason, r.refused_at)
-            for r in self._session.scalars(stmt)
-        ]
+        return refusals.refusals(self._session, users)
 
     def lease_info(self, name: str = lease.DEFAULT_LEASE) -> LeaseInfo | None:
         return lease.lease_info(self._session, name)

@@ -31,7 +31,9 @@ from hopsd.core.step import RoundClock, StepOptions
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
 from hopsd.sim.arrivals import ArrivalModel, PastArrival, expected
-from hopsd.sim.engine import Engine, EngineConfig, EngineResult, Resumed
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
+from hopsd.sim.state import EngineResult, Resumed
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 

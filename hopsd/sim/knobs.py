@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.sim.engine import EngineConfig
+from hopsd.sim.engine_config import EngineConfig
 
 KEYS = ("round_length_s", "restart_penalty_s", "profiling_s")
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from hopsd.core.metrics import finish_time_fairness_of, latency_ratio_of, percentile_or_zero
-from hopsd.sim.engine import EngineResult, JobState
+from hopsd.sim.state import EngineResult, JobState
 from hopsd.sim.truth import GroundTruth
 
 HOUR = 3600.0

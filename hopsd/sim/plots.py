@@ -20,8 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from hopsd.sim.engine import RoundStat
 from hopsd.sim.metrics import JobRecord
+from hopsd.sim.state import RoundStat
 
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P")

@@ -25,239 +25,33 @@ Then it runs every policy through the same engine and scheduling step as
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.metrics import percentile_or_zero
-from hopsd.core.model import Cluster, Configuration, GpuType, Node
+from hopsd.core.model import Cluster, GpuType, Node
 from hopsd.core.settings import Settings
-from hopsd.core.throughput import PhaseProfile
 from hopsd.core.typed_settings import settings_table
 from hopsd.plugins import policy_spec
-from hopsd.sim.engine import EngineConfig, EngineResult
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.metrics import JobRecord, job_records, summarise
+from hopsd.sim.replay_inputs import ReplayJob, ReplayNode, ReplayRate
+from hopsd.sim.replay_truth import AssumedModel, JobRates, ReplayTruth, node_factors
 from hopsd.sim.run import _write_outputs, check_request, run_policy
+from hopsd.sim.state import EngineResult
 from hopsd.sim.truth import (
-    BACKWARD_SHARE,
-    FORWARD_SHARE,
-    UPDATE_SHARE,
-    GroundTruth,
     LearnedRestart,
     ModelSpec,
 )
 from hopsd.sim.workload import JobSpec
 
-ENTITY_AGG = "entity_agg"
-ENTITY_DIST = "entity_dist"
-TYPE_AGG = "type_agg"
-TYPE_DIST = "type_dist"
 #: Live states of jobs that ended other than by finishing.
 ENDED = frozenset({"failed", "cancelled"})
-
-
-class ReplayJob(Protocol):
-    """What the replay reads of one live job."""
-
-    @property
-    def job_id(self) -> str: ...
-    @property
-    def slurm_job_id(self) -> int | None: ...
-    @property
-    def user(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def submit_time(self) -> float: ...
-    @property
-    def first_start_time(self) -> float | None: ...
-    @property
-    def end_time(self) -> float | None: ...
-    @property
-    def demands(self) -> tuple[int, ...]: ...
-    @property
-    def total_samples(self) -> float: ...
-    @property
-    def samples_done(self) -> float: ...
-    @property
-    def batch_size(self) -> int: ...
-    @property
-    def model_name(self) -> str: ...
-    @property
-    def params(self) -> float: ...
-    @property
-    def wait_time(self) -> float: ...
-    @property
-    def restarts(self) -> int: ...
-    @property
-    def latency_ratio(self) -> float | None: ...
-    @property
-    def startup_s(self) -> float | None: ...
-    @property
-    def checkpoint_s(self) -> float | None: ...
-    @property
-    def restart_s(self) -> float | None: ...
-    @property
-    def model_restart_s(self) -> float | None: ...
-
-
-class ReplayRate(Protocol):
-    """One learned per-GPU throughput (layer, place, size as the ledger keeps them)."""
-
-    @property
-    def job_id(self) -> str: ...
-    @property
-    def layer(self) -> str: ...
-    @property
-    def place(self) -> str: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def per_gpu(self) -> float: ...
-
-
-class ReplayNode(Protocol):
-    """A node an allocation named, with the most GPUs hops held there at once."""
-
-    @property
-    def node(self) -> str: ...
-    @property
-    def gpu_type(self) -> str: ...
-    @property
-    def peak_gpus(self) -> int: ...
-
-
-class ReplayPlacement(Protocol):
-    """One allocation row: start, keep, move, preempt or end of a job at ``at``."""
-
-    @property
-    def job_id(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def gpu_type(self) -> str | None: ...
-    @property
-    def parts(self) -> tuple[tuple[str, int], ...]: ...
-    @property
-    def at(self) -> float: ...
-
-
-@dataclass
-class JobRates:
-    """One job's learned per-GPU samples/s, and how to answer for what it never ran."""
-
-    types: Mapping[str, GpuType]
-    reference: float
-    by_layer: dict[str, dict[tuple[str, int], float]] = field(default_factory=dict)
-    node_factor: dict[str, float] = field(default_factory=dict)
-
-    def add(self, layer: str, place: str, size: int, per_gpu: float) -> None:
-        if per_gpu > 0 and size > 0:
-            self.by_layer.setdefault(layer, {})[(place, size)] = per_gpu
-
-    def measured_types(self) -> set[str]:
-        return {
-            place for layer in (TYPE_AGG, TYPE_DIST) for place, _ in self.by_layer.get(layer, {})
-        }
-
-    def type_rate(self, gpu_type: str, gpus: int, n_nodes: int = 1) -> float:
-        """Per-GPU rate on ``gpu_type``: exact size, nearest size, scaled type, type table."""
-        own = self._type_rate(gpu_type, gpus, n_nodes)
-        if own is not None:
-            return own
-        speed = self.types[gpu_type].speed if gpu_type in self.types else 1.0
-        for other in sorted(self.measured_types()):
-            found = self._type_rate(other, gpus, n_nodes)
-            if found is not None and other in self.types:
-                return found * speed / self.types[other].speed
-        return self.reference * speed
-
-    def _type_rate(self, gpu_type: str, gpus: int, n_nodes: int) -> float | None:
-        layer, size = (TYPE_DIST, n_nodes) if n_nodes > 1 else (TYPE_AGG, gpus)
-        exact = self.by_layer.get(layer, {}).get((gpu_type, size))
-        if exact is not None:
-            return exact
-        # Nearest measured size on this type, either layer, by ratio of GPU counts.
-        options: list[tuple[float, float]] = []
-        for lay in (TYPE_AGG, TYPE_DIST):
-            for (place, s), value in self.by_layer.get(lay, {}).items():
-                if place == gpu_type:
-                    options.append((abs(math.log(max(s, 1) / max(size, 1))), value))
-        return min(options)[1] if options else None
-
-    def node_rate(self, node: str, gpu_type: str, gpus_here: int, n_nodes: int) -> float:
-        """Per-GPU rate one node of a configuration sustains (its own measurement first)."""
-        layer, size = (ENTITY_DIST, n_nodes) if n_nodes > 1 else (ENTITY_AGG, gpus_here)
-        exact = self.by_layer.get(layer, {}).get((node, size))
-        if exact is not None:
-            return exact
-        total = gpus_here * n_nodes
-        return self.type_rate(gpu_type, total, n_nodes) * self.node_factor.get(node, 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class AssumedModel(ModelSpec):
-    """A live job as the scheduler first sees it: profiling tells it ``assumed`` per type.
-
-    hopsd without profiling knows nothing of a new job but the type table
-    (``reference_throughput * speed``) until it measures the job; the replay
-    hands the simulated estimator that same table as the job's "profile", so
-    the replay learns as late as hopsd did. With profiling on, ``assumed`` is the
-    measured rates (what a profile would have found).
-    """
-
-    assumed: Mapping[str, float] = field(default_factory=dict)
-
-    def profile(
-        self, gpu_type: str, data_factor: float, batch_size: int | None = None
-    ) -> PhaseProfile:
-        batch = batch_size or self.batch_size
-        c = batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
-        return PhaseProfile(
-            t_f=FORWARD_SHARE * c,
-            t_b=BACKWARD_SHARE * c,
-            t_u=UPDATE_SHARE * c,
-            pattern=self.pattern,
-            data=self.data_mixture(data_factor, batch),
-        )
-
-
-@dataclass
-class ReplayTruth(GroundTruth):
-    """Ground truth from measurements: each job (its own model) runs at its learned rates."""
-
-    rates: Mapping[str, JobRates] = field(default_factory=dict)
-
-    def _compute(
-        self, model: str, config: Configuration, batch_size: int | None
-    ) -> tuple[float, tuple[float, ...]]:
-        job = self.rates.get(model)
-        if job is None:
-            return super()._compute(model, config, batch_size)
-        rates = tuple(
-            job.node_rate(node, config.gpu_type, gpus, config.n_nodes)
-            for node, gpus in config.parts
-        )
-        return min(rates) * config.total_gpus, rates
-
-    def single_gpu(
-        self,
-        model: str,
-        gpu_type: str,
-        data_factor: float = 1.0,
-        batch_size: int | None = None,
-    ) -> float:
-        """The job's measured single-GPU rate on a type (ages and latency ratios use it)."""
-        job = self.rates.get(model)
-        if job is None:
-            return super().single_gpu(model, gpu_type, data_factor, batch_size)
-        return job.type_rate(gpu_type, 1)
 
 
 @dataclass(frozen=True)
@@ -279,35 +73,6 @@ class ReplayWorld:
 def model_of(job_id: str) -> str:
     """The per-job model name of the trace: each live job is its own model."""
     return f"job:{job_id}"
-
-
-def _node_factors(
-    rates: Sequence[ReplayRate], kind: Mapping[str, str]
-) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    """A server's measured rate over its type's at the same size: per job, and across jobs.
-
-    A job never measured on a server takes the median factor other jobs saw there
-    (a slow host is slow for everyone it holds back), else 1.
-    """
-    per_type = {
-        (r.job_id, r.layer, r.place, r.size): r.per_gpu
-        for r in rates
-        if r.layer in (TYPE_AGG, TYPE_DIST)
-    }
-    own: dict[str, dict[str, list[float]]] = {}
-    for r in rates:
-        if r.layer not in (ENTITY_AGG, ENTITY_DIST) or r.per_gpu <= 0 or r.place not in kind:
-            continue
-        layer = TYPE_AGG if r.layer == ENTITY_AGG else TYPE_DIST
-        typed = per_type.get((r.job_id, layer, kind[r.place], r.size))
-        if typed is not None and typed > 0:
-            own.setdefault(r.job_id, {}).setdefault(r.place, []).append(r.per_gpu / typed)
-    per_job = {j: {n: statistics.fmean(v) for n, v in nodes.items()} for j, nodes in own.items()}
-    across: dict[str, list[float]] = {}
-    for nodes in per_job.values():
-        for node, value in nodes.items():
-            across.setdefault(node, []).append(value)
-    return per_job, {n: statistics.median(v) for n, v in across.items()}
 
 
 def build_cluster(
@@ -343,6 +108,104 @@ def build_cluster(
         raise InvalidInputError("no managed node is known: no allocation names one")
     used = sorted({n.gpu_type for n in core_nodes})
     return Cluster.build((types.get(t) or GpuType(t) for t in used), core_nodes)
+
+
+def _replayed(jobs: Sequence[ReplayJob]) -> tuple[list[tuple[ReplayJob, float]], dict[str, int]]:
+    """The jobs replayed, each with its size (:func:`replay_size`), and the count of
+    those left out per live state."""
+    skipped: dict[str, int] = {}
+    replayed: list[tuple[ReplayJob, float]] = []
+    for j in jobs:
+        size = replay_size(j)
+        if size is None:
+            skipped[j.state] = skipped.get(j.state, 0) + 1
+        else:
+            replayed.append((j, size))
+    return replayed, skipped
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """The window's learned rates, by job, and the servers' factors over their types."""
+
+    cluster: Cluster
+    reference_throughput: float
+    by_job: Mapping[str, Sequence[ReplayRate]]
+    per_job: Mapping[str, Mapping[str, float]]
+    across: Mapping[str, float]
+
+    @staticmethod
+    def of(rates: Sequence[ReplayRate], cluster: Cluster, reference: float) -> _Measured:
+        per_job, across = node_factors(rates, {n.id: n.gpu_type for n in cluster.nodes})
+        by_job: dict[str, list[ReplayRate]] = {}
+        for r in rates:
+            by_job.setdefault(r.job_id, []).append(r)
+        return _Measured(cluster, reference, by_job, per_job, across)
+
+    def table(self, job_id: str) -> JobRates:
+        """One job's rates: its own measurements, its servers' factors else the median's."""
+        table = JobRates(self.cluster.gpu_types, self.reference_throughput)
+        for r in self.by_job.get(job_id, []):
+            table.add(r.layer, r.place, r.size, r.per_gpu)
+        table.node_factor = {**self.across, **self.per_job.get(job_id, {})}
+        return table
+
+
+@dataclass(frozen=True)
+class _Assumed:
+    """What the replay assumes of each job, as :func:`build_world` documents its arguments."""
+
+    profiled: bool
+    restart_cost_s: float | None
+    launch_s: Mapping[str, float]
+    grace_s: float | None
+    profiled_jobs: frozenset[str] | None
+    excluded_types: Mapping[str, frozenset[str]]
+
+    def model(
+        self,
+        j: ReplayJob,
+        name: str,
+        table: JobRates,
+        cluster: Cluster,
+        reference_throughput: float,
+    ) -> AssumedModel:
+        """The job as its own model: measured rates, restart and launch costs, limits."""
+        measured = {t: table.type_rate(t, 1) for t in cluster.gpu_types}
+        table_rate = {t: reference_throughput * g.speed for t, g in cluster.gpu_types.items()}
+        grace_s = self.grace_s
+        return AssumedModel(
+            name=name,
+            params=max(j.params, 0.0),
+            batch_size=max(j.batch_size, 1),
+            throughput=measured,
+            assumed=measured if self.profiled else table_rate,
+            # what its restarts cost, measured whole by hopsd; else the window's median
+            restore_s=j.restart_s if j.restart_s is not None else self.restart_cost_s,
+            launch_s=self.launch_s.get(j.job_id, 0.0),
+            priced_as=(
+                LearnedRestart(j.startup_s, j.checkpoint_s, grace_s, j.restart_s, j.model_restart_s)
+                if grace_s is not None
+                else None
+            ),
+            profiled=self.profiled_jobs is None or j.job_id in self.profiled_jobs,
+            max_gpus={t: 0 for t in self.excluded_types.get(j.job_id, frozenset())},
+        )
+
+
+def _trace_spec(
+    j: ReplayJob, model: str, demands: tuple[int, ...], size: float, origin: float
+) -> JobSpec:
+    """The live job in the trace: under its Slurm id, arriving when it was submitted."""
+    return JobSpec(
+        job_id=str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id,
+        submit_time=round(j.submit_time - origin, 3),
+        demands=demands,
+        total_samples=size,
+        model=model,
+        user=j.user,
+        batch_size=max(j.batch_size, 1),
+    )
 
 
 def build_world(
@@ -386,20 +249,13 @@ def build_world(
         raise InvalidInputError(
             f"no finished job in the window ({len(jobs)} job(s) submitted in it)"
         )
-    skipped: dict[str, int] = {}
-    replayed: list[tuple[ReplayJob, float]] = []
-    for j in jobs:
-        size = replay_size(j)
-        if size is None:
-            skipped[j.state] = skipped.get(j.state, 0) + 1
-        else:
-            replayed.append((j, size))
+    replayed, skipped = _replayed(jobs)
     largest = max(sum(n.gpus for n in cluster.nodes if n.gpu_type == t) for t in cluster.gpu_types)
     origin = min(j.submit_time for j, _ in replayed)
-    per_job, across = _node_factors(rates, {n.id: n.gpu_type for n in cluster.nodes})
-    by_job: dict[str, list[ReplayRate]] = {}
-    for r in rates:
-        by_job.setdefault(r.job_id, []).append(r)
+    measured = _Measured.of(rates, cluster, reference_throughput)
+    assumed = _Assumed(
+        profiled, restart_cost_s, launch_s or {}, grace_s, profiled_jobs, excluded_types or {}
+    )
     models: dict[str, ModelSpec] = {}
     tables: dict[str, JobRates] = {}
     specs: list[JobSpec] = []
@@ -410,45 +266,11 @@ def build_world(
         if not demands:
             skipped["too_large"] = skipped.get("too_large", 0) + 1
             continue
-        table = JobRates(cluster.gpu_types, reference_throughput)
-        for r in by_job.get(j.job_id, []):
-            table.add(r.layer, r.place, r.size, r.per_gpu)
-        table.node_factor = {**across, **per_job.get(j.job_id, {})}
         name = model_of(j.job_id)
-        tables[name] = table
-        measured = {t: table.type_rate(t, 1) for t in cluster.gpu_types}
-        table_rate = {t: reference_throughput * g.speed for t, g in cluster.gpu_types.items()}
-        models[name] = AssumedModel(
-            name=name,
-            params=max(j.params, 0.0),
-            batch_size=max(j.batch_size, 1),
-            throughput=measured,
-            assumed=measured if profiled else table_rate,
-            # what its restarts cost, measured whole by hopsd; else the window's median
-            restore_s=j.restart_s if j.restart_s is not None else restart_cost_s,
-            launch_s=(launch_s or {}).get(j.job_id, 0.0),
-            priced_as=(
-                LearnedRestart(
-                    j.startup_s, j.checkpoint_s, grace_s, j.restart_s, j.model_restart_s
-                )
-                if grace_s is not None
-                else None
-            ),
-            profiled=profiled_jobs is None or j.job_id in profiled_jobs,
-            max_gpus={t: 0 for t in (excluded_types or {}).get(j.job_id, frozenset())},
-        )
-        trace_id = str(j.slurm_job_id) if j.slurm_job_id is not None else j.job_id
-        specs.append(
-            JobSpec(
-                job_id=trace_id,
-                submit_time=round(j.submit_time - origin, 3),
-                demands=demands,
-                total_samples=size,
-                model=name,
-                user=j.user,
-                batch_size=max(j.batch_size, 1),
-            )
-        )
+        tables[name] = table = measured.table(j.job_id)
+        models[name] = assumed.model(j, name, table, cluster, reference_throughput)
+        specs.append(_trace_spec(j, name, demands, size, origin))
+        trace_id = specs[-1].job_id
         if j.state == "done" and j.end_time is not None:
             live[trace_id] = j
         else:
@@ -457,86 +279,6 @@ def build_world(
         raise InvalidInputError("no finished job of the window fits the cluster")
     truth = ReplayTruth(cluster, models, rates=tables)
     return ReplayWorld(truth, specs, live, origin, skipped, load_only)
-
-
-def measured_launch(
-    jobs: Sequence[ReplayJob], placements: Sequence[ReplayPlacement], tick_s: float
-) -> dict[str, float]:
-    """What each job's first start cost before it trained: from hopsd's start decision
-    to Slurm running it (launch), plus the job's own start to first iteration
-    (``startup_s``, when its probe reported it). Jobs never started are left out.
-
-    hopsd sees a job running at the first tick after Slurm started it, so
-    Slurm's start lies within the ``tick_s`` before ``first_start_time`` (and
-    not before the decision): the launch is the middle of that span.
-    """
-    decided: dict[str, float] = {}
-    for p in sorted(placements, key=lambda p: p.at):
-        if p.reason == "start":
-            decided.setdefault(p.job_id, p.at)
-    out: dict[str, float] = {}
-    for j in jobs:
-        at = decided.get(j.job_id)
-        if at is None or j.first_start_time is None:
-            continue
-        latest = max(j.first_start_time - at, 0.0)
-        earliest = max(latest - tick_s, 0.0)
-        out[j.job_id] = (earliest + latest) / 2 + max(j.startup_s or 0.0, 0.0)
-    return out
-
-
-def measured_restart_cost(
-    world: ReplayWorld, placements: Sequence[ReplayPlacement]
-) -> float | None:
-    """What a restart really cost on the cluster: the median over finished, restarted jobs.
-
-    A job's placements (start or move until the next start, move, preempt or
-    end) at its measured rates would have done more samples than it had, had
-    every relaunch been free (and its first launch, the truth's ``launch_s``);
-    the excess, over the rates of the placements that began with a relaunch,
-    is the time each relaunch cost it (requeue, Slurm's launch, the job's own
-    restore until it trains again). None when no finished job was ever
-    restarted.
-    """
-    by_job: dict[str, list[ReplayPlacement]] = {}
-    for p in sorted(placements, key=lambda p: p.at):
-        by_job.setdefault(p.job_id, []).append(p)
-    costs: list[float] = []
-    for live in world.live.values():
-        if live.restarts <= 0 or live.end_time is None:
-            continue
-        spans = _spans(by_job.get(live.job_id, []), live.end_time)
-        if not spans:
-            continue
-        rate_of = world.truth.throughput
-        model = model_of(live.job_id)
-        launch = world.truth.model(model).launch_s
-        first = min(launch, spans[0][2] - spans[0][1])
-        done = sum(rate_of(model, cfg) * (end - begin) for cfg, begin, end in spans)
-        done -= rate_of(model, spans[0][0]) * first
-        relaunched = sum(rate_of(model, cfg) for cfg, _, _ in spans[1:])
-        if relaunched > 0:
-            costs.append(max((done - live.total_samples) / relaunched, 0.0))
-    return statistics.median(costs) if costs else None
-
-
-def _spans(
-    rows: Sequence[ReplayPlacement], end_time: float
-) -> list[tuple[Configuration, float, float]]:
-    """(placement, from, to) of each stretch a job held GPUs (keeps do not break one)."""
-    spans: list[tuple[Configuration, float, float]] = []
-    current: tuple[Configuration, float] | None = None
-    for row in rows:
-        if row.reason == "keep":
-            continue
-        if current is not None:
-            spans.append((current[0], current[1], row.at))
-            current = None
-        if row.reason in ("start", "move") and row.parts and row.gpu_type:
-            current = (Configuration(row.gpu_type, tuple(row.parts)), row.at)
-    if current is not None:
-        spans.append((current[0], current[1], max(end_time, current[1])))
-    return spans
 
 
 def replay_size(job: ReplayJob) -> float | None:

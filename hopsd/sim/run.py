@@ -22,12 +22,14 @@ from hopsd.core.typed_settings import SettingsError, settings_table
 from hopsd.plugins import get_policy, policy_names, policy_spec
 from hopsd.sim.cluster import SimCluster
 from hopsd.sim.cluster_file import load_cluster
-from hopsd.sim.engine import Engine, EngineConfig, EngineResult
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.gavel_format import gavel_models, read_gavel_throughputs, read_gavel_trace
 from hopsd.sim.knobs import KnobsError, SimKnobs, effective
 from hopsd.sim.metrics import JobRecord, job_records, summarise, write_jobs_csv, write_jobs_json
 from hopsd.sim.profiles import load_profiles, with_aliases
 from hopsd.sim.sia_format import sia_inputs
+from hopsd.sim.state import EngineResult
 from hopsd.sim.trace import read_trace, write_trace
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import PRESETS, JobSpec, generate

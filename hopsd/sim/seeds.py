@@ -22,7 +22,7 @@ from typing import Any
 
 from hopsd.core.errors import InvalidInputError, missing_extra
 from hopsd.core.typed_settings import settings_table
-from hopsd.sim.engine import EngineConfig
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.knobs import SimKnobs, effective
 from hopsd.sim.metrics import job_records, summarise
 from hopsd.sim.run import (

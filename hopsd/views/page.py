@@ -190,91 +190,116 @@ def render(
         f"{status['raqlr']:.2f} &middot; page made {escape(utc(time.time()))}</p>",
         *_timeline_parts(timeline),
         "<h2>GPU types</h2>",
-        table(
-            "gpu-types",
-            ("type", "nodes", "GPUs", "busy", "idle"),
-            (
-                (c["gpu_type"], c["nodes"], c["gpus_total"], c["gpus_busy"], c["gpus_idle"])
-                for c in status["cluster"]
-            ),
-        ),
+        _gpu_types(status["cluster"]),
         f"<h2>Queue ({len(queued)})</h2>",
-        table(
-            "queue",
-            ("job", "user", "state", "demands", "wait", "LR", "START", "reason"),
-            (
-                (
-                    j["job_id"],
-                    j["user"],
-                    j["state"],
-                    demands(j["demands"]),
-                    duration(j["wait_s"]),
-                    ratio(j["latency_ratio"]),
-                    duration(j["start_in_s"]),
-                    j["reason"] or j["problem"] or "",
-                )
-                for j in queued
-            ),
-            JOB_LINK,
-        ),
+        _queue(queued),
         f"<h2>Running ({len(running)})</h2>",
-        table(
-            "running",
-            ("job", "user", "state", "type", "nodes", "LR", "ETA", "reason"),
-            (
-                (
-                    j["job_id"],
-                    j["user"],
-                    j["state"],
-                    j["gpu_type"] or "",
-                    placement(j["nodes"]),
-                    ratio(j["latency_ratio"]),
-                    duration(j["eta_s"]),
-                    j["reason"] or "",
-                )
-                for j in running
-            ),
-            JOB_LINK,
-        ),
+        _running(running),
         "<h2>Fairness per job</h2>",
-        table(
-            "fairness-jobs",
-            ("job", "user", "state", "LR", "rho", "starving"),
-            (
-                (
-                    j["job_id"],
-                    j["user"],
-                    j["state"],
-                    ratio(j["latency_ratio"]),
-                    ratio(j["ftf_rho"]),
-                    "yes" if j["starving"] else "",
-                )
-                for j in fairness["jobs"]
-            ),
-        ),
+        _fairness_jobs(fairness["jobs"]),
         f"<h2>Fairness per user</h2><p>Jain index {fairness['jain_users']:.3f}</p>",
         table("fairness-users", *_users(fairness["users"])),
         "<h2>Recent rounds</h2>",
-        table(
-            "rounds",
-            ("round", "at", "kind", "queued", "running", "actions", "decision s", "idle GPUs"),
-            (
-                (
-                    r["number"],
-                    utc(r["started_at"]),
-                    r["kind"],
-                    r["queued"],
-                    r["running"],
-                    r["actions"],
-                    f"{r['decision_s']:.3f}",
-                    r["idle_gpus_waiting"],
-                )
-                for r in rounds["rounds"]
-            ),
-        ),
+        _rounds(rounds["rounds"]),
         "</body></html>",
     ]
     return "".join(parts)
+
+
+def _gpu_types(cluster: list[dict[str, Any]]) -> str:
+    """The GPU types: nodes, GPUs, busy and idle."""
+    return table(
+        "gpu-types",
+        ("type", "nodes", "GPUs", "busy", "idle"),
+        (
+            (c["gpu_type"], c["nodes"], c["gpus_total"], c["gpus_busy"], c["gpus_idle"])
+            for c in cluster
+        ),
+    )
+
+
+def _queue(queued: list[dict[str, Any]]) -> str:
+    """The jobs holding no GPUs, with their expected start."""
+    return table(
+        "queue",
+        ("job", "user", "state", "demands", "wait", "LR", "START", "reason"),
+        (
+            (
+                j["job_id"],
+                j["user"],
+                j["state"],
+                demands(j["demands"]),
+                duration(j["wait_s"]),
+                ratio(j["latency_ratio"]),
+                duration(j["start_in_s"]),
+                j["reason"] or j["problem"] or "",
+            )
+            for j in queued
+        ),
+        JOB_LINK,
+    )
+
+
+def _running(running: list[dict[str, Any]]) -> str:
+    """The jobs holding GPUs, with their expected end."""
+    return table(
+        "running",
+        ("job", "user", "state", "type", "nodes", "LR", "ETA", "reason"),
+        (
+            (
+                j["job_id"],
+                j["user"],
+                j["state"],
+                j["gpu_type"] or "",
+                placement(j["nodes"]),
+                ratio(j["latency_ratio"]),
+                duration(j["eta_s"]),
+                j["reason"] or "",
+            )
+            for j in running
+        ),
+        JOB_LINK,
+    )
+
+
+def _fairness_jobs(jobs: list[dict[str, Any]]) -> str:
+    """Each job's latency ratio, finish-time fairness and whether it starves."""
+    return table(
+        "fairness-jobs",
+        ("job", "user", "state", "LR", "rho", "starving"),
+        (
+            (
+                j["job_id"],
+                j["user"],
+                j["state"],
+                ratio(j["latency_ratio"]),
+                ratio(j["ftf_rho"]),
+                "yes" if j["starving"] else "",
+            )
+            for j in jobs
+        ),
+    )
+
+
+def _rounds(rounds: list[dict[str, Any]]) -> str:
+    """The latest rounds: when, what kind, and what they cost."""
+    return table(
+        "rounds",
+        ("round", "at", "kind", "queued", "running", "actions", "decision s", "idle GPUs"),
+        (
+            (
+                r["number"],
+                utc(r["started_at"]),
+                r["kind"],
+                r["queued"],
+                r["running"],
+                r["actions"],
+                f"{r['decision_s']:.3f}",
+                r["idle_gpus_waiting"],
+            )
+            for r in rounds
+        ),
+    )
 
 
 def _timeline_parts(timeline: dict[str, Any] | None) -> list[str]:

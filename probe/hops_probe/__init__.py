@@ -82,17 +82,25 @@ module ``hops_probe``, installs on its own into any training environment.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from hops_probe.control import (
+    MAX_PROFILE_ITERATIONS,
+    env_float,
+    env_int,
+    positive,
+    read_mode_file,
+    resolve_mode,
+)
+from hops_probe.safe_files import open_own_file, trusted_owners
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -112,27 +120,7 @@ PHASES = ("data", "forward", "backward", "update", "sync")
 _ALIASES = {"sync_wait": "sync", "wait": "sync", "load": "data"}
 MAX_FILE_BYTES = 4 * 1024 * 1024  # the probe starts the file afresh beyond this
 MAX_SAMPLES_PER_RECORD = 128  # data-time / sync-wait samples kept per run record
-MAX_PROFILE_ITERATIONS = 500
-MAX_MODE_BYTES = 4096
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DATA, _FWD, _BWD, _UPD, _SYNC = range(5)
-
-
-def _env_int(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    try:
-        value = int(env.get(name, "") or default)
-    except ValueError:
-        return default
-    return min(max(value, low), high)
-
-
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(env.get(name, "") or default)
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def _rank(env: Mapping[str, str]) -> int:
@@ -147,104 +135,6 @@ def _rank(env: Mapping[str, str]) -> int:
         return int(local) + (int(node) if node.isdigit() else 0)
     raw = env.get("SLURM_PROCID", "")
     return int(raw) if raw.isdigit() else 0
-
-
-def open_own_file(path: Path, flags: int) -> int:
-    """A descriptor of ``path`` if it is a regular file this process's user owns, alone.
-
-    Opened without following a final link (``O_NOFOLLOW``), then checked on the
-    descriptor, so nothing can be swapped in between: a link, a device, a file
-    of another owner (one planted in a shared directory) or one with a second
-    name (a hard link to someone's file) raises ``OSError`` and is left as it was.
-    """
-    fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, 0o644)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        if info.st_uid != os.geteuid():
-            raise OSError(f"{path}: owned by uid {info.st_uid}, not this job's user")
-        if info.st_nlink != 1:
-            raise OSError(f"{path}: has {info.st_nlink} names")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def trusted_owners(spool: Path, shared: bool) -> frozenset[int]:
-    """Who may have written this job's mode file: root, the job's user, and hopsd.
-
-    hopsd is the owner of the shared spool, the parent of the user's directory
-    ``$HOPS_SPOOL_DIR``. In a job's working directory only root and the user count.
-    """
-    owners = {0, os.geteuid()}
-    if shared:
-        with contextlib.suppress(OSError):
-            owners.add(os.stat(spool.parent).st_uid)
-    return frozenset(owners)
-
-
-def read_mode_file(
-    path: Path, run: int, owners: frozenset[int] | None = None
-) -> dict[str, Any] | None:
-    """The control hopsd left for this job, if it is meant for this very run.
-
-    ``{"mode": "profile", "iterations": 20, "run": 1, "gpus": 2, "lr": 0.1}``:
-    ``run`` is the restart count the job will have when hopsd releases it, so a
-    file left from an earlier placement never puts a later run into profiling.
-    A link, a non-regular file or one whose owner is not in ``owners`` (by
-    default root and this job's user) is ignored: another user cannot steer
-    the job by planting one.
-    """
-    allowed = owners if owners is not None else frozenset({0, os.geteuid()})
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid not in allowed:
-            return None
-        if info.st_size > MAX_MODE_BYTES:
-            return None
-        data = json.loads(os.read(fd, MAX_MODE_BYTES + 1))
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(fd)
-    if not isinstance(data, dict) or data.get("run") != run:
-        return None
-    return data
-
-
-def resolve_mode(
-    env: Mapping[str, str],
-    spool: Path,
-    job_id: str,
-    run: int,
-    control: dict[str, Any] | None = None,
-) -> tuple[str, int]:
-    """(mode, profiling iterations): the mode file wins over ``HOPS_PROBE_MODE``."""
-    mode = env.get("HOPS_PROBE_MODE", "run").strip().lower() or "run"
-    iterations = _env_int(env, "HOPS_PROBE_ITERATIONS", 20, 1, MAX_PROFILE_ITERATIONS)
-    if control is None:
-        control = read_mode_file(spool / f"{job_id}.mode", run)
-    if control is not None:
-        mode = str(control.get("mode", mode)).lower()
-        raw = control.get("iterations")
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            iterations = min(max(raw, 1), MAX_PROFILE_ITERATIONS)
-    if mode not in ("profile", "run", "off"):
-        mode = "run"
-    return mode, iterations
-
-
-def _positive(control: Mapping[str, Any] | None, key: str) -> float | None:
-    value = (control or {}).get(key)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e12:
-        return value
-    return None
 
 
 class _NullPhase:
@@ -334,18 +224,18 @@ class Probe:
         shared = bool(env.get("HOPS_SPOOL_DIR"))
         self.spool = Path(env.get("HOPS_SPOOL_DIR") or os.getcwd())
         self.path = self.spool / f"{self.job_id}.jsonl"
-        self.run = _env_int(env, "SLURM_RESTART_COUNT", 0, 0, 1_000_000)
+        self.run = env_int(env, "SLURM_RESTART_COUNT", 0, 0, 1_000_000)
         self.node = env.get("SLURMD_NODENAME") or socket.gethostname()
-        self.flush_s = _env_float(env, "HOPS_PROBE_FLUSH_S", 5.0)
-        self.warmup = _env_int(env, "HOPS_PROBE_WARMUP", 2, 0, 100)
+        self.flush_s = env_float(env, "HOPS_PROBE_FLUSH_S", 5.0)
+        self.warmup = env_int(env, "HOPS_PROBE_WARMUP", 2, 0, 100)
         owners = trusted_owners(self.spool, shared)
         control = read_mode_file(self.spool / f"{self.job_id}.mode", self.run, owners)
         mode, self.iterations = resolve_mode(env, self.spool, self.job_id, self.run, control)
-        gpus = _positive(control, "gpus")
+        gpus = positive(control, "gpus")
         #: GPUs hops placed this run on, the learning rate for them, the job's size.
         self.gpus: int | None = int(gpus) if gpus is not None else None
-        self.lr: float | None = _positive(control, "lr")
-        self.total_samples: float | None = _env_float(env, "HOPS_TOTAL_SAMPLES", 0.0) or None
+        self.lr: float | None = positive(control, "lr")
+        self.total_samples: float | None = env_float(env, "HOPS_TOTAL_SAMPLES", 0.0) or None
         self.writer = _rank(env) == 0 and mode != "off"
         self.mode = mode
         self.errors = 0

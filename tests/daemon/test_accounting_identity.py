@@ -43,10 +43,12 @@ from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
 from hopsd.plugins import get_policy
-from hopsd.sim.engine import Engine, EngineConfig, EngineResult, RoundStat
-from hopsd.sim.engine import JobState as SimJob
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.metrics import job_records, true_age
 from hopsd.sim.profiles import parse_profiles
+from hopsd.sim.state import EngineResult, RoundStat
+from hopsd.sim.state import JobState as SimJob
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
 from hopsd.slurm.port import Placement

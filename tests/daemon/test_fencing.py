@@ -16,7 +16,8 @@ from daemon_fakeport import FakeClock, FakePort
 from hopsd.config import HopsConfig
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.service import Service
-from hopsd.daemon.tick import Tick, TickResult
+from hopsd.daemon.tick import Tick
+from hopsd.daemon.tick_result import TickResult
 from hopsd.ledger.errors import FencedError
 from hopsd.ledger.lease import acquire_lease, check_fence, ensure_lease, lease_info
 from hopsd.ledger.records import IntentState

@@ -4,8 +4,8 @@ Inputs covered (generated from scratch and mutated from valid examples):
 
 * bounded JSON (:func:`hopsd.userdata.load_json`): any bytes or text;
 * hops tags in a job's comment (:func:`hopsd.slurm.tag.decode`);
-* probe report lines ``<job>.jsonl`` (:func:`hopsd.daemon.sensing.parse_line`);
-* progress files ``<job>.progress.json`` (:func:`hopsd.daemon.sensing.parse_progress`);
+* probe report lines ``<job>.jsonl`` (:func:`hopsd.daemon.job_reports.parse_line`);
+* progress files ``<job>.progress.json`` (:func:`hopsd.daemon.job_reports.parse_progress`);
 * Slurm job fields: working directory, owner, account, name, output pattern
   (:func:`hopsd.userdata.work_dir_problem`, :func:`hopsd.userdata.slurm_field_problem`),
   also inside a recorded ``squeue --json`` reply parsed and checked for adoption;
@@ -33,9 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hopsd.config import parse_config
+from hopsd.daemon.adoption import check_tag
+from hopsd.daemon.job_reports import ProgressReport, parse_line, parse_progress
 from hopsd.daemon.observe import job_view
-from hopsd.daemon.reconcile import check_tag
-from hopsd.daemon.sensing import ProgressReport, Sensing, parse_line, parse_progress
+from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import get_job

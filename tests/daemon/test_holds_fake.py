@@ -15,7 +15,7 @@ from daemon_fakeport import FakeClock, FakePort
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.reconcile import UNPLANNED
+from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
 from hopsd.slurm.errors import SlurmCommandError

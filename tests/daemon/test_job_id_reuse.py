@@ -9,7 +9,7 @@ from daemon_fakeport import FakePort, small_cluster
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
-from hopsd.daemon.reconcile import REUSED, reuse_reason
+from hopsd.daemon.adoption import REUSED, reuse_reason
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.intents import IntentRequest, pending_intents, record_intents

@@ -27,7 +27,7 @@ from live_users import AsUser, shared_env
 from test_live_two_users import VICTIM, shell_as, users  # noqa: F401 - a fixture
 from tick_steps import observe_and_reconcile
 
-from hopsd.daemon.reconcile import UNPLANNED_RUN
+from hopsd.daemon.holds import UNPLANNED_RUN
 from hopsd.daemon.tick import Tick
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.port import SlurmJob

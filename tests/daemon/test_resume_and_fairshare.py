@@ -21,8 +21,9 @@ from hopsd.core.model import Assignment, Configuration, Plan
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.daemon.assemble import assemble
 from hopsd.daemon.decide import JobHandle, actions_from_plan, intent_chain
-from hopsd.daemon.enact import Step, resume_steps
+from hopsd.daemon.enact import Step
 from hopsd.daemon.observe import observe
+from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.jobs import active_jobs

@@ -15,9 +15,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Configuration
+from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.records import IntentAction, IntentRequest, JobSpec
-from hopsd.ledger.unit import Ledger, MeasurementStore, Unit
+from hopsd.ledger.unit import Ledger, Unit
 
 A = IntentAction
 HERE = Configuration.of("a100", {"a100n1": 2})

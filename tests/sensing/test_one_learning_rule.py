@@ -14,8 +14,9 @@ from hopsd.config import parse_config
 from hopsd.core.learning import fold, learn
 from hopsd.core.model import Configuration
 from hopsd.core.throughput import InMemoryThroughputStore
+from hopsd.daemon.job_reports import ProgressReport
 from hopsd.daemon.reconcile import Reconciler
-from hopsd.daemon.sensing import ProgressReport, Sensing
+from hopsd.daemon.sensing import Sensing
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.throughput_store import SqlThroughputStore, load_throughput_store
 from hopsd.plugins import get_policy
@@ -107,7 +108,7 @@ def test_hopsd_learns_what_the_simulator_learns(
                     gpus=config.total_gpus,
                     gpu_type=config.gpu_type,
                 )
-                reconciler._learn_rate(store, row, report, config, cluster)
+                reconciler.learner.learn_rate(store, row, report, config, cluster)
     with sessions.begin() as session:
         daemon = estimates(load_throughput_store(session))
     sim = simulated()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hopsd.daemon import sensing
-from hopsd.daemon.sensing import ProfileReport, ReportReader, RunReport
+from hopsd.daemon.job_reports import ProfileReport, RunReport
+from hopsd.daemon.sensing import ReportReader
 
 ME = os.getuid()
 

@@ -13,15 +13,14 @@ from hopsd.core.model import Configuration, GpuType
 from hopsd.core.settings import Settings
 from hopsd.ledger.history import JobHistory, LearnedRate, NodeSeen
 from hopsd.sim.replay import (
-    JobRates,
     build_world,
-    measured_launch,
-    measured_restart_cost,
     model_of,
     replay,
     replay_engine_config,
     replay_size,
 )
+from hopsd.sim.replay_costs import measured_launch, measured_restart_cost
+from hopsd.sim.replay_truth import JobRates
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from live_replay import jct_errors
@@ -265,7 +264,8 @@ def test_moves_are_priced_as_hopsd_priced_them_and_charged_what_they_cost() -> N
     until the job restarted and had not reported a checkpoint); the replayed planner prices
     them the same, by the replayed job's own restart count, while charging the measured
     restart cost. Without the grace (no pricing rule given) the true cost is the price."""
-    from hopsd.sim.engine import Engine, JobState
+    from hopsd.sim.engine import Engine
+    from hopsd.sim.state import JobState
 
     silent = dataclasses.replace(job("j1", 0.0, 30.0), startup_s=0.5, restarts=2)
     saved = dataclasses.replace(job("j2", 0.0, 30.0), startup_s=0.5, checkpoint_s=1.0)

@@ -21,7 +21,8 @@ from sim_helpers import tiny_jobs, tiny_truth
 
 from hopsd.core.settings import Settings
 from hopsd.plugins import get_policy
-from hopsd.sim.engine import Engine, EngineConfig
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 
 POLICIES = ("hops", "sia", "gavel", "fifo")
 

@@ -9,7 +9,8 @@ from hopsd.core.model import Assignment, Configuration, Plan
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.plugins import get_policy
-from hopsd.sim.engine import Engine, EngineConfig, SimulationError
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig, SimulationError
 from hopsd.sim.metrics import job_records, summarise
 from hopsd.sim.workload import JobSpec
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.sim.engine import EngineConfig
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.knobs import Knobs, parse_knobs
 from hopsd.sim.seeds import aggregate, interval, parse_seeds
 

@@ -16,8 +16,10 @@ from hopsd.core.gains import (
 from hopsd.core.settings import Settings
 from hopsd.plugins import get_policy
 from hopsd.sim.cluster_file import parse_cluster
-from hopsd.sim.engine import Engine, EngineConfig, EngineResult
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.profiles import parse_profiles
+from hopsd.sim.state import EngineResult
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
 

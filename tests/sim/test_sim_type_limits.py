@@ -15,7 +15,7 @@ from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
 from hopsd.sim.cluster_file import parse_cluster
-from hopsd.sim.engine import EngineConfig
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.profiles import ProfileFileError, parse_profiles
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec

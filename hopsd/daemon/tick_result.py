@@ -1,0 +1,55 @@
+"""What one tick did and what each of its steps cost.
+
+The tick fills a :class:`TickResult` as it goes; the service logs it, the
+metrics read their series from it and tests check it, none of them needing
+the tick's machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hopsd.daemon.decide import Action, Decision
+from hopsd.daemon.enact import EnactReport
+from hopsd.daemon.gpu_use import GpuUse
+from hopsd.daemon.reconcile import ReconcileReport
+
+
+@dataclass
+class TickResult:
+    """What one tick did and what each step cost (seconds)."""
+
+    started_at: float
+    observe_s: float = 0.0
+    reconcile_s: float = 0.0
+    resume_s: float = 0.0
+    decide_s: float = 0.0
+    record_s: float = 0.0
+    enact_s: float = 0.0
+    forecast_s: float = 0.0
+    total_s: float = 0.0
+    slurm_calls: int = 0
+    queued: int = 0
+    running: int = 0
+    decision: Decision | None = None
+    actions: list[Action] = field(default_factory=list)
+    reconcile: ReconcileReport | None = None
+    enacted: EnactReport | None = None
+    resumed: EnactReport | None = None
+    latency_ratios: list[float] = field(default_factory=list)
+    gpu_use: dict[str, GpuUse] = field(default_factory=dict)
+    # shadow mode: decisions that differ from what was last said for their job
+    would_enact: list[Action] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "observe_s": self.observe_s,
+            "reconcile_s": self.reconcile_s,
+            "resume_s": self.resume_s,
+            "decide_s": self.decide_s,
+            "record_s": self.record_s,
+            "enact_s": self.enact_s,
+            "forecast_s": self.forecast_s,
+            "total_s": self.total_s,
+            "slurm_calls": self.slurm_calls,
+        }
