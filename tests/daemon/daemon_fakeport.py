@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
 from hopsd.slurm.tag import HopsTag, try_decode
@@ -294,3 +297,14 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def a100_pays_8x(
+    sessions: sessionmaker[Session], clock: FakeClock, job: int, gpu_counts: Sequence[int] = (1, 4)
+) -> None:
+    """Record the job's throughput: 10/s on k80 and 80/s on a100, at each GPU count."""
+    with sessions.begin() as s:
+        store = SqlThroughputStore(s, clock())
+        for gpus in gpu_counts:
+            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
+            store.set_type_aggregated(str(job), "a100", gpus, 80.0)

@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from daemon_fakeport import FakeClock, FakePort, small_cluster
+from daemon_fakeport import FakeClock, FakePort, a100_pays_8x, small_cluster
 from sqlalchemy import select
 
 from hopsd.config import HopsConfig
@@ -27,7 +27,6 @@ from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow, IntentState, JobState
-from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.parse_sacct import parse_runs
 from hopsd.slurm.parse_squeue import parse_jobs
@@ -182,11 +181,7 @@ def moving_job(config: HopsConfig, port: RacingPort, sessions, clock: FakeClock)
     tick = Tick(config, port, sessions, clock=clock)
     tick.run_once()
     assert set(port.jobs[job].placement) <= {"slow1", "slow2"}
-    with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        for gpus in (1, 4):
-            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
-            store.set_type_aggregated(str(job), "a100", gpus, 80.0)
+    a100_pays_8x(sessions, clock, job)
     port.finish(foreign)
     clock.advance(11)  # a new round: running jobs are re-planned
     return tick, job

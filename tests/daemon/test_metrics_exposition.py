@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from daemon_fakeport import a100_pays_8x
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,7 +25,6 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.engine import make_engine
 from hopsd.ledger.health import ping, probe_engine
 from hopsd.ledger.models import Base, IntentAction
-from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -79,11 +79,7 @@ def test_start_and_move_are_counted_by_kind_and_slurm_verbs_apart(
     job = port.add_job(HopsTag((4,), 1e7))
     service = _service(config, port, sessions, clock, serving)
     service.run_once()
-    with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        for gpus in (1, 4):
-            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
-            store.set_type_aggregated(str(job), "a100", gpus, 80.0)
+    a100_pays_8x(sessions, clock, job)
     port.finish(foreign)
     clock.advance(11)
     service.run_once()

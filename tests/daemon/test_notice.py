@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from daemon_fakeport import FakeClock, FakePort
+from daemon_fakeport import FakeClock, FakePort, a100_pays_8x
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
@@ -23,7 +23,6 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import IntentAction
-from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
 
 GRACE = 30.0
@@ -48,11 +47,7 @@ def about_to_move(
     tick = daemon(config, port, sessions, clock)
     tick.run_once()
     assert set(port.jobs[job].placement) <= {"slow1", "slow2"}
-    with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        for gpus in (1, 4):
-            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
-            store.set_type_aggregated(str(job), "a100", gpus, 80.0)
+    a100_pays_8x(sessions, clock, job)
     if probed:  # the job's probe reported its run's start: it can take the notice
         node = next(iter(port.jobs[job].placement))
         report(config, job, node, [{"seq": 1, "at": clock(), "kind": "start", "startup_s": 4.25}])

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from daemon_fakeport import a100_pays_8x
+
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import JobState
-from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
 
 
@@ -20,11 +21,7 @@ def _on_slow_with_fast_free(config, port, sessions, clock, tag: HopsTag):  # typ
     tick.run_once()
     clock.advance(1)
     tick.run_once()
-    with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        for gpus in (1, 4):
-            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
-            store.set_type_aggregated(str(job), "a100", gpus, 80.0)
+    a100_pays_8x(sessions, clock, job)
     port.finish(foreign)
     clock.advance(11)
     return tick, job

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from daemon_fakeport import a100_pays_8x
 from sqlalchemy import select
 
 from hopsd.daemon.tick import Tick
@@ -10,7 +11,6 @@ from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
 from hopsd.ledger.models import IntentRow, IntentState, JobState, RoundRow
-from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.tag import HopsTag
 
 
@@ -176,12 +176,7 @@ def test_plan_round_moves_a_job_to_the_faster_type_when_it_frees(config, port, s
     tick = make_tick(config, port, sessions, clock)
     tick.run_once()
     assert set(port.jobs[job].placement) <= {"slow1", "slow2"}
-    with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        store.set_type_aggregated(str(job), "k80", 4, 10.0)
-        store.set_type_aggregated(str(job), "a100", 4, 80.0)
-        store.set_type_aggregated(str(job), "k80", 1, 10.0)
-        store.set_type_aggregated(str(job), "a100", 1, 80.0)
+    a100_pays_8x(sessions, clock, job, gpu_counts=(4, 1))
     port.finish(foreign)
     clock.advance(11)  # a new round: running jobs are re-planned
     result = tick.run_once()
@@ -256,11 +251,8 @@ def _running_on_slow_with_fast_free(config, port, sessions, clock, samples_done:
     tick.run_once()
     clock.advance(1)
     tick.run_once()
+    a100_pays_8x(sessions, clock, job)
     with sessions.begin() as s:
-        store = SqlThroughputStore(s, clock())
-        for gpus in (1, 4):
-            store.set_type_aggregated(str(job), "k80", gpus, 10.0)
-            store.set_type_aggregated(str(job), "a100", gpus, 80.0)
         row = get_job(s, str(job))
         assert row is not None
         row.samples_done = samples_done
