@@ -201,3 +201,39 @@ def hopsd_process(
     out = open(log or env.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
     line = command("--config", str(env.config_path), *args, adopt_prefix=env.prefix, faults=faults)
     return subprocess.Popen(line, stdout=out, stderr=out)
+
+
+def hops_submit(env: LiveEnv, label: str, samples: int, gpus: str) -> int:
+    """`hops submit` a training job of ``samples`` on ``gpus``; its id, recorded for cleanup."""
+    from typer.testing import CliRunner
+
+    from hops_cli.main import app
+
+    script = env.root / f"{label}.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH -J {env.prefix}{label}\n"
+        f"#SBATCH -o {env.root}/%j.out\n"
+        "#SBATCH -t 10\n"
+        f"export HOPS_SPOOL_DIR={env.spool}\n"
+        f"exec {PYTHON} {TRAIN_JOB} --samples {samples} --batch 32\n"
+    )
+    script.chmod(0o755)
+    result = CliRunner().invoke(
+        app,
+        [
+            "submit",
+            str(script),
+            "--gpus",
+            gpus,
+            "--samples",
+            str(samples),
+            "--parsable",
+            "--",
+            "--open-mode=append",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    job_id = int(result.stdout.strip())
+    env.submitted.append(job_id)
+    return job_id

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from daemon_live import PYTHON, TRAIN_JOB, LiveEnv, drive
+from daemon_live import LiveEnv, drive, hops_submit
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -34,37 +34,6 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
     monkeypatch.setenv("HOPS_CONF", str(live.config_path))
     yield live
     live.cleanup()
-
-
-def hops_submit(env: LiveEnv, label: str, samples: int, gpus: str) -> int:
-    script = env.root / f"{label}.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        f"#SBATCH -J {env.prefix}{label}\n"
-        f"#SBATCH -o {env.root}/%j.out\n"
-        "#SBATCH -t 10\n"
-        f"export HOPS_SPOOL_DIR={env.spool}\n"
-        f"exec {PYTHON} {TRAIN_JOB} --samples {samples} --batch 32\n"
-    )
-    script.chmod(0o755)
-    result = runner.invoke(
-        app,
-        [
-            "submit",
-            str(script),
-            "--gpus",
-            gpus,
-            "--samples",
-            str(samples),
-            "--parsable",
-            "--",
-            "--open-mode=append",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    job_id = int(result.stdout.strip())
-    env.submitted.append(job_id)
-    return job_id
 
 
 def status(*args: str) -> dict:  # type: ignore[type-arg]

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import docker
 import pytest
-from daemon_live import PYTHON, TRAIN_JOB, LiveEnv, drive, hopsd_process
+from daemon_live import LiveEnv, drive, hops_submit, hopsd_process
 from typer.testing import CliRunner
 
-from hops_cli.main import app
 from hopsd.ledger.models import JobState
 
 pytestmark = [
@@ -151,30 +150,6 @@ def container_cluster(engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield exported
     finally:
         cluster(engine, "down")
-
-
-def hops_submit(env: LiveEnv, label: str, samples: int, gpus: str) -> int:
-    script = env.root / f"{label}.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        f"#SBATCH -J {env.prefix}{label}\n"
-        f"#SBATCH -o {env.root}/%j.out\n"
-        "#SBATCH -t 10\n"
-        f"export HOPS_SPOOL_DIR={env.spool}\n"
-        f"exec {PYTHON} {TRAIN_JOB} --samples {samples} --batch 32\n"
-    )
-    script.chmod(0o755)
-    result = runner.invoke(
-        app,
-        [
-            *("submit", str(script), "--gpus", gpus, "--samples", str(samples), "--parsable"),
-            *("--", "--open-mode=append"),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    job = int(result.stdout.strip())
-    env.submitted.append(job)
-    return job
 
 
 def test_workload_under_hopsd_on_the_container_cluster_then_nothing_left(
