@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hopsd.sim.cluster_file import parse_cluster
 from hopsd.sim.profiles import parse_profiles
+from hopsd.sim.run import simulate
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
 
@@ -42,3 +45,19 @@ def tiny_jobs() -> list[JobSpec]:
         JobSpec("e", 400.0, (1, 2), 5_000.0, "toy", "u2"),
         JobSpec("f", 600.0, (2, 3, 4), 30_000.0, "other", "u3"),
     ]
+
+
+def assert_replays_under_every_policy(
+    cluster: Path, trace: Path, profiles: Path, trace_format: str, n_jobs: int
+) -> None:
+    """The trace, read in its format, replays to a positive makespan under each policy."""
+    out = simulate(
+        None,
+        cluster=cluster,
+        trace=trace,
+        profiles=profiles,
+        policies=["hops", "gavel", "sia", "fifo"],
+        trace_format=trace_format,
+    )
+    assert out["n_jobs"] == n_jobs and out["trace_format"] == trace_format
+    assert all(f["makespan_h"] > 0 for f in out["policies"].values())

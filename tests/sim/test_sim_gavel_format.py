@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from sim_helpers import assert_replays_under_every_policy
 
 from hopsd.core.model import Configuration
 from hopsd.sim.gavel_format import batch_of, fitted_comm_s, read_gavel_trace
-from hopsd.sim.run import load_inputs, simulate
+from hopsd.sim.run import load_inputs
 from hopsd.sim.trace import TraceError
 
 CLUSTER = """
@@ -106,16 +107,7 @@ def test_fitted_comm_inverts_the_iteration_time() -> None:
 
 def test_a_gavel_trace_replays_under_every_policy(files: tuple[Path, Path, Path]) -> None:
     cluster, trace, thr = files
-    out = simulate(
-        None,
-        cluster=cluster,
-        trace=trace,
-        profiles=thr,
-        policies=["hops", "gavel", "sia", "fifo"],
-        trace_format="gavel",
-    )
-    assert out["n_jobs"] == 2 and out["trace_format"] == "gavel"
-    assert all(f["makespan_h"] > 0 for f in out["policies"].values())
+    assert_replays_under_every_policy(cluster, trace, thr, "gavel", n_jobs=2)
 
 
 def test_bad_gavel_inputs_name_the_line(files: tuple[Path, Path, Path], tmp_path: Path) -> None:

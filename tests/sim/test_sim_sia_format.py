@@ -6,9 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sim_helpers import assert_replays_under_every_policy
 
 from hopsd.core.model import Configuration
-from hopsd.sim.run import load_inputs, simulate
+from hopsd.sim.run import load_inputs
 from hopsd.sim.sia_format import Placements, iterations_at, read_placements, read_sia_workload
 from hopsd.sim.trace import TraceError
 
@@ -73,16 +74,7 @@ def test_converted_truth_reproduces_sias_step_times() -> None:
 
 
 def test_a_sia_workload_replays_under_every_policy() -> None:
-    out = simulate(
-        None,
-        cluster=CLUSTER,
-        trace=WORKLOAD,
-        profiles=TRACES,
-        policies=["hops", "sia", "gavel", "fifo"],
-        trace_format="sia",
-    )
-    assert out["n_jobs"] == 4 and out["trace_format"] == "sia"
-    assert all(f["makespan_h"] > 0 for f in out["policies"].values())
+    assert_replays_under_every_policy(CLUSTER, WORKLOAD, TRACES, "sia", n_jobs=4)
 
 
 def test_rigid_jobs_ask_exactly_their_replicas(tmp_path: Path) -> None:
