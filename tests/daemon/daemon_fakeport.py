@@ -299,6 +299,19 @@ class FakeClock:
         self.now += seconds
 
 
+class NothingMeasured:
+    """A ledger's measured latencies, none measured yet."""
+
+    def launch_s(self) -> None:
+        return None
+
+    def profiling_phase_s(self) -> None:
+        return None
+
+    def start_lag_s(self) -> None:
+        return None
+
+
 def a100_pays_8x(
     sessions: sessionmaker[Session], clock: FakeClock, job: int, gpu_counts: Sequence[int] = (1, 4)
 ) -> None:

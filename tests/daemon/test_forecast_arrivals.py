@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pytest
+from daemon_fakeport import NothingMeasured
 
 from hopsd.config import ConfigError, parse_config
 from hopsd.core.model import Cluster
@@ -26,20 +27,11 @@ class _Ended:
 
 
 @dataclass
-class _Ledger:
+class _Ledger(NothingMeasured):
     """The ledger's measured latencies (none yet) and the jobs that ended."""
 
     ended: list[_Ended] = field(default_factory=list)
     asked: list[tuple[float, float]] = field(default_factory=list)
-
-    def launch_s(self) -> None:
-        return None
-
-    def profiling_phase_s(self) -> None:
-        return None
-
-    def start_lag_s(self) -> None:
-        return None
 
     def finished_jobs(self, since: float, until: float) -> list[_Ended]:
         self.asked.append((since, until))

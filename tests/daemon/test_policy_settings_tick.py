@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from daemon_fakeport import FakeClock, FakePort
+from daemon_fakeport import FakeClock, FakePort, NothingMeasured
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
@@ -41,19 +41,6 @@ def test_fifo_without_backfill_holds_a_small_job_behind_a_blocked_head_until_a_r
     assert port.jobs[head].held
 
 
-class _Measured:
-    """The ledger's measured latencies, none measured yet."""
-
-    def launch_s(self) -> None:
-        return None
-
-    def profiling_phase_s(self) -> None:
-        return None
-
-    def start_lag_s(self) -> None:
-        return None
-
-
 def test_hopsd_forecasts_with_the_same_settings_it_plans_with(config: HopsConfig) -> None:
     from hopsd.core.model import Cluster
     from hopsd.core.snapshot import Snapshot
@@ -61,5 +48,5 @@ def test_hopsd_forecasts_with_the_same_settings_it_plans_with(config: HopsConfig
     from hopsd.daemon.forecasting import measured_input
 
     snapshot = Snapshot(0.0, Cluster.build([], []), ())
-    given = measured_input(_Measured(), _fifo(config, False), snapshot, RoundClock(10.0))  # type: ignore[arg-type]
+    given = measured_input(NothingMeasured(), _fifo(config, False), snapshot, RoundClock(10.0))  # type: ignore[arg-type]
     assert (given.policy, given.policy_settings) == ("fifo", FifoSettings(backfill=False))

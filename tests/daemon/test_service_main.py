@@ -100,7 +100,8 @@ def test_outdated_schema_refuses_and_names_the_upgrade_command(tmp_path, capsys)
     assert hopsd_main.main(["--config", str(path), "db", "upgrade"]) == 0
 
 
-def test_second_daemon_exits_naming_the_lease_holder(tmp_path, capsys):
+def _leased_elsewhere(tmp_path: Path) -> Path:
+    """A configuration whose upgraded ledger's lease another host holds; its path."""
     path = _conf(tmp_path)
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     migrate.upgrade(url)
@@ -109,6 +110,11 @@ def test_second_daemon_exits_naming_the_lease_holder(tmp_path, capsys):
 
     with sessions.begin() as s:
         ensure_lease(s, "otherhost:4242", 600.0, time.time())
+    return path
+
+
+def test_second_daemon_exits_naming_the_lease_holder(tmp_path, capsys):
+    path = _leased_elsewhere(tmp_path)
     assert hopsd_main.main(["--config", str(path), "--once"]) == 4
     assert "otherhost:4242" in capsys.readouterr().err
 
@@ -232,13 +238,6 @@ def test_second_daemon_waits_as_a_standby_and_leads_once_the_lease_runs_out(tmp_
 
 
 def test_no_standby_exits_naming_the_holder(tmp_path, capsys):
-    path = _conf(tmp_path)
-    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    migrate.upgrade(url)
-    sessions = make_sessionmaker(make_engine(url))
-    import time
-
-    with sessions.begin() as s:
-        ensure_lease(s, "otherhost:4242", 600.0, time.time())
+    path = _leased_elsewhere(tmp_path)
     assert hopsd_main.main(["--config", str(path), "--no-standby", "--ticks", "1"]) == 4
     assert "otherhost:4242" in capsys.readouterr().err
