@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_scripts import train_script
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -14,13 +15,6 @@ from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import get_job
 
 runner = CliRunner()
-
-
-def script(tmp_path: Path) -> Path:
-    path = tmp_path / "train.sh"
-    path.write_text("#!/bin/bash\npython train.py\n")
-    path.chmod(0o755)
-    return path
 
 
 @pytest.mark.parametrize(
@@ -40,7 +34,7 @@ def script(tmp_path: Path) -> Path:
 def test_non_finite_or_malformed_options_are_one_line_exit_2(
     tmp_path: Path, port: Any, args: list[str]
 ) -> None:
-    result = runner.invoke(app, ["submit", str(script(tmp_path)), *args])
+    result = runner.invoke(app, ["submit", str(train_script(tmp_path)), *args])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hops: "), result.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_scripts import train_script
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -292,13 +293,6 @@ def test_history_and_replay_read_times_alike(every_state: float) -> None:
     assert window.exit_code == 2 and "either --since or --from" in window.stderr
 
 
-def _script(tmp_path: Path) -> Path:
-    path = tmp_path / "train.sh"
-    path.write_text("#!/bin/bash\npython train.py\n")
-    path.chmod(0o755)
-    return path
-
-
 @pytest.mark.parametrize(
     ("samples", "expected"),
     [("1e6", 1e6), ("10M", 1e7), ("2.5k", 2500), ("1000000", 1e6), ("5E6", 5e6), ("1.5b", 1.5e9)],
@@ -306,14 +300,14 @@ def _script(tmp_path: Path) -> Path:
 def test_samples_take_exponents_and_suffixes(
     tmp_path: Path, port: Any, samples: str, expected: float
 ) -> None:
-    result = runner.invoke(app, ["submit", str(_script(tmp_path)), "--samples", samples])
+    result = runner.invoke(app, ["submit", str(train_script(tmp_path)), "--samples", samples])
     assert result.exit_code == 0, result.output
     assert port.submitted[-1]["tag"].total_samples == expected
 
 
 @pytest.mark.parametrize("samples", ["1.5", "0", "-3", "10x", "nan", "inf", "1e999", "k", ""])
 def test_samples_that_are_no_count_are_one_line(tmp_path: Path, port: Any, samples: str) -> None:
-    result = runner.invoke(app, ["submit", str(_script(tmp_path)), "--samples", samples])
+    result = runner.invoke(app, ["submit", str(train_script(tmp_path)), "--samples", samples])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hops: --samples"), result.stderr
@@ -321,7 +315,8 @@ def test_samples_that_are_no_count_are_one_line(tmp_path: Path, port: Any, sampl
 
 
 def test_model_names_as_hubs_write_them(tmp_path: Path, port: Any) -> None:
-    argv = ["submit", str(_script(tmp_path)), "--samples", "1M", "--model", "meta-llama/Llama-2-7b"]
+    script = str(train_script(tmp_path))
+    argv = ["submit", script, "--samples", "1M", "--model", "meta-llama/Llama-2-7b"]
     assert runner.invoke(app, argv).exit_code == 0
     tag = port.submitted[-1]["tag"]
     assert tag.model == "meta-llama/Llama-2-7b"
@@ -332,7 +327,7 @@ def test_model_names_as_hubs_write_them(tmp_path: Path, port: Any) -> None:
     "model", ["../etc", "/abs", "a/", "a//b", "a/b/c", "org/.hidden", "a b", "x;rm", "é", "x" * 65]
 )
 def test_hostile_model_names_stay_refused(tmp_path: Path, port: Any, model: str) -> None:
-    argv = ["submit", str(_script(tmp_path)), "--samples", "1M", "--model", model]
+    argv = ["submit", str(train_script(tmp_path)), "--samples", "1M", "--model", model]
     result = runner.invoke(app, argv)
     assert result.exit_code == 2 and "model name" in result.stderr and port.submitted == []
 

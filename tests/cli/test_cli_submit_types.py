@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_scripts import train_script
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -14,16 +15,9 @@ from hopsd.slurm.tag import decode
 runner = CliRunner()
 
 
-def script(tmp_path: Path) -> Path:
-    path = tmp_path / "train.sh"
-    path.write_text("#!/bin/bash\npython train.py\n")
-    path.chmod(0o755)
-    return path
-
-
 def test_constraints_and_no_preempt_reach_the_tag(tmp_path: Path, port: Any) -> None:
     args = ["--gpus", "1,2", "--samples", "1000", "--types", "a100,v100", "--exclude-types", "v100"]
-    result = runner.invoke(app, ["submit", str(script(tmp_path)), *args, "--no-preempt"])
+    result = runner.invoke(app, ["submit", str(train_script(tmp_path)), *args, "--no-preempt"])
     assert result.exit_code == 0, result.output
     tag = port.submitted[0]["tag"]
     assert tag.types == ("a100", "v100") and tag.exclude_types == ("v100",) and tag.no_preempt
@@ -59,7 +53,7 @@ def test_constraints_and_no_preempt_reach_the_tag(tmp_path: Path, port: Any) -> 
 def test_bad_constraints_are_refused_in_one_line(
     tmp_path: Path, port: Any, args: list[str], line: str
 ) -> None:
-    result = runner.invoke(app, ["submit", str(script(tmp_path)), "--samples", "1000", *args])
+    result = runner.invoke(app, ["submit", str(train_script(tmp_path)), "--samples", "1000", *args])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == line
     assert port.submitted == []
