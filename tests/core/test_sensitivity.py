@@ -34,24 +34,21 @@ def rho_of(job: Job, gpu_type: str, estimator: Estimator, where: Cluster) -> flo
     return sensitivity_on(job, gpu_type, probe_nodes(where, gpu_type), estimator)
 
 
-def test_rho_is_single_gpu_throughput_over_split_per_gpu_throughput() -> None:
+@pytest.mark.parametrize(
+    ("split", "expected", "high"),
+    [(50.0, 100.0 / 50.0, True), (80.0, 1.25, False)],
+    ids=["high-above-sigma", "low-below-sigma"],
+)
+def test_rho_is_single_gpu_throughput_over_split_per_gpu_throughput(
+    split: float, expected: float, high: bool
+) -> None:
     store = InMemoryThroughputStore()
     store.set_type_aggregated("j", "v100", 1, 100.0)
-    store.set_type_distributed("j", "v100", 2, 50.0)
+    store.set_type_distributed("j", "v100", 2, split)
     est = Estimator(cluster(), store, Settings())
     rho = rho_of(JOB, "v100", est, cluster())
-    assert rho == pytest.approx(100.0 / 50.0)
-    assert is_high_sensitivity(rho, 1.4)
-
-
-def test_low_sensitivity_below_sigma() -> None:
-    store = InMemoryThroughputStore()
-    store.set_type_aggregated("j", "v100", 1, 100.0)
-    store.set_type_distributed("j", "v100", 2, 80.0)
-    est = Estimator(cluster(), store, Settings())
-    rho = rho_of(JOB, "v100", est, cluster())
-    assert rho == pytest.approx(1.25)
-    assert not is_high_sensitivity(rho, 1.4)
+    assert rho == pytest.approx(expected)
+    assert is_high_sensitivity(rho, 1.4) is high
 
 
 def test_entity_knowledge_of_the_probe_hosts_is_used() -> None:

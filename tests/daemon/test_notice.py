@@ -105,12 +105,18 @@ def test_a_move_signals_first_and_requeues_once_the_job_checkpointed(
         assert row is not None and (row.checkpoint_s, row.startup_s) == (1.5, 4.25)
 
 
-def test_a_job_that_ignores_the_notice_is_requeued_after_the_grace(
-    config, port, sessions, clock
-) -> None:  # type: ignore[no-untyped-def]
+def _noticed(config, port, sessions, clock):  # type: ignore[no-untyped-def]
+    """The job about to move, after the tick that sends its notice; and when it was sent."""
     config, tick, job = about_to_move(config, port, sessions, clock)
     tick.run_once()
     sent_at = float(notice_of(sessions, job)["sent_at"])  # type: ignore[arg-type]
+    return config, tick, job, sent_at
+
+
+def test_a_job_that_ignores_the_notice_is_requeued_after_the_grace(
+    config, port, sessions, clock
+) -> None:  # type: ignore[no-untyped-def]
+    config, tick, job, sent_at = _noticed(config, port, sessions, clock)
     while clock() + 1 < sent_at + GRACE:
         clock.advance(1)
         tick.run_once()
@@ -124,9 +130,7 @@ def test_a_job_that_ignores_the_notice_is_requeued_after_the_grace(
 def test_a_daemon_killed_during_the_grace_resumes_it_without_a_second_signal(
     config, port, sessions, clock
 ) -> None:  # type: ignore[no-untyped-def]
-    config, tick, job = about_to_move(config, port, sessions, clock)
-    tick.run_once()
-    sent_at = float(notice_of(sessions, job)["sent_at"])  # type: ignore[arg-type]
+    config, tick, job, sent_at = _noticed(config, port, sessions, clock)
     del tick  # killed: only the ledger remains
     clock.advance(GRACE / 2)
     restarted = daemon(config, port, sessions, clock)

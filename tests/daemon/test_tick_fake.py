@@ -137,12 +137,18 @@ def test_end_is_recorded_with_service_and_wait(config, port, sessions, clock):
     assert blocker in port.jobs
 
 
-def test_job_that_left_the_queue_takes_its_end_from_accounting(config, port, sessions, clock):
+def _started(config, port, sessions, clock):  # type: ignore[no-untyped-def]
+    """A one-GPU job, seen for two ticks a second apart: started by the first."""
     job = port.add_job(HopsTag((1,), 10_000))
     tick = make_tick(config, port, sessions, clock)
     tick.run_once()
     clock.advance(1)
     tick.run_once()
+    return tick, job
+
+
+def test_job_that_left_the_queue_takes_its_end_from_accounting(config, port, sessions, clock):
+    tick, job = _started(config, port, sessions, clock)
     port.finish(job, "FAILED")
     port.forget(job)
     clock.advance(1)
@@ -152,11 +158,7 @@ def test_job_that_left_the_queue_takes_its_end_from_accounting(config, port, ses
 
 
 def test_requeue_by_slurm_is_followed_and_job_restarted(config, port, sessions, clock):
-    job = port.add_job(HopsTag((1,), 10_000))
-    tick = make_tick(config, port, sessions, clock)
-    tick.run_once()
-    clock.advance(1)
-    tick.run_once()
+    tick, job = _started(config, port, sessions, clock)
     port.jobs[job].state, port.jobs[job].placement, port.jobs[job].held = "PENDING", {}, True
     port.jobs[job].restarts = 1
     clock.advance(1)
