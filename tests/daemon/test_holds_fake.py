@@ -12,24 +12,16 @@ import dataclasses
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort
+from spool_tick import row_of
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.tick import Tick
-from hopsd.ledger.jobs import get_job
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((4,), 1e7)
-
-
-def row(sessions: sessionmaker[Session], job: int):  # type: ignore[no-untyped-def]
-    with sessions.begin() as s:
-        found = get_job(s, str(job))
-        assert found is not None
-        s.expunge(found)
-        return found
 
 
 def test_the_owners_hold_becomes_hops_own_at_adoption(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
@@ -63,7 +55,7 @@ def test_a_job_released_by_its_owner_before_adoption_is_held_again(
     tick.run_once()
     assert port.actions(job) == ["hold"] and port.jobs[job].held
     assert not port.jobs[job].user_hold
-    assert row(sessions, job).state == "queued"
+    assert row_of(sessions, job).state == "queued"
 
 
 def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
@@ -76,7 +68,7 @@ def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
     assert port.actions(job)[0] == "requeue_hold"
     assert port.jobs[job].restarts == 1
     # requeued within the tick (hopsd follows its own requeue at once), and why
-    requeued = row(sessions, job)
+    requeued = row_of(sessions, job)
     assert requeued.state == "preempted" and requeued.state_reason == UNPLANNED
     assert requeued.first_start_time is not None  # the run it had
     with pytest.raises(SlurmCommandError, match="denied"):
@@ -92,7 +84,7 @@ def test_with_a_grace_an_unplanned_start_gets_the_notice_first(
     tick = Tick(config, port, sessions, clock=clock)
     tick.run_once()
     assert port.actions(job) == ["signal"] and port.jobs[job].state == "RUNNING"
-    assert row(sessions, job).plan_reason == UNPLANNED
+    assert row_of(sessions, job).plan_reason == UNPLANNED
     clock.advance(31)
     tick.run_once()
     assert port.actions(job)[:2] == ["signal", "requeue_hold"]

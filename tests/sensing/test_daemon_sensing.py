@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
 from sensing_conf import CONF
+from spool_tick import row_of
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -66,14 +67,6 @@ def train(
             for name, dt in phases.items():
                 with it.phase(name):
                     t[0] += dt
-
-
-def row_of(sessions: sessionmaker[Session], job: int):  # type: ignore[no-untyped-def]
-    with sessions.begin() as s:
-        row = get_job(s, str(job))
-        assert row is not None
-        s.expunge(row)
-        return row
 
 
 PHASES = {"data": 0.02, "forward": 0.02, "backward": 0.05, "update": 0.01}  # 0.1 s
