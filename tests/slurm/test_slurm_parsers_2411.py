@@ -22,11 +22,11 @@ import re
 from pathlib import Path
 
 from placement_check import mismatches
+from sinfo_check import five_nodes
 
 from hopsd.slurm.classify import error_for
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
 from hopsd.slurm.parse_sacct import parse_accounting
-from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
 from hopsd.slurm.port import Placement, SlurmJob
 from hopsd.slurm.runner import CompletedRun
@@ -116,11 +116,7 @@ def test_requeued_held_job_reads_as_held_with_no_time_facts() -> None:
 
 
 def test_sinfo_nodes() -> None:
-    nodes = {n.name: n for n in parse_nodes(fixture("sinfo.24.11.json"))}
-    assert sorted(nodes) == ["a100n1", "a100n2", "k80n1", "v100n1", "v100n2"]
-    v1 = nodes["v100n1"]
-    assert (v1.gpu_type, v1.gpus_total, v1.gpus_alloc, v1.gpus_free) == ("v100", 4, 3, 1)
-    assert v1.partitions == ("all", "v100") and v1.state == "MIXED" and v1.usable
+    nodes = five_nodes(fixture("sinfo.24.11.json"))
     assert nodes["a100n2"].gpus_alloc == 2 and nodes["a100n1"].gpus_alloc == 0
     assert nodes["k80n1"].gpus_total == 2 and nodes["k80n1"].state == "IDLE"
 
