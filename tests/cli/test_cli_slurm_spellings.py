@@ -199,36 +199,33 @@ def _ended(now: float, lo: float = float("-inf"), hi: float = float("inf")) -> s
     return {job for job, (_, ago) in ENDED.items() if lo <= now - ago <= hi}
 
 
+# Each bound's spellings, its canonical flag, and what the command line holds before it
+# (an end needs a start far enough back to see every ended job).
+BOUND_FLAGS = [
+    *((flag, "-S", ()) for flag in ("-S", "--starttime", "--since")),
+    *((flag, "-E", ("-S", "now-30days")) for flag in ("-E", "--endtime", "--until")),
+]
+BOUND_IDS = [flag for flag, _, _ in BOUND_FLAGS]
+
+
 @pytest.mark.parametrize(("name", "spell", "instant"), TIME_ROWS, ids=TIME_IDS)
-@pytest.mark.parametrize("flag", ["-S", "--starttime", "--since"])
-def test_history_starts_where_the_time_says(
+@pytest.mark.parametrize(("flag", "canonical", "before"), BOUND_FLAGS, ids=BOUND_IDS)
+def test_history_bounds_where_the_time_says(
     clock: float,
     name: str,
     spell: Callable[[float], str],
     instant: Callable[[float], float],
     flag: str,
+    canonical: str,
+    before: tuple[str, ...],
 ) -> None:
     del name
     at = instant(clock)
-    spelled = _ids(["history", flag, spell(clock)])
-    assert spelled == _ids(["history", "-S", _canonical(at)]) == _ended(clock, lo=at)
+    spelled = _ids(["history", *before, flag, spell(clock)])
+    assert spelled == _ids(["history", *before, canonical, _canonical(at)])
+    bound = {"lo": at} if canonical == "-S" else {"hi": at}
+    assert spelled == _ended(clock, **bound)
     assert spelled != _ended(clock)  # the instant splits the jobs: a wrong one would show
-
-
-@pytest.mark.parametrize(("name", "spell", "instant"), TIME_ROWS, ids=TIME_IDS)
-@pytest.mark.parametrize("flag", ["-E", "--endtime", "--until"])
-def test_history_ends_where_the_time_says(
-    clock: float,
-    name: str,
-    spell: Callable[[float], str],
-    instant: Callable[[float], float],
-    flag: str,
-) -> None:
-    del name
-    at = instant(clock)
-    spelled = _ids(["history", "-S", "now-30days", flag, spell(clock)])
-    assert spelled == _ids(["history", "-S", "now-30days", "-E", _canonical(at)])
-    assert spelled == _ended(clock, hi=at) and spelled != _ended(clock)
 
 
 @pytest.fixture
