@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hopsd.core.model import Cluster, GpuType, Node
+from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.sim.cluster_file import parse_cluster
 from hopsd.sim.profiles import parse_profiles
 from hopsd.sim.run import simulate
@@ -28,6 +30,20 @@ TOY_MODELS = {
         "other": {"params": 1e3, "batch_size": 10, "throughput": {"fast": 40.0, "slow": 10.0}},
     }
 }
+
+
+def cluster_of(*nodes: tuple[str, str, int]) -> Cluster:
+    """A cluster of ``(name, gpu_type, gpus)`` nodes, its types in name order."""
+    types = sorted({t for _, t, _ in nodes})
+    return Cluster.build([GpuType(t) for t in types], [Node(i, t, g) for i, t, g in nodes])
+
+
+def store_of(rates: dict[tuple[str, str, int], float]) -> InMemoryThroughputStore:
+    """A throughput store of per-GPU rates keyed ``(job, gpu_type, gpus)``."""
+    store = InMemoryThroughputStore()
+    for (job, gpu_type, gpus), per_gpu in rates.items():
+        store.set_type_aggregated(job, gpu_type, gpus, per_gpu)
+    return store
 
 
 def tiny_truth(seed: int = 0) -> GroundTruth:

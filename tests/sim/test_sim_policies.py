@@ -6,9 +6,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from sim_helpers import cluster_of, store_of
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.model import Configuration, Job
 from hopsd.core.policies.common import pack, rigid_demand
 from hopsd.core.policies.gavel import GAVEL, max_min_allocation
 from hopsd.core.policies.sia import Column as SiaColumn
@@ -16,22 +17,9 @@ from hopsd.core.policies.sia import realloc_factor, sia_weight, undominated
 from hopsd.core.rounds import plan_round
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
-from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy, policy_names, register_policy
 
 SETTINGS = Settings()
-
-
-def _cluster(*nodes: tuple[str, str, int]) -> Cluster:
-    types = {t for _, t, _ in nodes}
-    return Cluster.build([GpuType(t) for t in sorted(types)], [Node(i, t, g) for i, t, g in nodes])
-
-
-def _store(rates: dict[tuple[str, str, int], float]) -> InMemoryThroughputStore:
-    store = InMemoryThroughputStore()
-    for (job, gpu_type, gpus), per_gpu in rates.items():
-        store.set_type_aggregated(job, gpu_type, gpus, per_gpu)
-    return store
 
 
 def test_registry_lists_every_policy_and_refuses_unknown_names() -> None:
@@ -62,7 +50,7 @@ def test_rigid_demand_is_the_lower_median() -> None:
 
 
 def test_pack_prefers_one_node_then_fewest_nodes() -> None:
-    cluster = _cluster(("a", "t", 8), ("b", "t", 8), ("c", "t", 8))
+    cluster = cluster_of(("a", "t", 8), ("b", "t", 8), ("c", "t", 8))
     # Best fit: the fullest node that still holds all 3.
     assert pack(cluster, "t", 3, {"a": 8, "b": 4, "c": 6}) == Configuration.of("t", {"b": 3})
     # 10 GPUs: the two emptiest nodes.
@@ -74,7 +62,7 @@ def test_pack_prefers_one_node_then_fewest_nodes() -> None:
 
 # ------------------------------------------------------------------ FIFO
 def test_fifo_first_fit_in_submission_order() -> None:
-    cluster = _cluster(("A0", "x", 4), ("B0", "y", 4))
+    cluster = cluster_of(("A0", "x", 4), ("B0", "y", 4))
     jobs = (
         Job("j1", (4,), 100.0, submit_time=0),
         Job("j2", (1, 2, 4), 100.0, submit_time=1),  # median 2
@@ -90,7 +78,7 @@ def test_fifo_first_fit_in_submission_order() -> None:
 
 
 def test_fifo_easy_backfill_respects_the_head_reservation() -> None:
-    cluster = _cluster(("A0", "x", 4), ("A1", "x", 4), ("B0", "y", 4))
+    cluster = cluster_of(("A0", "x", 4), ("A1", "x", 4), ("B0", "y", 4))
     running = Job("r1", (4,), 40_000.0, current=Configuration.of("x", {"A0": 4}))
     jobs = (
         running,
@@ -100,7 +88,7 @@ def test_fifo_easy_backfill_respects_the_head_reservation() -> None:
     )
     rates = {(j, "x", 4): 10.0 for j in ("r1", "h", "long", "short")}
     rates[("h", "x", 8)] = 10.0
-    plan = get_policy("fifo").plan(Snapshot(0.0, cluster, jobs, store=_store(rates)), SETTINGS)
+    plan = get_policy("fifo").plan(Snapshot(0.0, cluster, jobs, store=store_of(rates)), SETTINGS)
     assert [a.job_id for a in plan.start] == ["short"]
     assert plan.start[0].config == Configuration.of("x", {"A1": 4})
     assert [a.job_id for a in plan.keep] == ["r1"]
@@ -126,8 +114,8 @@ def test_gavel_weights_each_job_by_its_scale_factor() -> None:
 
 
 def test_gavel_alternates_types_to_honour_the_time_fractions() -> None:
-    cluster = _cluster(("F0", "fast", 1), ("S0", "slow", 1))
-    store = _store(
+    cluster = cluster_of(("F0", "fast", 1), ("S0", "slow", 1))
+    store = store_of(
         {("A", "fast", 1): 2.0, ("A", "slow", 1): 1.0, ("B", "fast", 1): 3.0, ("B", "slow", 1): 1.0}
     )
     gavel = get_policy("gavel")
@@ -149,8 +137,8 @@ def test_gavel_alternates_types_to_honour_the_time_fractions() -> None:
 
 
 def test_gavel_uses_the_median_as_a_rigid_demand() -> None:
-    cluster = _cluster(("F0", "fast", 8))
-    store = _store({("A", "fast", n): 10.0 for n in (1, 2, 4)})
+    cluster = cluster_of(("F0", "fast", 8))
+    store = store_of({("A", "fast", n): 10.0 for n in (1, 2, 4)})
     plan = get_policy("gavel").plan(
         Snapshot(0.0, cluster, (Job("A", (1, 2, 4), 1e6),), store=store), SETTINGS
     )
@@ -170,8 +158,8 @@ def test_sia_gives_the_scalable_job_the_whole_node() -> None:
     # J1 scales linearly over {1, 2, 4}: weights 0.1 / 0.39 / 0.6. J2 (rigid 2): 0.1.
     # J1@4 alone (0.6) beats J1@2 + J2@2 (0.49). J1 already runs on 2 GPUs, so the
     # growth rule (at most twice the GPUs seen) lets it have 4.
-    cluster = _cluster(("n0", "t", 4))
-    store = _store(
+    cluster = cluster_of(("n0", "t", 4))
+    store = store_of(
         {("J1", "t", 1): 10.0, ("J1", "t", 2): 10.0, ("J1", "t", 4): 10.0, ("J2", "t", 2): 10.0}
     )
     jobs = (
@@ -185,9 +173,9 @@ def test_sia_gives_the_scalable_job_the_whole_node() -> None:
 def test_sia_grows_a_job_to_at_most_twice_the_gpus_it_was_seen_on() -> None:
     # A linearly scaling job alone on 16 GPUs: its best weight is at 16 GPUs, but Sia
     # starts it at its smallest demand and at most doubles it each round.
-    cluster = _cluster(("n0", "t", 8), ("n1", "t", 8))
+    cluster = cluster_of(("n0", "t", 8), ("n1", "t", 8))
     demands = (1, 2, 3, 4, 8, 16)
-    store = _store({("J", "t", n): 10.0 for n in demands})
+    store = store_of({("J", "t", n): 10.0 for n in demands})
     sia = get_policy("sia")
     job = Job("J", demands, 1e9)
     counts = []
@@ -214,8 +202,8 @@ def test_sia_does_not_move_a_job_while_it_restores() -> None:
     # there. Sia gives J the fast GPUs and moves K to "slow", where K restores its
     # checkpoint for 250 s. At t=60 J is gone and K would gain by moving back to fast,
     # but it is still restoring, so it keeps its GPUs; after the restore it moves.
-    cluster = _cluster(("F0", "fast", 2), ("S0", "slow", 2))
-    store = _store(
+    cluster = cluster_of(("F0", "fast", 2), ("S0", "slow", 2))
+    store = store_of(
         {
             ("J", "fast", 2): 30.0,
             ("J", "slow", 2): 10.0,
@@ -241,8 +229,8 @@ def test_sia_does_not_move_a_job_while_it_restores() -> None:
 
 # ------------------------------------------------------------------ Hops
 def test_hops_variants_pass_their_priority_and_lambda() -> None:
-    cluster = _cluster(("n0", "t", 4), ("n1", "t", 4))
-    store = _store({("a", "t", n): 10.0 for n in (1, 2, 4)} | {("b", "t", 2): 10.0})
+    cluster = cluster_of(("n0", "t", 4), ("n1", "t", 4))
+    store = store_of({("a", "t", n): 10.0 for n in (1, 2, 4)} | {("b", "t", 2): 10.0})
     jobs = (Job("a", (1, 2, 4), 5e4, wait_time=50.0), Job("b", (2,), 1e5, wait_time=10.0))
     snap = Snapshot(100.0, cluster, jobs, store=store)
     policy = get_policy("hops-ftf")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sim_helpers import TINY_CLUSTER
+from sim_helpers import TINY_CLUSTER, cluster_of, store_of
 from test_sim_engine import GuardedEngine
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.model import Configuration, Job
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
-from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
 from hopsd.sim.cluster_file import parse_cluster
 from hopsd.sim.engine_config import EngineConfig
@@ -21,18 +20,6 @@ from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
 
 SETTINGS = Settings()
-
-
-def _cluster(*nodes: tuple[str, str, int]) -> Cluster:
-    types = sorted({t for _, t, _ in nodes})
-    return Cluster.build([GpuType(t) for t in types], [Node(i, t, g) for i, t, g in nodes])
-
-
-def _store(rates: dict[tuple[str, str, int], float]) -> InMemoryThroughputStore:
-    store = InMemoryThroughputStore()
-    for (job, gpu_type, gpus), per_gpu in rates.items():
-        store.set_type_aggregated(job, gpu_type, gpus, per_gpu)
-    return store
 
 
 def test_demands_on_keeps_the_counts_a_type_can_hold() -> None:
@@ -48,8 +35,8 @@ def test_demands_on_keeps_the_counts_a_type_can_hold() -> None:
 def test_no_policy_places_a_job_on_a_type_it_does_not_fit(name: str) -> None:
     # "small" is first in node order and three times as fast, so every policy would
     # put J there; its profiles say the model does not fit one GPU of it.
-    cluster = _cluster(("s0", "small", 4), ("b0", "big", 2))
-    store = _store({("J", "small", 2): 30.0, ("J", "big", 2): 10.0})
+    cluster = cluster_of(("s0", "small", 4), ("b0", "big", 2))
+    store = store_of({("J", "small", 2): 30.0, ("J", "big", 2): 10.0})
     free = Job("J", (2,), 1e6)
     assert (
         get_policy(name)
@@ -66,8 +53,8 @@ def test_no_policy_places_a_job_on_a_type_it_does_not_fit(name: str) -> None:
 def test_sia_does_not_grow_a_job_past_what_a_type_can_hold_for_it() -> None:
     # K scales linearly and has run on 2 GPUs, so Sia would grow it to the whole node
     # (see test_sia_gives_the_scalable_job_the_whole_node); on this type it can use 2.
-    cluster = _cluster(("n0", "t", 4))
-    store = _store({("K", "t", n): 10.0 for n in (1, 2, 4)})
+    cluster = cluster_of(("n0", "t", 4))
+    store = store_of({("K", "t", n): 10.0 for n in (1, 2, 4)})
     on_two = Configuration.of("t", {"n0": 2})
     grows = Job("K", (1, 2, 4), 1e6, current=on_two)
     sia = get_policy("sia")
@@ -81,8 +68,8 @@ def test_sia_does_not_grow_a_job_past_what_a_type_can_hold_for_it() -> None:
 
 def test_sia_never_offers_a_count_beyond_a_types_gpus() -> None:
     # J runs fastest per GPU on "fast" but wants 4 there; "fast" has 2 GPUs.
-    cluster = _cluster(("f0", "fast", 2), ("s0", "slow", 8))
-    store = _store({("J", "fast", 4): 50.0, ("J", "slow", 4): 10.0, ("J", "fast", 2): 1.0})
+    cluster = cluster_of(("f0", "fast", 2), ("s0", "slow", 8))
+    store = store_of({("J", "fast", 4): 50.0, ("J", "slow", 4): 10.0, ("J", "fast", 2): 1.0})
     job = Job("J", (4,), 1e6)
     plan = get_policy("sia").plan(Snapshot(0.0, cluster, (job,), store=store), SETTINGS)
     assert plan.placements() == {"J": Configuration.of("slow", {"s0": 4})}
