@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -70,12 +72,24 @@ def test_percentile_matches_numpy_linear(values: list[float], q: float) -> None:
     assert percentile(values, q) == pytest.approx(expected, rel=1e-9, abs=1e-6)
 
 
-def test_latency_ratio_of() -> None:
-    assert latency_ratio_of(1800.0, 3600.0) == 0.5
-    with pytest.raises(InvalidInputError):
-        latency_ratio_of(10.0, 0.0)
-    with pytest.raises(InvalidInputError):
-        latency_ratio_of(-1.0, 10.0)
+@pytest.mark.parametrize(
+    ("ratio", "operands", "expected", "refused"),
+    [
+        (latency_ratio_of, (1800.0, 3600.0), 0.5, [(10.0, 0.0), (-1.0, 10.0)]),
+        (finish_time_fairness_of, (3000.0, 1000.0), 3.0, [(3000.0, 0.0), (-1.0, 1.0)]),
+    ],
+    ids=["latency_ratio_of", "finish_time_fairness_of"],
+)
+def test_ratio_of_divides_and_refuses_a_zero_or_negative_input(
+    ratio: Callable[[float, float], float],
+    operands: tuple[float, float],
+    expected: float,
+    refused: list[tuple[float, float]],
+) -> None:
+    assert ratio(*operands) == expected
+    for args in refused:
+        with pytest.raises(InvalidInputError):
+            ratio(*args)
 
 
 def test_mean_or_zero() -> None:
@@ -86,11 +100,3 @@ def test_mean_or_zero() -> None:
 def test_raqlr_is_the_mean_latency_ratio_of_the_jobs_given() -> None:
     assert raqlr([0.5, 1.0, 3.0]) == pytest.approx(1.5)
     assert raqlr([]) == 0.0
-
-
-def test_finish_time_fairness_of() -> None:
-    assert finish_time_fairness_of(3000.0, 1000.0) == 3.0
-    with pytest.raises(InvalidInputError):
-        finish_time_fairness_of(3000.0, 0.0)
-    with pytest.raises(InvalidInputError):
-        finish_time_fairness_of(-1.0, 1.0)
