@@ -72,12 +72,18 @@ def train(
 PHASES = {"data": 0.02, "forward": 0.02, "backward": 0.05, "update": 0.01}  # 0.1 s
 
 
-def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -> None:
+def _profiling(spool: Path, sessions: sessionmaker[Session], gpus: int):  # type: ignore[no-untyped-def]
+    """A new job of ``gpus`` on the small cluster, after the first tick: profiling."""
     port, clock = FakePort(small_cluster()), FakeClock()
-    job = port.add_job(HopsTag((2,), 1e6))
+    job = port.add_job(HopsTag((gpus,), 1e6))
     tick = make_tick(spool, sessions, port, clock)
     tick.run_once()
     assert row_of(sessions, job).state == JobState.PROFILING
+    return port, clock, tick, job
+
+
+def test_a_new_job_is_profiled_on_each_type_then_queued(sessions, spool: Path) -> None:
+    port, clock, tick, job = _profiling(spool, sessions, 2)
     assert port.actions(job) == ["update", "release"]
     first = dict(port.jobs[job].placement)
     assert sum(first.values()) == 1  # one GPU of one type
@@ -175,11 +181,7 @@ def test_a_job_of_a_model_measured_before_is_not_profiled_again(sessions, spool:
 
 
 def test_a_job_without_probe_times_out_once_and_is_queued(sessions, spool: Path) -> None:
-    port, clock = FakePort(small_cluster()), FakeClock()
-    job = port.add_job(HopsTag((1,), 1e6))
-    tick = make_tick(spool, sessions, port, clock)
-    tick.run_once()
-    assert row_of(sessions, job).state == JobState.PROFILING
+    port, clock, tick, job = _profiling(spool, sessions, 1)
     clock.advance(3)
     tick.run_once()  # still within the timeout
     assert port.actions(job) == ["update", "release"]
