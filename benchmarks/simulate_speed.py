@@ -138,13 +138,15 @@ class TimedPolicy:
         self.inner = inner
         self.name = inner.name
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.calls = 0
         self.digest = hashlib.sha256()
 
     def _timed(self, method: Any, snapshot: Any, settings: Any) -> Any:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         plan = method(snapshot, settings)
         self.seconds += time.perf_counter() - started
+        self.cpu_seconds += time.process_time() - cpu_started
         self.calls += 1
         decided = (plan.start, plan.keep, plan.move, plan.preempt, plan.objective)
         self.digest.update(repr(decided).encode())
@@ -178,7 +180,7 @@ def planning_child(policy: str, seed: int, jobs: int, rate: float, gpus: int) ->
         os.dup2(saved, 1)
     makespan_h = max(j.finish_time or 0.0 for j in result.jobs) / 3600
     figures = {"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}
-    figures |= {"plan_s": timed.seconds, "plan_calls": timed.calls}
+    figures |= {"plan_s": timed.seconds, "plan_cpu_s": timed.cpu_seconds, "plan_calls": timed.calls}
     print(json.dumps({**figures, "plans_digest": timed.digest.hexdigest()}))
 
 
@@ -250,6 +252,7 @@ def _planning_pair(policy: str, args: argparse.Namespace, old: Path | None) -> d
     after = _measure(REPO, "planning", policy, args)
     out: dict[str, Any] = {
         "plan_s": after["plan_s"],
+        "plan_cpu_s": after["plan_cpu_s"],
         "plan_calls": after["plan_calls"],
         "sim_wall_s": after["wall_s"],
         "sim_cpu_s": after["cpu_s"],
@@ -258,7 +261,9 @@ def _planning_pair(policy: str, args: argparse.Namespace, old: Path | None) -> d
     }
     if before is not None:
         out["old_plan_s"] = before["plan_s"]
+        out["old_plan_cpu_s"] = before["plan_cpu_s"]
         out["old_over_new"] = before["plan_s"] / max(after["plan_s"], 1e-9)
+        out["old_over_new_cpu"] = before["plan_cpu_s"] / max(after["plan_cpu_s"], 1e-9)
         out["same_plans_as_old"] = before["plans_digest"] == after["plans_digest"]
     return out
 
@@ -267,15 +272,17 @@ def planning_case(args: argparse.Namespace, old: Path | None) -> dict[str, Any]:
     """Every ``--plan-policies`` policy on the planning case, and hops's time over Sia's."""
     names = [p for p in args.plan_policies.split(",") if p]
     per = {name: _planning_pair(name, args, old) for name in names}
-    ratio = None
+    ratio = cpu_ratio = None
     if "hops" in per and "sia" in per:
         ratio = per["hops"]["plan_s"] / max(per["sia"]["plan_s"], 1e-9)
+        cpu_ratio = per["hops"]["plan_cpu_s"] / max(per["sia"]["plan_cpu_s"], 1e-9)
     return {
         "gpus": args.plan_gpus,
         "jobs": args.plan_jobs,
         "rate_per_h": args.plan_rate,
         "policies": per,
         "hops_over_sia": ratio,
+        "hops_over_sia_cpu": cpu_ratio,
         "goal_ratio": PLANNING_GOAL_RATIO,
     }
 
@@ -389,16 +396,21 @@ def _print_planning(p: dict[str, Any]) -> None:
         f"planning case ({p['jobs']} jobs, {p['gpus']} GPUs, {rate:g} jobs/h): time in plan calls"
     )
     for name, q in p["policies"].items():
-        line = f"  {name:<8}{q['plan_s']:8.1f} s in {q['plan_calls']} calls"
+        line = f"  {name:<8}{q['plan_s']:8.1f} s (cpu {q['plan_cpu_s']:.1f} s)"
+        line += f" in {q['plan_calls']} calls"
         line += f" (simulation {q['sim_wall_s']:.1f} s, makespan {q['makespan_h']:.2f} h)"
         if "old_plan_s" in q:
             same = "same plans" if q["same_plans_as_old"] else "PLANS DIFFER"
-            line += f"; old {q['old_plan_s']:.1f} s, old/new x{q['old_over_new']:.2f}, {same}"
+            line += f"; old {q['old_plan_s']:.1f} s (cpu {q['old_plan_cpu_s']:.1f} s),"
+            line += f" old/new x{q['old_over_new']:.2f} (cpu x{q['old_over_new_cpu']:.2f}), {same}"
         print(line)
     if p["hops_over_sia"] is not None:
         ratio = p["hops_over_sia"]
         verdict = "meets" if ratio <= p["goal_ratio"] else "misses"
-        print(f"  hops / sia: x{ratio:.2f} ({verdict} the x{p['goal_ratio']:g} goal)")
+        cpu = p["hops_over_sia_cpu"]
+        print(
+            f"  hops / sia: x{ratio:.2f}, cpu x{cpu:.2f} ({verdict} the x{p['goal_ratio']:g} goal)"
+        )
 
 
 def _fmt_pair(p: dict[str, Any]) -> str:
