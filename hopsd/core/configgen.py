@@ -309,8 +309,10 @@ class TypeLayout:
         return found
 
 
-#: Layouts kept by :func:`shared_layout` (the most recently used ones).
-SHARED_LAYOUTS = 64
+#: Layouts kept by :func:`shared_layout` (the most recently used ones): enough for a round's
+#: main plan on every type and the fragment plans between rounds, few enough that a
+#: long-running daemon on a large cluster does not hold many large layouts.
+SHARED_LAYOUTS = 32
 
 _LayoutKey = tuple[int, str, tuple[int, ...], tuple[int, ...] | None]
 _recent: OrderedDict[_LayoutKey, tuple[Cluster, TypeLayout]] = OrderedDict()

@@ -46,7 +46,7 @@ _TheoryKey = tuple[float, int, int, int, float, float, float]
 #: by the profile's identity and hold the profile, so a new profile never meets an
 #: old answer; the table is emptied when it holds :data:`_SHARED_PROFILES` profiles.
 _shared_theory: dict[int, tuple[PhaseProfile, dict[_TheoryKey, float]]] = {}
-_SHARED_PROFILES = 65_536
+_SHARED_PROFILES = 8192
 
 
 def communication_time(
