@@ -1,5 +1,10 @@
 """One scheduling step: the one place where hops decides, whoever asks.
 
+The step runs as named stages, in this order: **reserve** (in-flight work keeps
+its GPUs, :mod:`hopsd.core.reserve`), **profile** (the profiling queue), the
+fair-share factors, **evidence** (size claims), **plan** (the policy, with its
+fragment refill), **guard** (sparing) and validation.
+
 hopsd (live Slurm), the simulator and replay differ only in where the snapshot
 comes from and where the decision goes; each of them calls
 :func:`schedule_step` with the snapshot and the round clock, and gets back what
@@ -43,6 +48,7 @@ from hopsd.core.fairshare import FairShareRule, apply_fair_share
 from hopsd.core.model import Assignment, Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision, ProfilingRules, WithDerived, profiling_step
+from hopsd.core.reserve import reserve
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import DOUBT, SizeRule, SizeVerdict, check_sizes
 from hopsd.core.snapshot import Snapshot
@@ -116,13 +122,15 @@ def schedule_step(
 ) -> StepResult:
     """Decide for ``snapshot``: a full round, a fragment plan, or nothing (``idle``).
 
-    The profiling queue is served first (its runs take idle GPUs before the
+    In-flight work is reserved first (:func:`hopsd.core.reserve.reserve`), then
+    the profiling queue is served (its runs take idle GPUs before the
     policy sees them), then the jobs get their fair-share factors, then the
     policy plans. ``changed`` says whether anything happened since the last
     step (a job arrived, ended or became schedulable); without it, a fragment
     plan could only repeat the last one.
     """
     opts = options or StepOptions()
+    snapshot = reserve(snapshot)
     profiling = ProfilingDecision()
     if snapshot.profiling:
         free = free_gpus(snapshot, None)

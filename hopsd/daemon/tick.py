@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
-from hopsd.core.capacity import free_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.gains import hears_notice
 from hopsd.core.model import Plan
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
+from hopsd.core.reserve import reserve
 from hopsd.core.sizeclaim import SizeRule, check_sizes
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
@@ -274,19 +274,25 @@ class Tick:
                 now,
                 self.reconciler.problems.guard,
             )
-            built = self._hold_back(unit, built)
-            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)
-            snap = dataclasses.replace(
-                built.snapshot, profiling=profilees, usage=self._usage(unit, now)
+            in_flight = self._in_flight(unit)
+            waiting = frozenset(f.job_id for f in in_flight)
+            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, waiting)
+            given = dataclasses.replace(
+                built.snapshot,
+                profiling=profilees,
+                usage=self._usage(unit, now),
+                in_flight=in_flight,
             )
-            built = dataclasses.replace(built, snapshot=snap)
+            # what the step will plan (the core's reserve stage): the figures below say so
+            snap = reserve(given)
+            built = dataclasses.replace(built, snapshot=snap, waiting=waiting)
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
             self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
                 decision, clock = decide(
-                    snap, self.round_clock, self.policy, self.settings, self._step_options()
+                    given, self.round_clock, self.policy, self.settings, self._step_options()
                 )
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
@@ -359,39 +365,25 @@ class Tick:
             )
         unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
-    def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
-        """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
+    @staticmethod
+    def _in_flight(unit: Unit) -> tuple[InFlight, ...]:
+        """Jobs whose intent chains still wait, as the core's in-flight records.
 
-        Such a job is neither planned again nor its target given away: the GPUs its
-        pending placement names stay reserved until the chain is taken or dropped.
-        A job whose requeue still waits (the grace of its checkpoint notice) keeps
-        its current GPUs busy as well: it is running on them.
+        A chain waits on a requeued job not yet off its nodes, or on a notice's
+        grace (the requeue is still to come: the job runs on its current GPUs).
+        What the step does with them is the core's rule (:mod:`hopsd.core.reserve`).
         """
-        waiting = by_job([Step.of(r) for r in unit.pending_intents()])
-        if not waiting:
-            return built
-        snap = built.snapshot
-        reserved: dict[str, int] = {}
-        for chain in waiting.values():
-            for step in chain:
-                if step.action == IntentAction.UPDATE:
-                    for node, gpus in step.payload.get("nodes", []):
-                        reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
-        # A job given notice runs on until it is requeued: its GPUs stay busy till then.
-        for job in snap.jobs:
-            steps = waiting.get(job.id, [])
-            running_on = any(s.action == IntentAction.REQUEUE_HOLD for s in steps)
-            if job.current is not None and running_on:
-                for node, gpus in job.current.parts:
-                    reserved[node] = reserved.get(node, 0) + gpus
-        capacity = free_gpus(node_capacity(snap), reserved)
-        jobs = tuple(j for j in snap.jobs if j.id not in waiting)
-        pinned = frozenset(j for j in snap.pinned if j not in waiting)
-        snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
-        handles = {k: v for k, v in built.handles.items() if k not in waiting}
-        return dataclasses.replace(
-            built, snapshot=snapshot, handles=handles, waiting=frozenset(waiting)
-        )
+        out: list[InFlight] = []
+        for job_id, chain in by_job([Step.of(r) for r in unit.pending_intents()]).items():
+            target = tuple(
+                (str(node), int(gpus))
+                for step in chain
+                if step.action == IntentAction.UPDATE
+                for node, gpus in step.payload.get("nodes", [])
+            )
+            runs_on = any(s.action == IntentAction.REQUEUE_HOLD for s in chain)
+            out.append(InFlight(job_id, target, runs_on))
+        return tuple(out)
 
     def _profile(
         self,
