@@ -17,6 +17,7 @@ from hopsd.config import HopsConfig
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
+from hopsd.core.scoring import Scores
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import SizeVerdict
 from hopsd.core.snapshot import Snapshot
@@ -42,6 +43,7 @@ class Decision:
     profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
     planned: Snapshot | None = None
     doubted: tuple[SizeVerdict, ...] = ()
+    scores: Scores | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ def decide(
         step.profiling,
         step.planned,
         step.doubted,
+        step.scores,
     )
     return decision, step.clock
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -22,12 +21,12 @@ from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.gains import hears_notice
-from hopsd.core.model import Plan
-from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
+from hopsd.core.model import Job, Plan
 from hopsd.core.reserve import reserve
-from hopsd.core.sizeclaim import SizeRule, check_sizes
+from hopsd.core.scoring import Scores, score_jobs
+from hopsd.core.sizeclaim import SizeRule
 from hopsd.core.snapshot import InFlight, Snapshot
-from hopsd.core.step import IDLE, RoundClock, StepOptions
+from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
     Action,
@@ -288,17 +287,19 @@ class Tick:
             built = dataclasses.replace(built, snapshot=snap, waiting=waiting)
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
-            self._note_latency(built, result, unit)
+            options = dataclasses.replace(self._step_options(), score=True)
             started = time.perf_counter()
             try:
                 decision, clock = decide(
-                    given, self.round_clock, self.policy, self.settings, self._step_options()
+                    given, self.round_clock, self.policy, self.settings, options
                 )
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
+                self._note_latency(built, result, unit, scored(given, self.settings, options))
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
+            self._note_latency(built, result, unit, decision.scores or Scores())
             self.round_clock = clock
             self._offer_forecast(unit, rows, snap, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
@@ -424,48 +425,31 @@ class Tick:
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
 
-    def _note_latency(self, built: Assembled, result: TickResult, unit: Unit) -> None:
-        """Record every active job's latency ratio and Themis rho, and the final LR of jobs
-        that just ended.
+    def _note_latency(
+        self, built: Assembled, result: TickResult, unit: Unit, scores: Scores
+    ) -> None:
+        """Record every active job's latency ratio and Themis rho as the step scored them,
+        and the final LR of jobs that just ended (:mod:`hopsd.core.scoring`).
 
         The ledger keeps them so ``hops status`` and ``hops fairness`` show the
         core's figures and RAQLR can average the finished ones; ended jobs are
-        scored even when the queue is empty.
+        scored even when the queue is empty. A job the core could not score is
+        reported as that job's problem.
         """
-        snap = built.snapshot
-        estimator = Estimator(snap.cluster, snap.store, self.settings)
-        ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
         handles = built.handles
-        # a doubted claim is scored at the size the step plans it with, not at the claim
-        believed, _ = check_sizes(snap.jobs, estimator, self._step_options().sizes)
-        snap = dataclasses.replace(snap, jobs=believed)
-        ratios: dict[str, float] = {}
-        for job in snap.jobs:
-            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
-            ratio = self.reconciler.problems.guard(
-                slurm_id, "latency", partial(latency_ratio, job, ctx)
-            )
-            if ratio is not None:
-                ratios[job.id] = ratio
+        for job_id, exc in scores.failed:
+            slurm_id = handles[job_id].slurm_id if job_id in handles else 0
+            self.reconciler.problems.failed(slurm_id, "latency", exc)
+        ratios = dict(scores.latency_ratio)
         result.latency_ratios = list(ratios.values())
-        rhos: dict[str, float] = {}
-        for job in snap.jobs:
-            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
-            rho = self.reconciler.problems.guard(
-                slurm_id, "latency", partial(finish_time_fairness, job, ctx)
-            )
-            if rho is not None and math.isfinite(rho):
-                rhos[job.id] = rho
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        updates = []
-        for job_id, row in unit.jobs([*ratios, *ended]).items():
-            ratio = ratios.get(job_id)
-            if ratio is None:
-                try:
-                    ratio = latency_ratio(core_job(row), ctx)
-                except HopsError:
-                    ratio = None
-            updates.append(JobUpdate(job_id, latency_ratio=ratio, ftf_rho=rhos.get(job_id)))
+        rows = unit.jobs([*ratios, *ended])
+        final = score_jobs(built.snapshot, self.settings, (), ended=_ended_jobs(rows, ratios))
+        ratios.update(final.latency_ratio)
+        updates = [
+            JobUpdate(job_id, latency_ratio=ratios.get(job_id), ftf_rho=scores.ftf_rho.get(job_id))
+            for job_id in rows
+        ]
         unit.update_jobs(updates)
 
     def _record(
@@ -534,6 +518,19 @@ class Tick:
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
+
+
+def _ended_jobs(rows: Mapping[str, JobRecord], scored: Mapping[str, float]) -> list[Job]:
+    """The core jobs of rows the step did not score (jobs that just ended), where possible."""
+    out: list[Job] = []
+    for job_id, row in rows.items():
+        if job_id in scored:
+            continue
+        try:
+            out.append(core_job(row))
+        except HopsError:
+            continue  # a row that no longer reads as a job: no final LR
+    return out
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:
