@@ -11,7 +11,8 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
 * an in-flight job is taken out of planning (and out of ``pinned``);
 * the GPUs its pending placement names are taken out of capacity;
 * a job that still runs on its current GPUs (its notice's grace is not over,
-  so it has not been requeued yet) keeps those busy too.
+  so it has not been requeued yet) keeps those busy too; on a node where both
+  happen, the larger of the two is reserved (:func:`reserved_gpus`).
 
 hopsd builds the in-flight records from its pending intents, the simulator
 from the moves it is enacting under a notice; both plan around them by this
@@ -30,23 +31,28 @@ __all__ = ["InFlight", "reserve", "reserved_gpus"]
 
 
 def reserved_gpus(snapshot: Snapshot) -> dict[str, int]:
-    """GPUs per node the in-flight work of ``snapshot`` holds (targets plus GPUs run on).
+    """GPUs per node the in-flight work of ``snapshot`` holds now or will take.
 
-    A node the snapshot's cluster does not know (a placement decided before the
-    node left the configuration) reserves nothing: no GPU of it is handed out.
+    On each node that is the larger of what in-flight jobs still run on and
+    what pending placements will take, not their sum: a placement onto the GPUs
+    of a job under notice (a move onto a preempted job's GPUs) takes them only
+    once that job has left them. Planning may hand out what neither needs, so no
+    GPU is handed out twice before the grace ends nor after. A node the
+    snapshot's cluster does not know (a placement decided before the node left
+    the configuration) reserves nothing of the cluster's.
     """
     current = {j.id: j.current for j in snapshot.jobs}
-    held: dict[str, int] = {}
+    running: dict[str, int] = {}
+    taking: dict[str, int] = {}
     for flight in snapshot.in_flight:
-        parts = list(flight.target)
         config = current.get(flight.job_id)
-        if flight.runs_on and config is not None:
-            parts.extend(config.parts)
-        for node_id, gpus in parts:
-            if gpus < 0:
-                raise InvalidInputError(f"job {flight.job_id!r} reserves {gpus} GPUs")
-            held[node_id] = held.get(node_id, 0) + gpus
-    return held
+        held = config.parts if flight.runs_on and config is not None else ()
+        for into, parts in ((taking, flight.target), (running, held)):
+            for node_id, gpus in parts:
+                if gpus < 0:
+                    raise InvalidInputError(f"job {flight.job_id!r} reserves {gpus} GPUs")
+                into[node_id] = into.get(node_id, 0) + gpus
+    return {n: max(running.get(n, 0), taking.get(n, 0)) for n in {**running, **taking}}
 
 
 def reserve(snapshot: Snapshot) -> Snapshot:

@@ -50,6 +50,23 @@ def test_a_chain_of_a_job_outside_the_snapshot_still_reserves_its_target() -> No
     assert reserve(snap(in_flight=flying)).capacity == {"k1": 3, "a1": 4}
 
 
+def test_a_move_onto_a_noticed_jobs_gpus_reserves_them_once() -> None:
+    # on a100: "p" (2 GPUs, preempted under notice) and "b" (2 GPUs, untouched);
+    # "m" moves from the k80s onto p's two a100s once p has left them
+    jobs = (
+        Job("p", (2,), 1e6, current=on("a1", 2)),
+        Job("b", (2,), 1e6, current=on("a1", 2)),
+        Job("m", (2,), 1e6, current=on("k1", 2)),
+    )
+    flying = (InFlight("p", runs_on=True), InFlight("m", (("a1", 2),), runs_on=True))
+    given = snap(*jobs, in_flight=flying)
+    assert reserved_gpus(given) == {"a1": 2, "k1": 2}  # not 4 on a1: p's GPUs are m's next
+    held = reserve(given)
+    assert held.capacity == {"k1": 2, "a1": 2}  # b keeps its two; nothing else is free there
+    step = schedule_step(held, RoundClock(100.0), get_policy("fifo"), SETTINGS)
+    assert step.plan.placements()["b"] == on("a1", 2)  # planned within capacity
+
+
 def test_a_job_in_flight_twice_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="in flight twice"):
         snap(in_flight=(InFlight("a"), InFlight("a")))
