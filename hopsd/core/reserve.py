@@ -11,8 +11,9 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
 * an in-flight job is taken out of planning (and out of ``pinned``);
 * the GPUs its pending placement names are taken out of capacity;
 * a job that still runs on its current GPUs (its notice's grace is not over,
-  so it has not been requeued yet) keeps those busy too; on a node where both
-  happen, the larger of the two is reserved (:func:`reserved_gpus`).
+  so it has not been requeued yet) keeps those busy too;
+* a placement onto GPUs a job under notice still holds counts them once
+  (:func:`reserve`): no job still planned is left over capacity.
 
 hopsd builds the in-flight records from its pending intents, the simulator
 from the moves it is enacting under a notice; both plan around them by this
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from hopsd.core.capacity import free_gpus, node_capacity
+from hopsd.core.capacity import held_gpus, left, node_capacity
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.snapshot import InFlight, Snapshot
 
@@ -31,43 +32,45 @@ __all__ = ["InFlight", "reserve", "reserved_gpus"]
 
 
 def reserved_gpus(snapshot: Snapshot) -> dict[str, int]:
-    """GPUs per node the in-flight work of ``snapshot`` holds now or will take.
-
-    On each node that is the larger of what in-flight jobs still run on and
-    what pending placements will take, not their sum: a placement onto the GPUs
-    of a job under notice (a move onto a preempted job's GPUs) takes them only
-    once that job has left them. Planning may hand out what neither needs, so no
-    GPU is handed out twice before the grace ends nor after. A node the
-    snapshot's cluster does not know (a placement decided before the node left
-    the configuration) reserves nothing of the cluster's.
-    """
+    """GPUs per node in-flight work holds now (jobs under notice) plus what it will take
+    (pending placements). A node the snapshot's cluster does not know (a placement
+    decided before the node left the configuration) reserves nothing of the cluster's."""
     current = {j.id: j.current for j in snapshot.jobs}
-    running: dict[str, int] = {}
-    taking: dict[str, int] = {}
+    held: dict[str, int] = {}
     for flight in snapshot.in_flight:
         config = current.get(flight.job_id)
-        held = config.parts if flight.runs_on and config is not None else ()
-        for into, parts in ((taking, flight.target), (running, held)):
-            for node_id, gpus in parts:
-                if gpus < 0:
-                    raise InvalidInputError(f"job {flight.job_id!r} reserves {gpus} GPUs")
-                into[node_id] = into.get(node_id, 0) + gpus
-    return {n: max(running.get(n, 0), taking.get(n, 0)) for n in {**running, **taking}}
+        parts = [*flight.target, *(config.parts if flight.runs_on and config else ())]
+        for node_id, gpus in parts:
+            if gpus < 0:
+                raise InvalidInputError(f"job {flight.job_id!r} reserves {gpus} GPUs")
+            held[node_id] = held.get(node_id, 0) + gpus
+    return held
 
 
 def reserve(snapshot: Snapshot) -> Snapshot:
     """The snapshot the policy may plan: in-flight jobs out, their GPUs out of capacity.
 
+    A node keeps at least the GPUs the jobs still planned run on there. Where
+    the reserved GPUs and those jobs' come to more than the node has, a pending
+    placement lands on GPUs a job under notice still holds (a move onto a
+    preempted job's GPUs; in hopsd also a start Slurm holds back until that job
+    has left): those GPUs are counted once, and nothing is left to hand out.
     The result carries no in-flight records any more (they are spent on its
     capacity), so reserving twice changes nothing.
     """
     if not snapshot.in_flight:
         return snapshot
     waiting = {f.job_id for f in snapshot.in_flight}
-    capacity = free_gpus(node_capacity(snapshot), reserved_gpus(snapshot))
+    jobs = tuple(j for j in snapshot.jobs if j.id not in waiting)
+    running = held_gpus(j.current for j in jobs if j.current is not None)
+    reserved = reserved_gpus(snapshot)
+    capacity = {
+        n: min(cap, max(left(cap, reserved.get(n, 0)), running.get(n, 0)))
+        for n, cap in node_capacity(snapshot).items()
+    }
     return dataclasses.replace(
         snapshot,
-        jobs=tuple(j for j in snapshot.jobs if j.id not in waiting),
+        jobs=jobs,
         capacity=capacity,
         pinned=frozenset(j for j in snapshot.pinned if j not in waiting),
         in_flight=(),

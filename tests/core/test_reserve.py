@@ -50,7 +50,7 @@ def test_a_chain_of_a_job_outside_the_snapshot_still_reserves_its_target() -> No
     assert reserve(snap(in_flight=flying)).capacity == {"k1": 3, "a1": 4}
 
 
-def test_a_move_onto_a_noticed_jobs_gpus_reserves_them_once() -> None:
+def test_a_move_onto_a_noticed_jobs_gpus_counts_them_once() -> None:
     # on a100: "p" (2 GPUs, preempted under notice) and "b" (2 GPUs, untouched);
     # "m" moves from the k80s onto p's two a100s once p has left them
     jobs = (
@@ -60,11 +60,32 @@ def test_a_move_onto_a_noticed_jobs_gpus_reserves_them_once() -> None:
     )
     flying = (InFlight("p", runs_on=True), InFlight("m", (("a1", 2),), runs_on=True))
     given = snap(*jobs, in_flight=flying)
-    assert reserved_gpus(given) == {"a1": 2, "k1": 2}  # not 4 on a1: p's GPUs are m's next
     held = reserve(given)
     assert held.capacity == {"k1": 2, "a1": 2}  # b keeps its two; nothing else is free there
     step = schedule_step(held, RoundClock(100.0), get_policy("fifo"), SETTINGS)
     assert step.plan.placements()["b"] == on("a1", 2)  # planned within capacity
+
+
+def test_a_move_beside_a_noticed_job_reserves_both() -> None:
+    # "p" holds two a100s under notice, "m" moves onto the other two: all four are taken
+    jobs = (Job("p", (2,), 1e6, current=on("a1", 2)), Job("m", (2,), 1e6, current=on("k1", 2)))
+    flying = (InFlight("p", runs_on=True), InFlight("m", (("a1", 2),), runs_on=True))
+    assert reserved_gpus(snap(*jobs, in_flight=flying)) == {"a1": 4, "k1": 2}
+    held = reserve(snap(*jobs, Job("q", (1,), 1e6), in_flight=flying))
+    assert held.capacity == {"k1": 2, "a1": 0}
+
+
+def test_a_start_released_onto_a_noticed_jobs_gpus_plans_on() -> None:
+    # hopsd released "b" onto the GPUs of "p", preempted under notice: Slurm starts b once
+    # p has left; meanwhile b shows as starting there (pinned), p as in flight
+    jobs = (
+        Job("p", (4,), 1e6, current=on("a1", 4)),
+        Job("b", (4,), 1e6, current=on("a1", 4)),
+        Job("q", (1,), 1e6),
+    )
+    given = snap(*jobs, in_flight=(InFlight("p", runs_on=True),), pinned=frozenset({"b"}))
+    step = schedule_step(given, RoundClock(100.0), get_policy("fifo"), SETTINGS)
+    assert step.plan.placements()["q"].gpu_type == "k80"  # nothing of a1 is handed out
 
 
 def test_a_job_in_flight_twice_is_refused() -> None:
