@@ -34,7 +34,6 @@ from hopsd.daemon.decide import (
     actions_from_plan,
     chains,
     decide,
-    intent_chain,
     notice_of,
 )
 from hopsd.daemon.enact import (
@@ -410,16 +409,9 @@ class Tick:
             unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
+            listening = {a.job_id for a in enacted.actions} - set(enacted.unheard)
             notice = notice_of(self.config)
-            requests = [
-                request
-                for a in enacted.actions
-                for request in intent_chain(
-                    a,
-                    enacted.reasons.get(a.job_id, a.kind),
-                    None if a.job_id in enacted.unheard else notice,
-                )
-            ]
+            requests = chains(enacted.actions, enacted.reasons, notice, listening)
             intents = unit.record_intents(requests, None, now)
             result.actions = [*result.actions, *enacted.actions]
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
