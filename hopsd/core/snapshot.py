@@ -42,7 +42,9 @@ class Snapshot:
     step turns into fair-share factors (None: every factor stays as given).
     ``in_flight`` lists jobs whose decided actions are still being taken: the
     step's first stage (:func:`hopsd.core.reserve.reserve`) leaves them and the
-    GPUs they hold or will take out of planning.
+    GPUs they hold or will take out of planning. ``listening`` names the jobs
+    that can hear a checkpoint notice before a move or preemption (None: all;
+    :mod:`hopsd.core.act`).
     """
 
     now: float
@@ -55,6 +57,7 @@ class Snapshot:
     profiling: tuple[Profilee, ...] = ()
     usage: Usage | None = None
     in_flight: tuple[InFlight, ...] = ()
+    listening: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]

@@ -4,7 +4,8 @@ The step runs as named stages, in this order: **reserve** (in-flight work keeps
 its GPUs, :mod:`hopsd.core.reserve`), **profile** (the profiling queue),
 **evidence** (size claims), **score** (LR and rho, :mod:`hopsd.core.scoring`),
 the fair-share factors, **plan** (the policy, with its fragment refill),
-**guard** (sparing) and validation.
+**guard** (sparing), validation and **act** (the plan's actions, and which
+start with a checkpoint notice: :mod:`hopsd.core.act`).
 
 hopsd (live Slurm), the simulator and replay differ only in where the snapshot
 comes from and where the decision goes; each of them calls
@@ -41,6 +42,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hopsd.core.act import Act, act
 from hopsd.core.capacity import free_gpus as unheld
 from hopsd.core.capacity import headroom, held_gpus, node_capacity
 from hopsd.core.errors import HopsError
@@ -90,6 +92,8 @@ class StepOptions:
     sizes: SizeRule = field(default_factory=SizeRule)
     # score every planned job's LR and rho (:mod:`hopsd.core.scoring`) into the result
     score: bool = False
+    # moves and preemptions of jobs that can hear it start with a checkpoint notice
+    notice: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class StepResult:
     doubted: tuple[SizeVerdict, ...] = ()
     # LR and rho of the jobs planned (with ``StepOptions.score``; see :mod:`hopsd.core.scoring`)
     scores: Scores | None = None
+    # the plan's actions in enacting order, each saying whether a notice comes first
+    actions: tuple[Act, ...] = ()
 
     @property
     def acted(self) -> bool:
@@ -162,6 +168,7 @@ def schedule_step(
         planned=snapshot,
         doubted=doubted,
         scores=scores,
+        actions=act(result.plan, snapshot.listening, opts.notice),
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.act import Act
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
@@ -47,6 +48,7 @@ class Decision:
     planned: Snapshot | None = None
     doubted: tuple[SizeVerdict, ...] = ()
     scores: Scores | None = None
+    actions: tuple[Act, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def decide(
         step.planned,
         step.doubted,
         step.scores,
+        step.actions,
     )
     return decision, step.clock
 

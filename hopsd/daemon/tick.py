@@ -20,7 +20,6 @@ from hopsd.config import HopsConfig, policy_settings
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
-from hopsd.core.gains import hears_notice
 from hopsd.core.model import Job, Plan
 from hopsd.core.reserve import reserve
 from hopsd.core.scoring import Scores, score_jobs
@@ -345,6 +344,7 @@ class Tick:
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
         return StepOptions(
             spare_guard_s=guard,
+            notice=notice_of(self.config) is not None,
             profiling=self.profiler.options.rules,
             fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
             sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
@@ -500,9 +500,8 @@ class Tick:
                     sources.append(JobUpdate(row.id, estimate_source=got.source))
         unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        # only jobs whose probe has reported can take the notice (see chains)
-        heard = unit.jobs([a.job_id for a in actions])
-        listening = {job_id for job_id, row in heard.items() if hears_notice(row.startup_s)}
+        # who is given notice is the step's to say (hopsd.core.act)
+        listening = {a.job_id for a in decision.actions if a.notice}
         requests = chains(actions, reasons, notice_of(self.config), listening)
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]

@@ -8,8 +8,10 @@ checks that no node hands out more GPUs than it has, whatever the policy did.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from hopsd.core.accounting import RunEnd, restarts_after
+from hopsd.core.act import Act
 from hopsd.core.model import Assignment, Cluster, Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
@@ -127,11 +129,12 @@ class PlanEnactor:
         """One Slurm action as hopsd would take it: notice, requeue or release (a start)."""
         self.events.append((self.now, job_id, action))
 
-    def _apply(self, plan: Plan) -> None:
+    def _apply(self, plan: Plan, actions: Sequence[Act] = ()) -> None:
         """Enact a validated plan on the simulated cluster (the step checked its rules).
 
-        With a notice grace, moves and preemptions (and starts onto GPUs their
-        jobs still hold) are taken when it is over (:meth:`_give_notice`).
+        Moves and preemptions the step's act stage gives a notice (``actions``;
+        only with a notice grace) are taken when it is over, as are starts onto
+        GPUs their jobs still hold (:meth:`_give_notice`).
         """
         mentioned = {a.job_id for a in (*plan.keep, *plan.move)} | set(plan.preempt)
         self.unmentioned += sum(
@@ -141,8 +144,9 @@ class PlanEnactor:
             and j.spec.job_id not in mentioned
             and j.spec.job_id not in self.flights
         )
-        if self.config.notice_grace_s > 0 and (plan.move or plan.preempt):
-            plan = self._give_notice(plan, self.now + self.config.notice_grace_s)
+        heard = {a.job_id for a in actions if a.notice}
+        if self.config.notice_grace_s > 0 and heard:
+            plan = self._give_notice(plan, self.now + self.config.notice_grace_s, heard)
         for job_id in plan.preempt:
             self._requeue(self.by_id[job_id], queued=True)
         for a in plan.move:
@@ -152,33 +156,48 @@ class PlanEnactor:
         for a in plan.start:
             self._place(self.by_id[a.job_id], a.config, moved=False)
 
-    def _give_notice(self, plan: Plan, until: float) -> Plan:
-        """Notice to every moved or preempted job; what the plan does now is what is left.
+    def _give_notice(self, plan: Plan, until: float, heard: set[str]) -> Plan:
+        """Notice to the moved or preempted jobs in ``heard``; what the plan does now is left.
 
-        Every simulated job hears the notice (its probe runs), runs on until
-        ``until`` and is then requeued; a move's target waits for it reserved.
-        A start onto GPUs a noticed job still holds waits for them too.
+        Each runs on until ``until`` and is then requeued; a move's target waits
+        for it reserved. A start onto GPUs a noticed job still holds is released
+        now and starts once they are free.
         """
-        for job_id in plan.preempt:
-            self.flights[job_id] = Flight(until, None, True)
-            self._log(job_id, "notice")
-        for a in plan.move:
-            self.flights[a.job_id] = Flight(until, a.config, True)
-            self._log(a.job_id, "notice")
         free = {n: self.cluster.node(n).gpus - used for n, used in self.used.items()}
+        for job_id in plan.preempt:
+            if job_id in heard:
+                self.flights[job_id] = Flight(until, None, True)
+                self._log(job_id, "notice")
+            else:
+                self._add(free, self.by_id[job_id].config, 1)
+        for a in plan.move:
+            if a.job_id in heard:
+                self.flights[a.job_id] = Flight(until, a.config, True)
+                self._log(a.job_id, "notice")
+            else:
+                self._add(free, self.by_id[a.job_id].config, 1)
+                self._add(free, a.config, -1)
         for flight in self.flights.values():
-            for node_id, gpus in flight.target.parts if flight.target else ():
-                free[node_id] -= gpus
+            self._add(free, flight.target, -1)
         now: list[Assignment] = []
         for a in plan.start:
             if all(free[n] >= g for n, g in a.config.parts):
-                for node_id, gpus in a.config.parts:
-                    free[node_id] -= gpus
+                self._add(free, a.config, -1)
                 now.append(a)
             else:  # released now, as hopsd releases it; Slurm starts it once its GPUs are free
                 self.flights[a.job_id] = Flight(until, a.config, False)
                 self._log(a.job_id, "release")
-        return dataclasses.replace(plan, preempt=(), move=(), start=tuple(now))
+        return dataclasses.replace(
+            plan,
+            preempt=tuple(j for j in plan.preempt if j not in heard),
+            move=tuple(a for a in plan.move if a.job_id not in heard),
+            start=tuple(now),
+        )
+
+    @staticmethod
+    def _add(free: dict[str, int], cfg: Configuration | None, sign: int) -> None:
+        for node_id, gpus in cfg.parts if cfg is not None else ():
+            free[node_id] += sign * gpus
 
     def _end_graces(self) -> bool:
         """Take the requeues and placements whose notice's grace is over, in plan order:

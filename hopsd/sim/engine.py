@@ -144,6 +144,7 @@ class Engine(SchedulerView, PlanEnactor):
             refill_after_round=self.config.refill_after_round,
             fragments=self.config.fragments,
             profiling=ProfilingRules(self.config.profile_s > 0, max(self.config.profile_s, EPS)),
+            notice=self.config.notice_grace_s > 0,
         )
         self._check_feasible()
 
@@ -476,13 +477,13 @@ class Engine(SchedulerView, PlanEnactor):
                 self.plans += 1
             if step.kind == FRAGMENT or step.refilled:
                 self.fragment_plans += 1
-            self._apply(step.plan)
+            self._apply(step.plan, step.actions)
         if stopped:
             again = self._step(False)
             self.clock = again.clock
             self._apply_profiling(again.profiling)
             if again.kind != IDLE:
-                self._apply(again.plan)
+                self._apply(again.plan, again.actions)
 
     def _step(self, changed: bool) -> StepResult:
         try:
