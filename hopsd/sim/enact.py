@@ -167,13 +167,11 @@ class PlanEnactor:
         for job_id in plan.preempt:
             if job_id in heard:
                 self.flights[job_id] = Flight(until, None, True)
-                self._log(job_id, "notice")
             else:
                 self._add(free, self.by_id[job_id].config, 1)
         for a in plan.move:
             if a.job_id in heard:
                 self.flights[a.job_id] = Flight(until, a.config, True)
-                self._log(a.job_id, "notice")
             else:
                 self._add(free, self.by_id[a.job_id].config, 1)
                 self._add(free, a.config, -1)
@@ -187,6 +185,9 @@ class PlanEnactor:
             else:  # released now, as hopsd releases it; Slurm starts it once its GPUs are free
                 self.flights[a.job_id] = Flight(until, a.config, False)
                 self._log(a.job_id, "release")
+        for job_id in (*(a.job_id for a in plan.move), *plan.preempt):  # hopsd's order
+            if job_id in heard:
+                self._log(job_id, "notice")
         return dataclasses.replace(
             plan,
             preempt=tuple(j for j in plan.preempt if j not in heard),

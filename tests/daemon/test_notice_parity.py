@@ -1,4 +1,4 @@
-"""hopsd and the simulator enact a move under a notice's grace alike: same actions, same instants.
+"""hopsd and the simulator enact moves under a notice's grace alike: same actions, same instants.
 
 The scenario: one slow k80 node and one fast a100 node; job Y runs on the k80s
 and gains 8x on the a100s, which are free, so the round at t0 moves it. Both
@@ -8,6 +8,9 @@ its target. When the grace is over (t0 + 30) Y is requeued and released onto
 the a100s first, then the round of that instant gives Z the k80s Y left (hopsd
 takes pending chains before it decides). Rounds are 10 s long and hopsd ticks
 once a round, so every action falls on a round's instant.
+
+A second scenario preempts a job under notice for one released onto its GPUs
+at once (Slurm starts it once they are free), with a policy both worlds run.
 
 hopsd runs on the in-memory Slurm (:mod:`daemon_fakeport`); the simulator
 starts at t0 from Y running where hopsd runs it, knowing the throughputs hopsd
@@ -23,8 +26,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from test_notice import daemon, report
 
 from hopsd.config import HopsConfig
-from hopsd.core.model import Cluster, Configuration
+from hopsd.core.model import Assignment, Cluster, Configuration, Plan
 from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.daemon.observe import observe
 from hopsd.daemon.snapshot_builder import build_cluster_view
@@ -138,3 +142,72 @@ def test_a_move_under_notice_is_the_same_in_hopsd_and_in_the_simulator(
     ]
     assert live == expected
     assert through_the_simulator(t0, cluster, config.settings()) == expected
+
+
+class Displacing:
+    """Starts a waiting job on the first node while nothing runs, then, once, preempts the
+    running job for the next waiting one, on the same GPUs (a policy for both worlds)."""
+
+    name = "displacing"
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        queued, running = snapshot.queued, snapshot.running
+        if not queued or self.done:
+            return Plan()
+        if not running:
+            node = snapshot.cluster.nodes[0]
+            where = Configuration(node.gpu_type, ((node.id, node.gpus),))
+            return Plan(start=(Assignment(queued[0].id, where),))
+        self.done = True
+        old = running[0]
+        assert old.current is not None
+        return Plan(start=(Assignment(queued[0].id, old.current),), preempt=(old.id,))
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return Plan()
+
+
+def test_a_preemption_under_notice_with_a_start_in_its_place_is_the_same_in_both(
+    config: HopsConfig, sessions: sessionmaker[Session], clock: FakeClock
+) -> None:
+    """A runs on the k80s; at t0 it is preempted for B, released onto A's GPUs at once (Slurm
+    starts B once A has left); A is requeued at t0 + 30. Meanwhile hopsd plans every round:
+    B waits on GPUs A still holds, and they are counted once."""
+    config = dataclasses.replace(config, checkpoint_grace_s=GRACE)
+    port = Recording(nodes(), clock)
+    a = port.add_job(HopsTag((4,), SAMPLES), submit_time=clock())
+    tick = daemon(config, port, sessions, clock)
+    tick.policy = Displacing()
+    tick.run_once()
+    report(config, a, "slow1", [{"seq": 1, "at": clock(), "kind": "start", "startup_s": 4.0}])
+    tick.run_once()
+    clock.advance(ROUND)
+    t0 = clock()
+    b = port.add_job(HopsTag((4,), SAMPLES), submit_time=clock())
+    planned = []
+    for _ in range(4):  # t0 .. t0 + 30
+        planned.append(tick.run_once().decision is not None)
+        clock.advance(ROUND)
+    assert planned == [True] * 4  # no round fails on GPUs handed out twice
+    assert port.jobs[b].placement == {"slow1": 4}
+    names = {a: "a", b: "b"}
+    live = [(at - t0, names[job], what) for at, job, what in port.events if at >= t0]
+    expected = [(0.0, "b", "release"), (0.0, "a", "notice"), (30.0, "a", "requeue")]
+    assert live == expected
+
+    cluster = build_cluster_view(observe(port, clock).nodes, config, {}).cluster
+    model = ModelSpec("m", 1e3, 10, {"k80": 10.0, "a100": 80.0})
+    jobs = [JobSpec("a", t0 - ROUND, (4,), SAMPLES, "m"), JobSpec("b", t0, (4,), SAMPLES, "m")]
+    on_k80 = Configuration("k80", (("slow1", 4),))
+    resumed = {"a": Resumed("running", has_run=True, config=on_k80), "b": Resumed("queued")}
+    sim_config = EngineConfig(
+        settings=config.settings(), profile_s=0.0, spare_guard_s=2.0, solver_by_work=False,
+        start_s=t0, first_round_s=t0, partial=True, max_rounds=4, notice_grace_s=GRACE,
+    )  # fmt: skip
+    truth = GroundTruth(cluster, {"m": model})
+    engine = Engine(truth, jobs, Displacing(), sim_config, resumed=resumed)
+    engine.run()
+    assert [(at - t0, job, what) for at, job, what in engine.events] == expected

@@ -81,8 +81,8 @@ def test_under_notice_the_job_trains_on_and_its_gpus_stay_its_own() -> None:
     engine, policy = run(25.0)
     assert engine.events[:4] == [
         (0.0, "L", "release"),
+        (10.0, "S", "release"),  # released at once (hopsd's order); starts once L has left
         (10.0, "L", "notice"),
-        (10.0, "S", "release"),  # released at once; Slurm starts it once L has left
         (35.0, "L", "requeue"),
     ]
     # L and S in flight: neither planned, and none of the node's GPUs is W's to take
