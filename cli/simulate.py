@@ -102,6 +102,7 @@ def _knobs(
     round_length: float | None,
     restart_penalty: float | None,
     profiling_s: float | None,
+    notice_grace: float | None = None,
 ) -> SimKnobs:
     """The simulation's knobs: the ``--sim-config`` file's, overridden by the flags given."""
     from hopsd.sim.knobs import SimKnobs, load_knobs, parse_knobs
@@ -111,6 +112,7 @@ def _knobs(
         "round_length_s": round_length,
         "restart_penalty_s": restart_penalty,
         "profiling_s": profiling_s,
+        "notice_grace_s": notice_grace,
     }
     return knobs.with_defaults(
         parse_knobs({k: v for k, v in flags.items() if v is not None}, "command line").defaults
@@ -208,6 +210,14 @@ ProfilingOption = Annotated[
     float | None, typer.Option("--profiling-s", help="Profiling time of a new job, seconds.")
 ]
 
+NoticeGraceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--notice-grace",
+        help="Checkpoint notice before a move or preemption, seconds (hopsd's: 120; 0: none).",
+    ),
+]
+
 SimConfigOption = Annotated[
     str | None,
     typer.Option("--sim-config", help="Simulation TOML: knob defaults, [policies.NAME] overrides."),
@@ -233,6 +243,7 @@ def simulate(
     round_length: RoundLengthOption = None,
     restart_penalty: RestartPenaltyOption = None,
     profiling_s: ProfilingOption = None,
+    notice_grace: NoticeGraceOption = None,
     sim_config: SimConfigOption = None,
     out: OutOption = None,
     as_json: AsJsonOption = False,
@@ -254,7 +265,7 @@ def simulate(
         preset = "paper-64"
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
-        knobs = _knobs(sim_config, round_length, restart_penalty, profiling_s)
+        knobs = _knobs(sim_config, round_length, restart_penalty, profiling_s, notice_grace)
         seed_list = parse_seeds(seeds) if seeds is not None else None
     except HopsError as exc:
         fail(str(exc), EXIT_USAGE)

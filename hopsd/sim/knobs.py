@@ -1,5 +1,5 @@
-"""Per-policy knobs of a simulation: round length, restart penalty, profiling time; and
-each policy's own settings.
+"""Per-policy knobs of a simulation: round length, restart penalty, profiling time,
+checkpoint notice; and each policy's own settings.
 
 The published schedulers were evaluated with different round mechanics (Gavel
 with 360 s rounds and free preemption, Sia with 60 s rounds and restore costs of
@@ -10,6 +10,7 @@ overrides::
     round_length_s = 300      # defaults for every policy
     restart_penalty_s = 30
     profiling_s = 60
+    notice_grace_s = 120      # a notice's grace before each move (0, the default: none)
 
     [policies.gavel]          # overrides for one policy
     round_length_s = 360
@@ -42,7 +43,7 @@ from typing import Any
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
 
-KEYS = ("round_length_s", "restart_penalty_s", "profiling_s")
+KEYS = ("round_length_s", "restart_penalty_s", "profiling_s", "notice_grace_s")
 
 
 class KnobsError(InvalidInputError):
@@ -56,6 +57,7 @@ class Knobs:
     round_length_s: float | None = None
     restart_penalty_s: float | None = None
     profiling_s: float | None = None
+    notice_grace_s: float | None = None
 
     def over(self, base: Knobs) -> Knobs:
         """These values where set, ``base``'s elsewhere."""
@@ -71,7 +73,8 @@ class Knobs:
         if self.restart_penalty_s is not None:
             settings = replace(settings, restart_penalty_s=self.restart_penalty_s)
         profile_s = self.profiling_s if self.profiling_s is not None else config.profile_s
-        return replace(config, settings=settings, profile_s=profile_s)
+        grace = self.notice_grace_s if self.notice_grace_s is not None else config.notice_grace_s
+        return replace(config, settings=settings, profile_s=profile_s, notice_grace_s=grace)
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,7 @@ def effective(config: EngineConfig) -> dict[str, float]:
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
         "profiling_s": config.profile_s,
+        "notice_grace_s": config.notice_grace_s,
     }
 
 
