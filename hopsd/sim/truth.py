@@ -68,6 +68,12 @@ class ModelSpec:
     ``max_gpus`` caps, per GPU type, the GPUs one job
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
+    ``measured_throughput`` holds, per GPU type, what a source measured a job
+    of the model doing on 2 or more GPUs of the type (total samples/s,
+    whatever the placement, on hosts of factor 1.0): the truth runs those
+    counts at it and derives the others from ``params`` and ``comm_scale``.
+    Only the truth reads it; the scheduler learns it by measuring, as it
+    learns everything else of a job's scaling.
     """
 
     name: str
@@ -87,6 +93,7 @@ class ModelSpec:
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
     max_gpus: Mapping[str, int] = field(default_factory=dict)
+    measured_throughput: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -101,6 +108,16 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
         if any(limit < 0 for limit in self.max_gpus.values()):
             raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
+        for gpu_type, table in self.measured_throughput.items():
+            if any(n < 2 or rate <= 0 for n, rate in table.items()):
+                raise InvalidInputError(
+                    f"model {self.name!r}: measured_throughput on {gpu_type!r} needs "
+                    "counts >= 2 (one GPU is the throughput table) and rates > 0"
+                )
+
+    def measured(self, gpu_type: str, gpus: int) -> float | None:
+        """Total samples/s a source measured on ``gpus`` GPUs of the type, if it did."""
+        return self.measured_throughput.get(gpu_type, {}).get(gpus)
 
     def limits(self) -> tuple[tuple[str, int], ...]:
         """``max_gpus`` as the planner's ``Job.max_gpus`` (sorted by type)."""
@@ -220,10 +237,7 @@ class GroundTruth:
         batch_size: int | None = None,
     ) -> float:
         """Per-GPU samples/s on one GPU of a type, on a host of the given factor."""
-        spec = self.model(model)
-        batch = batch_size or spec.batch_size
-        t_iter = expected_iteration(spec.profile(gpu_type, data_factor, batch), 0.0)
-        return batch / t_iter
+        return _one_gpu(self.model(model), gpu_type, data_factor, batch_size)
 
     def _lookup(
         self, model: str, config: Configuration, batch_size: int | None
@@ -247,11 +261,39 @@ class GroundTruth:
                 f"model {model!r} cannot run on {config.total_gpus} GPUs of "
                 f"{config.gpu_type!r} (at most {limit})"
             )
-        t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
-        rates = []
         for node_id, _ in config.parts:
             if self._nodes[node_id].gpu_type != config.gpu_type:
                 raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
-            profile = spec.profile(config.gpu_type, self.factor(node_id), batch)
-            rates.append(batch / expected_iteration(profile, t_c))
-        return min(rates) * config.total_gpus, tuple(rates)
+        measured = spec.measured(config.gpu_type, config.total_gpus)
+        if measured is not None:
+            rates = self._measured_rates(spec, config, measured, batch)
+        else:
+            t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
+            rates = tuple(
+                batch
+                / expected_iteration(spec.profile(config.gpu_type, self.factor(node), batch), t_c)
+                for node, _ in config.parts
+            )
+        return min(rates) * config.total_gpus, rates
+
+    def _measured_rates(
+        self, spec: ModelSpec, config: Configuration, measured: float, batch: int
+    ) -> tuple[float, ...]:
+        """Per-GPU pace of each node in a configuration whose size a source measured.
+
+        The measurement holds at the model's batch on hosts of factor 1.0; a
+        slower host, or a job's own batch, changes it as much as it changes one
+        GPU's pace (a source that measured scaling measured no host factors).
+        """
+        per_gpu = measured / config.total_gpus
+        nominal = _one_gpu(spec, config.gpu_type, 1.0, spec.batch_size)
+        return tuple(
+            per_gpu * _one_gpu(spec, config.gpu_type, self.factor(node), batch) / nominal
+            for node, _ in config.parts
+        )
+
+
+def _one_gpu(spec: ModelSpec, gpu_type: str, data_factor: float, batch_size: int | None) -> float:
+    """Samples/s of the model on one GPU of a type, on a host of the given factor."""
+    batch = batch_size or spec.batch_size
+    return batch / expected_iteration(spec.profile(gpu_type, data_factor, batch), 0.0)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from sim_helpers import tiny_truth
+from sim_helpers import TINY_CLUSTER, TOY_MODELS, tiny_truth
 
 from hopsd.core.model import Configuration
-from hopsd.sim.cluster_file import load_cluster
+from hopsd.sim.cluster_file import load_cluster, parse_cluster
+from hopsd.sim.profiles import ProfileFileError, parse_profiles, with_aliases
 from hopsd.sim.run import build_truth, preset_path
+from hopsd.sim.truth import GroundTruth
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +74,66 @@ def test_the_engine_runs_a_job_at_its_trace_batch(paper64) -> None:
         assert engine.jobs[0].finish_time is not None
         rates[batch] = engine.jobs[0].spec.total_samples / engine.jobs[0].run_time
     assert rates[128] > 1.2 * rates[None]
+
+
+# "toy" measured at 2 and 3 GPUs of "slow": 6 and 5 samples/s per GPU (about 9 on one GPU).
+MEASURED = {
+    "models": {
+        "toy": {
+            **TOY_MODELS["models"]["toy"],
+            "data_ms_per_sample": 50.0,
+            "measured_throughput": {"slow": {"2": 12.0, "3": 15.0}},
+        }
+    }
+}
+
+
+def _measured_truth(data_factors: dict[str, float] | None = None) -> GroundTruth:
+    sim = parse_cluster(TINY_CLUSTER, "tiny", seed=0)
+    return GroundTruth(sim.cluster, parse_profiles(MEASURED), data_factors or {})
+
+
+def test_measured_counts_run_as_measured_whatever_the_placement() -> None:
+    truth = _measured_truth()
+    spread = Configuration.of("slow", {"s00": 1, "s01": 1})
+    packed = Configuration.of("slow", {"s00": 2})
+    assert truth.throughput("toy", spread) == pytest.approx(12.0)
+    assert truth.throughput("toy", packed) == pytest.approx(12.0)
+    three = Configuration.of("slow", {"s00": 2, "s01": 1})
+    assert truth.throughput("toy", three) == pytest.approx(15.0)
+    # a count nobody measured, and another type, keep the communication model
+    four = Configuration.of("slow", {"s00": 4})
+    fast = Configuration.of("fast", {"f00": 2})
+    toy = {k: v for k, v in MEASURED["models"]["toy"].items() if k != "measured_throughput"}
+    plain = GroundTruth(truth.cluster, parse_profiles({"models": {"toy": toy}}))
+    assert plain.throughput("toy", packed) > 15.0
+    for cfg in (four, fast):
+        assert truth.throughput("toy", cfg) == plain.throughput("toy", cfg)
+
+
+def test_a_slow_host_slows_a_measured_count_as_it_slows_one_gpu() -> None:
+    truth = _measured_truth({"s01": 3.0})
+    one_gpu_ratio = truth.single_gpu("toy", "slow", 3.0) / truth.single_gpu("toy", "slow")
+    assert one_gpu_ratio < 0.9
+    both = Configuration.of("slow", {"s00": 1, "s01": 1})
+    assert truth.node_rates("toy", both) == pytest.approx((6.0, 6.0 * one_gpu_ratio))
+    assert truth.throughput("toy", both) == pytest.approx(12.0 * one_gpu_ratio)
+
+
+def test_bad_measured_tables_are_refused() -> None:
+    toy = dict(MEASURED["models"]["toy"])
+    for table, match in (
+        ({"slow": {"1": 10.0}}, "count >= 2"),
+        ({"slow": {"two": 10.0}}, "count >= 2"),
+        ({"slow": {"2": 0}}, "positive"),
+        ({"slow": 18.0}, "table of GPU count"),
+    ):
+        with pytest.raises(ProfileFileError, match=match):
+            parse_profiles({"models": {"toy": {**toy, "measured_throughput": table}}})
+
+
+def test_an_alias_type_scales_on_its_own_links() -> None:
+    models = with_aliases(parse_profiles(MEASURED), {"slow2": "slow"})
+    assert models["toy"].throughput["slow2"] == 10.0
+    assert models["toy"].measured("slow", 2) == 12.0
+    assert models["toy"].measured("slow2", 2) is None
