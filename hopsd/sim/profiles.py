@@ -21,13 +21,15 @@ TOML (or JSON with the same structure)::
     TitanXP = 492.0
     [models.resnet50.measured_throughput.RTX3090]   # optional: measured scaling
     2 = 370.0                      # total samples/s one job sustains on 2 GPUs
-    4 = 700.0
+    4 = 700.0                      # ... on 4 GPUs, whatever the placement
+    "8/2" = 1300.0                 # ... on 8 GPUs over 2 servers
 
 Per type, either a throughput or a compute time is given; a GPU type the
 cluster file maps with ``compute_as`` reuses its target's numbers.
 ``measured_throughput`` is what a source measured at some GPU counts of a
-type (whatever the placement): the simulator's truth runs those counts at it
-and derives the other counts from ``params`` and ``comm_scale``; the
+type, on a number of servers or whatever the placement: the simulator's truth
+runs those configurations at it and derives the others from ``params`` and
+``comm_scale``; the
 scheduler never reads it (it learns the scaling by measuring the job). A
 ``compute_as`` alias computes like its target but scales on its own links.
 """
@@ -35,6 +37,7 @@ scheduler never reads it (it learns the scaling by measuring the job). A
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
@@ -56,6 +59,7 @@ _SCALARS = {
     "restore_s",
 }
 _TABLES = {"throughput", "compute_ms", "max_gpus", "measured_throughput"}
+_COUNT = re.compile(r"^(\d+)(?:/(\d+))?$")
 
 
 class ProfileFileError(InvalidInputError):
@@ -84,22 +88,27 @@ def _limits(where: str, table: Any) -> dict[str, int]:
     return out
 
 
-def _measured(where: str, table: Any) -> dict[str, dict[int, float]]:
-    """GPU type -> GPU count (2 or more) -> measured total samples/s."""
+def _measured(where: str, table: Any) -> dict[str, dict[tuple[int, int], float]]:
+    """GPU type -> (GPUs >= 2, servers; 0: any placement) -> measured total samples/s."""
     if not isinstance(table, dict):
         raise ProfileFileError(f"{where} must be a table of GPU type tables")
-    out: dict[str, dict[int, float]] = {}
+    out: dict[str, dict[tuple[int, int], float]] = {}
     for gpu_type, counts in table.items():
         label = f"{where}.{gpu_type}"
         if not isinstance(counts, dict):
             raise ProfileFileError(f"{label} must be a table of GPU count = samples/s")
-        per: dict[int, float] = {}
-        for count, value in counts.items():
-            if not str(count).isdigit() or int(count) < 2:
-                raise ProfileFileError(f"{label}: {count!r} is not a GPU count >= 2")
+        per: dict[tuple[int, int], float] = {}
+        for key, value in counts.items():
+            found = _COUNT.match(str(key))
+            gpus = int(found.group(1)) if found else 0
+            servers = int(found.group(2)) if found and found.group(2) else None
+            if gpus < 2 or (servers is not None and not 1 <= servers <= gpus):
+                raise ProfileFileError(
+                    f"{label}: {key!r} is not a GPU count >= 2, or GPUs/servers"
+                )
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ProfileFileError(f"{label}.{count} must be a positive number")
-            per[int(count)] = float(value)
+                raise ProfileFileError(f"{label}.{key} must be a positive number")
+            per[(gpus, servers or 0)] = float(value)
         out[gpu_type] = per
     return out
 

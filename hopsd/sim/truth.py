@@ -69,11 +69,13 @@ class ModelSpec:
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
     ``measured_throughput`` holds, per GPU type, what a source measured a job
-    of the model doing on 2 or more GPUs of the type (total samples/s,
-    whatever the placement, on hosts of factor 1.0): the truth runs those
-    counts at it and derives the others from ``params`` and ``comm_scale``.
-    Only the truth reads it; the scheduler learns it by measuring, as it
-    learns everything else of a job's scaling.
+    of the model doing on 2 or more GPUs of the type (total samples/s on hosts
+    of factor 1.0), keyed ``(GPUs, servers)``; servers 0 is a measurement that
+    holds whatever the placement. The truth runs a configuration measured on
+    its number of servers, else at its GPU count, at the measurement, and
+    derives the others from ``params`` and ``comm_scale``. Only the truth
+    reads it; the scheduler learns it by measuring, as it learns everything
+    else of a job's scaling.
     """
 
     name: str
@@ -93,7 +95,9 @@ class ModelSpec:
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
     max_gpus: Mapping[str, int] = field(default_factory=dict)
-    measured_throughput: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    measured_throughput: Mapping[str, Mapping[tuple[int, int], float]] = field(
+        default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -109,15 +113,19 @@ class ModelSpec:
         if any(limit < 0 for limit in self.max_gpus.values()):
             raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
         for gpu_type, table in self.measured_throughput.items():
-            if any(n < 2 or rate <= 0 for n, rate in table.items()):
+            if any(n < 2 or not 0 <= k <= n or r <= 0 for (n, k), r in table.items()):
                 raise InvalidInputError(
                     f"model {self.name!r}: measured_throughput on {gpu_type!r} needs "
-                    "counts >= 2 (one GPU is the throughput table) and rates > 0"
+                    "2 or more GPUs (one is the throughput table) on at most as many "
+                    "servers, and rates > 0"
                 )
 
-    def measured(self, gpu_type: str, gpus: int) -> float | None:
-        """Total samples/s a source measured on ``gpus`` GPUs of the type, if it did."""
-        return self.measured_throughput.get(gpu_type, {}).get(gpus)
+    def measured(self, gpu_type: str, gpus: int, servers: int = 0) -> float | None:
+        """Total samples/s a source measured on ``gpus`` GPUs of the type, if it did:
+        on ``servers`` servers if measured so, else whatever the placement."""
+        table = self.measured_throughput.get(gpu_type, {})
+        found = table.get((gpus, servers)) if servers else None
+        return found if found is not None else table.get((gpus, 0))
 
     def limits(self) -> tuple[tuple[str, int], ...]:
         """``max_gpus`` as the planner's ``Job.max_gpus`` (sorted by type)."""
@@ -264,7 +272,7 @@ class GroundTruth:
         for node_id, _ in config.parts:
             if self._nodes[node_id].gpu_type != config.gpu_type:
                 raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
-        measured = spec.measured(config.gpu_type, config.total_gpus)
+        measured = spec.measured(config.gpu_type, config.total_gpus, config.n_nodes)
         if measured is not None:
             rates = self._measured_rates(spec, config, measured, batch)
         else:

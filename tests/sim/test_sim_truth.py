@@ -76,13 +76,14 @@ def test_the_engine_runs_a_job_at_its_trace_batch(paper64) -> None:
     assert rates[128] > 1.2 * rates[None]
 
 
-# "toy" measured at 2 and 3 GPUs of "slow": 6 and 5 samples/s per GPU (about 9 on one GPU).
+# "toy" measured at 2 and 3 GPUs of "slow": 6 and 5 samples/s per GPU (about 9 on one GPU),
+# and 4 samples/s per GPU with its 2 GPUs on 2 servers.
 MEASURED = {
     "models": {
         "toy": {
             **TOY_MODELS["models"]["toy"],
             "data_ms_per_sample": 50.0,
-            "measured_throughput": {"slow": {"2": 12.0, "3": 15.0}},
+            "measured_throughput": {"slow": {"2": 12.0, "3": 15.0, "2/2": 8.0}},
         }
     }
 }
@@ -93,12 +94,12 @@ def _measured_truth(data_factors: dict[str, float] | None = None) -> GroundTruth
     return GroundTruth(sim.cluster, parse_profiles(MEASURED), data_factors or {})
 
 
-def test_measured_counts_run_as_measured_whatever_the_placement() -> None:
+def test_measured_counts_run_as_measured() -> None:
     truth = _measured_truth()
     spread = Configuration.of("slow", {"s00": 1, "s01": 1})
     packed = Configuration.of("slow", {"s00": 2})
-    assert truth.throughput("toy", spread) == pytest.approx(12.0)
-    assert truth.throughput("toy", packed) == pytest.approx(12.0)
+    assert truth.throughput("toy", spread) == pytest.approx(8.0)  # measured on two servers
+    assert truth.throughput("toy", packed) == pytest.approx(12.0)  # any other placement
     three = Configuration.of("slow", {"s00": 2, "s01": 1})
     assert truth.throughput("toy", three) == pytest.approx(15.0)
     # a count nobody measured, and another type, keep the communication model
@@ -116,8 +117,8 @@ def test_a_slow_host_slows_a_measured_count_as_it_slows_one_gpu() -> None:
     one_gpu_ratio = truth.single_gpu("toy", "slow", 3.0) / truth.single_gpu("toy", "slow")
     assert one_gpu_ratio < 0.9
     both = Configuration.of("slow", {"s00": 1, "s01": 1})
-    assert truth.node_rates("toy", both) == pytest.approx((6.0, 6.0 * one_gpu_ratio))
-    assert truth.throughput("toy", both) == pytest.approx(12.0 * one_gpu_ratio)
+    assert truth.node_rates("toy", both) == pytest.approx((4.0, 4.0 * one_gpu_ratio))
+    assert truth.throughput("toy", both) == pytest.approx(8.0 * one_gpu_ratio)
 
 
 def test_bad_measured_tables_are_refused() -> None:
@@ -125,6 +126,8 @@ def test_bad_measured_tables_are_refused() -> None:
     for table, match in (
         ({"slow": {"1": 10.0}}, "count >= 2"),
         ({"slow": {"two": 10.0}}, "count >= 2"),
+        ({"slow": {"2/3": 10.0}}, "GPUs/servers"),
+        ({"slow": {"2/0": 10.0}}, "GPUs/servers"),
         ({"slow": {"2": 0}}, "positive"),
         ({"slow": 18.0}, "table of GPU count"),
     ):
@@ -136,4 +139,6 @@ def test_an_alias_type_scales_on_its_own_links() -> None:
     models = with_aliases(parse_profiles(MEASURED), {"slow2": "slow"})
     assert models["toy"].throughput["slow2"] == 10.0
     assert models["toy"].measured("slow", 2) == 12.0
+    assert models["toy"].measured("slow", 2, 2) == 8.0
+    assert models["toy"].measured("slow", 2, 1) == 12.0
     assert models["toy"].measured("slow2", 2) is None
