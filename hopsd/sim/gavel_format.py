@@ -165,7 +165,7 @@ def _model(
     """The model of one job type: Gavel's figures on each type, its all-reduce fitted."""
     batch = batch_of(job_type)
     single: dict[str, float] = {}
-    measured: dict[str, dict[tuple[int, int], float]] = {}
+    measured: dict[str, dict[str, float]] = {}
     caps: dict[str, int] = {}
     params: list[float] = []
     for gpu_type, spec in cluster.gpu_types.items():
@@ -181,7 +181,7 @@ def _model(
         if one is None:
             raise TraceError(f"Gavel throughputs lack ('{job_type}', 1) on {gpu_type!r}")
         single[gpu_type] = one * batch
-        measured[gpu_type] = {(s, 0): v * batch for s, v in steps.items() if s > 1}
+        measured[gpu_type] = {str(s): v * batch for s, v in steps.items() if s > 1}
         server = max((n.gpus for n in cluster.nodes_of_type(gpu_type)), default=1)
         scales = [s for s in steps if 1 < s <= server]
         if scales:

@@ -23,12 +23,14 @@ TOML (or JSON with the same structure)::
     2 = 370.0                      # total samples/s one job sustains on 2 GPUs
     4 = 700.0                      # ... on 4 GPUs, whatever the placement
     "8/2" = 1300.0                 # ... on 8 GPUs over 2 servers
+    "6+2" = 1250.0                 # ... on 6 GPUs of one server and 2 of another
 
 Per type, either a throughput or a compute time is given; a GPU type the
 cluster file maps with ``compute_as`` reuses its target's numbers.
-``measured_throughput`` is what a source measured at some GPU counts of a
-type, on a number of servers or whatever the placement: the simulator's truth
-runs those configurations at it and derives the others from ``params`` and
+``measured_throughput`` is what a source measured on some placements of a
+type: the simulator's truth runs a configuration at the most specific
+measurement matching it (its exact GPUs per server, then its GPUs and
+servers, then its GPUs) and derives the others from ``params`` and
 ``comm_scale``; the
 scheduler never reads it (it learns the scaling by measuring the job). A
 ``compute_as`` alias computes like its target but scales on its own links.
@@ -37,7 +39,6 @@ scheduler never reads it (it learns the scaling by measuring the job). A
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import HopsError, InvalidInputError
-from hopsd.sim.truth import ModelSpec
+from hopsd.sim.truth import ModelSpec, measured_key
 
 _SCALARS = {
     "params",
@@ -59,7 +60,6 @@ _SCALARS = {
     "restore_s",
 }
 _TABLES = {"throughput", "compute_ms", "max_gpus", "measured_throughput"}
-_COUNT = re.compile(r"^(\d+)(?:/(\d+))?$")
 
 
 class ProfileFileError(InvalidInputError):
@@ -88,27 +88,24 @@ def _limits(where: str, table: Any) -> dict[str, int]:
     return out
 
 
-def _measured(where: str, table: Any) -> dict[str, dict[tuple[int, int], float]]:
-    """GPU type -> (GPUs >= 2, servers; 0: any placement) -> measured total samples/s."""
+def _measured(where: str, table: Any) -> dict[str, dict[str, float]]:
+    """GPU type -> measured placement (:func:`~hopsd.sim.truth.measured_key`) -> samples/s."""
     if not isinstance(table, dict):
         raise ProfileFileError(f"{where} must be a table of GPU type tables")
-    out: dict[str, dict[tuple[int, int], float]] = {}
+    out: dict[str, dict[str, float]] = {}
     for gpu_type, counts in table.items():
         label = f"{where}.{gpu_type}"
         if not isinstance(counts, dict):
-            raise ProfileFileError(f"{label} must be a table of GPU count = samples/s")
-        per: dict[tuple[int, int], float] = {}
+            raise ProfileFileError(f"{label} must be a table of placement = samples/s")
+        per: dict[str, float] = {}
         for key, value in counts.items():
-            found = _COUNT.match(str(key))
-            gpus = int(found.group(1)) if found else 0
-            servers = int(found.group(2)) if found and found.group(2) else None
-            if gpus < 2 or (servers is not None and not 1 <= servers <= gpus):
-                raise ProfileFileError(
-                    f"{label}: {key!r} is not a GPU count >= 2, or GPUs/servers"
-                )
+            try:
+                canonical = measured_key(str(key))
+            except InvalidInputError as exc:
+                raise ProfileFileError(f"{label}: {exc}") from None
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ProfileFileError(f"{label}.{key} must be a positive number")
-            per[(gpus, servers or 0)] = float(value)
+            per[canonical] = float(value)
         out[gpu_type] = per
     return out
 

@@ -35,17 +35,17 @@ Conversion, and what hops's simulator cannot express:
   accumulate gradients there). Sia's step times include data loading: it is
   folded into compute.
 * **Scaling.** What Sia measured on several GPUs is the truth's
-  ``measured_throughput``: each placement of 2 or more GPUs, at the model's
-  local batch (interpolated as above), on its GPUs and servers (``"22"``: 4
-  GPUs on 2 servers; placements of the same GPUs and servers, ``"13"`` and
-  ``"22"``, averaged, as Sia averages them where it interpolates), then the
-  ``scalability`` file's rows (``num_nodes``, ``num_replicas``) for GPUs and
-  servers no placement covers. hops's configurations say how many GPUs on how
-  many servers, not which shape, and Sia interpolates between measured GPU and
-  server counts where hops falls back to its all-reduce model: the all-reduce
-  volume is fitted, per type, to the largest one-node placement profiled at
-  that local batch, the median over types kept. The scheduler is told the
-  single-GPU figures and that volume; it learns the rest by measuring.
+  ``measured_throughput``, at the model's local batch (interpolated as
+  above): each placement of 2 or more GPUs (``"22"`` is ``"2+2"``; the orders
+  of one shape, ``"13"`` and ``"31"``, averaged), each number of GPUs on a
+  number of servers (the placements of as many averaged, as Sia averages them
+  where it interpolates), then the ``scalability`` file's rows (``num_nodes``,
+  ``num_replicas``) for GPUs and servers no placement covers. Where Sia
+  interpolates between measured GPU and server counts hops falls back to its
+  all-reduce model, whose volume is fitted, per type, to the largest one-node
+  placement profiled at that local batch, the median over types kept. The
+  scheduler is told the single-GPU figures and that volume; it learns the rest
+  by measuring.
 * **Per-type demand sets.** A type without a placements file for the
   application cannot run it (``max_gpus`` 0); on the others a job can use at
   most ``batch // min local_bsz`` GPUs (every GPU needs the smallest profiled
@@ -76,7 +76,7 @@ from pathlib import Path
 from hopsd.core.model import Cluster
 from hopsd.sim.gavel_format import fitted_comm_s
 from hopsd.sim.trace import TraceError
-from hopsd.sim.truth import ModelSpec
+from hopsd.sim.truth import ModelSpec, measured_key
 from hopsd.sim.workload import JobSpec
 
 #: Checkpoint-restore seconds per application, as Sia's simulator charges a restart.
@@ -305,30 +305,36 @@ def _params(app: Application, local: int, cluster: Cluster) -> float:
     return statistics.median(fitted) if fitted else 0.0
 
 
-def _measured(
-    app: Application, local: int, caps: Mapping[str, int]
-) -> dict[str, dict[tuple[int, int], float]]:
-    """Samples/s Sia measured at ``local`` per GPU, per type and (GPUs, servers)."""
-    out: dict[str, dict[tuple[int, int], float]] = {}
+def _measured(app: Application, local: int, caps: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    """Samples/s Sia measured at ``local`` per GPU on each type, keyed as the truth's
+    ``measured_throughput``: each placement (the orders of one shape averaged), its GPUs
+    on its servers (the placements of as many averaged), then the scalability rows."""
+    out: dict[str, dict[str, float]] = {}
     for t, table in app.placements.items():
         if caps.get(t, 0) <= 0:
             continue
-        steps: dict[tuple[int, int], list[float]] = {}
+        steps: dict[str, list[float]] = {}
         for shape in table.rows:
-            gpus = sum(int(c) for c in shape)
-            step = table.step_time(shape, local)
+            gpus, step = sum(int(c) for c in shape), table.step_time(shape, local)
+            if gpus < 2 or step is None:
+                continue
+            steps.setdefault(f"{gpus}/{len(shape)}", []).append(step)
+            if len(shape) > 1:
+                steps.setdefault(measured_key("+".join(shape)), []).append(step)
+        extra = app.scalability.get(t, Placements({}))
+        for size in extra.rows:
+            gpus, step = int(size.split("/")[0]), extra.step_time(size, local)
             if gpus > 1 and step is not None:
-                steps.setdefault((gpus, len(shape)), []).append(step)
-        extra = app.scalability.get(t)
-        for size in extra.rows if extra is not None else ():
-            gpus, servers = (int(x) for x in size.split("/"))
-            step = extra.step_time(size, local) if extra is not None else None
-            if gpus > 1 and step is not None:
-                steps.setdefault((gpus, servers), [step])  # a placement measured it first
-        measured = {k: k[0] * local / statistics.fmean(v) for k, v in steps.items()}
+                steps.setdefault(size, [step])  # where no placement measured as many
+        measured = {k: _gpus(k) * local / statistics.fmean(v) for k, v in steps.items()}
         if measured:
             out[t] = measured
     return out
+
+
+def _gpus(key: str) -> int:
+    """GPUs of a ``"N/K"`` or ``"A+B+..."`` placement key."""
+    return sum(int(c) for c in key.split("+")) if "+" in key else int(key.split("/")[0])
 
 
 def _demands(job: SiaJob, caps: Mapping[str, int], cluster: Cluster) -> tuple[int, ...]:

@@ -70,12 +70,12 @@ class ModelSpec:
     the type needs no throughput); every policy is told (``Job.max_gpus``).
     ``measured_throughput`` holds, per GPU type, what a source measured a job
     of the model doing on 2 or more GPUs of the type (total samples/s on hosts
-    of factor 1.0), keyed ``(GPUs, servers)``; servers 0 is a measurement that
-    holds whatever the placement. The truth runs a configuration measured on
-    its number of servers, else at its GPU count, at the measurement, and
-    derives the others from ``params`` and ``comm_scale``. Only the truth
-    reads it; the scheduler learns it by measuring, as it learns everything
-    else of a job's scaling.
+    of factor 1.0), keyed by placement (:func:`measured_key`): ``"4"`` whatever
+    the placement, ``"4/2"`` on two servers, ``"3+1"`` three GPUs on one server
+    and one on another. The truth runs a configuration at the most specific
+    measurement that matches it and derives the others from ``params`` and
+    ``comm_scale``. Only the truth reads it; the scheduler learns it by
+    measuring, as it learns everything else of a job's scaling.
     """
 
     name: str
@@ -95,9 +95,7 @@ class ModelSpec:
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
     max_gpus: Mapping[str, int] = field(default_factory=dict)
-    measured_throughput: Mapping[str, Mapping[tuple[int, int], float]] = field(
-        default_factory=dict
-    )
+    measured_throughput: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -113,19 +111,28 @@ class ModelSpec:
         if any(limit < 0 for limit in self.max_gpus.values()):
             raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
         for gpu_type, table in self.measured_throughput.items():
-            if any(n < 2 or not 0 <= k <= n or r <= 0 for (n, k), r in table.items()):
-                raise InvalidInputError(
-                    f"model {self.name!r}: measured_throughput on {gpu_type!r} needs "
-                    "2 or more GPUs (one is the throughput table) on at most as many "
-                    "servers, and rates > 0"
-                )
+            where = f"model {self.name!r}: measured_throughput on {gpu_type!r}"
+            for key, rate in table.items():
+                try:
+                    canonical = measured_key(key)
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"{where}: {exc}") from None
+                if canonical != key or rate <= 0:
+                    raise InvalidInputError(f"{where}: write {canonical!r}, a rate > 0")
 
-    def measured(self, gpu_type: str, gpus: int, servers: int = 0) -> float | None:
-        """Total samples/s a source measured on ``gpus`` GPUs of the type, if it did:
-        on ``servers`` servers if measured so, else whatever the placement."""
-        table = self.measured_throughput.get(gpu_type, {})
-        found = table.get((gpus, servers)) if servers else None
-        return found if found is not None else table.get((gpus, 0))
+    def measured(self, gpu_type: str, *per_server: int) -> float | None:
+        """Total samples/s a source measured with these GPUs on each server of the type:
+        of exactly that placement, else of as many GPUs on as many servers, else of as
+        many GPUs whatever the placement; None when nobody measured it."""
+        table = self.measured_throughput.get(gpu_type)
+        if not table:
+            return None
+        gpus, servers = sum(per_server), len(per_server)
+        shape = "+".join(str(g) for g in sorted(per_server, reverse=True))
+        for key in (shape if servers > 1 else "", f"{gpus}/{servers}", str(gpus)):
+            if key in table:
+                return table[key]
+        return None
 
     def limits(self) -> tuple[tuple[str, int], ...]:
         """``max_gpus`` as the planner's ``Job.max_gpus`` (sorted by type)."""
@@ -165,6 +172,30 @@ class ModelSpec:
             pattern=self.pattern,
             data=self.data_mixture(data_factor, batch_size),
         )
+
+
+def measured_key(key: str) -> str:
+    """The canonical spelling of a placement a source measured, checked.
+
+    ``"N"``: N GPUs whatever the placement; ``"N/K"``: N GPUs on K servers;
+    ``"A+B+..."``: A GPUs on one server, B on another... (largest first). One
+    GPU is the model's ``throughput``, so every key counts 2 GPUs or more.
+    """
+    fields = key.split("+") if "+" in key else key.split("/")
+    if not all(f.isdigit() and int(f) > 0 for f in fields) or (len(fields) > 2 and "/" in key):
+        raise InvalidInputError(f"{key!r} is not N, N/servers or A+B+... GPUs")
+    counts = [int(f) for f in fields]
+    if "+" in key:
+        canonical = "+".join(str(c) for c in sorted(counts, reverse=True))
+        gpus = sum(counts)
+    else:
+        canonical = "/".join(str(c) for c in counts)
+        gpus = counts[0]
+        if len(counts) == 2 and counts[1] > gpus:
+            raise InvalidInputError(f"{key!r}: more servers than GPUs")
+    if gpus < 2:
+        raise InvalidInputError(f"{key!r}: measured placements count 2 GPUs or more")
+    return canonical
 
 
 def expected_iteration(
@@ -272,7 +303,7 @@ class GroundTruth:
         for node_id, _ in config.parts:
             if self._nodes[node_id].gpu_type != config.gpu_type:
                 raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
-        measured = spec.measured(config.gpu_type, config.total_gpus, config.n_nodes)
+        measured = spec.measured(config.gpu_type, *(gpus for _, gpus in config.parts))
         if measured is not None:
             rates = self._measured_rates(spec, config, measured, batch)
         else:

@@ -88,12 +88,14 @@ def test_the_truth_runs_sias_measured_placements_as_sia_measured_them() -> None:
     assert rate({"rtx00": 1, "rtx01": 1}) == pytest.approx(2 * 128 / (0.110 * 2))
     # 4 and 16 GPUs on two servers: no placement, the scalability file's rows
     assert rate({"rtx00": 2, "rtx01": 2}) == pytest.approx(4 * 128 / 0.150)
-    assert model.measured("rtx", 16, 2) == pytest.approx(16 * 128 / 0.190)
+    assert rate({"rtx00": 3, "rtx01": 1}) == pytest.approx(4 * 128 / 0.150)
+    assert model.measured("rtx", 8, 8) == pytest.approx(16 * 128 / 0.190)
     # 8 GPUs on one server: nobody measured it, the fitted all-reduce answers
-    assert model.measured("rtx", 8, 1) is None
+    assert model.measured("rtx", 8) is None
     assert 4 * 128 / 0.112 < rate({"rtx00": 8}) < 8 * 128 / 0.095
-    aws = {(n, k): round(v, 6) for (n, k), v in model.measured_throughput["aws"].items()}
-    assert aws == {(2, 1): round(2 * 128 / 0.172, 6), (4, 1): round(4 * 128 / 0.181, 6)}
+    aws = {k: round(v, 6) for k, v in model.measured_throughput["aws"].items()}
+    assert aws == {"2/1": round(2 * 128 / 0.172, 6), "4/1": round(4 * 128 / 0.181, 6)}
+    assert set(model.measured_throughput["rtx"]) == {"2/1", "4/1", "2/2", "1+1", "4/2", "16/2"}
 
 
 def test_a_sia_workload_replays_under_every_policy() -> None:

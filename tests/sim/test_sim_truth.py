@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sim_helpers import TINY_CLUSTER, TOY_MODELS, tiny_truth
 
+from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Configuration
 from hopsd.sim.cluster_file import load_cluster, parse_cluster
 from hopsd.sim.profiles import ProfileFileError, parse_profiles, with_aliases
@@ -76,14 +79,14 @@ def test_the_engine_runs_a_job_at_its_trace_batch(paper64) -> None:
     assert rates[128] > 1.2 * rates[None]
 
 
-# "toy" measured at 2 and 3 GPUs of "slow": 6 and 5 samples/s per GPU (about 9 on one GPU),
-# and 4 samples/s per GPU with its 2 GPUs on 2 servers.
+# "toy" measured on "slow": 6 samples/s per GPU on 2 GPUs (about 9 on one GPU), 4 on two
+# servers, 5 on 3 GPUs, 2 with 3 GPUs on one server and 1 on another.
 MEASURED = {
     "models": {
         "toy": {
             **TOY_MODELS["models"]["toy"],
             "data_ms_per_sample": 50.0,
-            "measured_throughput": {"slow": {"2": 12.0, "3": 15.0, "2/2": 8.0}},
+            "measured_throughput": {"slow": {"2": 12.0, "3": 15.0, "2/2": 8.0, "1+3": 8.0}},
         }
     }
 }
@@ -102,6 +105,8 @@ def test_measured_counts_run_as_measured() -> None:
     assert truth.throughput("toy", packed) == pytest.approx(12.0)  # any other placement
     three = Configuration.of("slow", {"s00": 2, "s01": 1})
     assert truth.throughput("toy", three) == pytest.approx(15.0)
+    four = Configuration.of("slow", {"s00": 1, "s01": 3})
+    assert truth.throughput("toy", four) == pytest.approx(8.0)  # that very placement
     # a count nobody measured, and another type, keep the communication model
     four = Configuration.of("slow", {"s00": 4})
     fast = Configuration.of("fast", {"f00": 2})
@@ -124,21 +129,29 @@ def test_a_slow_host_slows_a_measured_count_as_it_slows_one_gpu() -> None:
 def test_bad_measured_tables_are_refused() -> None:
     toy = dict(MEASURED["models"]["toy"])
     for table, match in (
-        ({"slow": {"1": 10.0}}, "count >= 2"),
-        ({"slow": {"two": 10.0}}, "count >= 2"),
-        ({"slow": {"2/3": 10.0}}, "GPUs/servers"),
-        ({"slow": {"2/0": 10.0}}, "GPUs/servers"),
+        ({"slow": {"1": 10.0}}, "2 GPUs or more"),
+        ({"slow": {"1/1": 10.0}}, "2 GPUs or more"),
+        ({"slow": {"two": 10.0}}, "is not N"),
+        ({"slow": {"2/3": 10.0}}, "more servers than GPUs"),
+        ({"slow": {"2/0": 10.0}}, "is not N"),
+        ({"slow": {"2+0": 10.0}}, "is not N"),
+        ({"slow": {"2/1/1": 10.0}}, "is not N"),
         ({"slow": {"2": 0}}, "positive"),
-        ({"slow": 18.0}, "table of GPU count"),
+        ({"slow": 18.0}, "table of placement"),
     ):
         with pytest.raises(ProfileFileError, match=match):
             parse_profiles({"models": {"toy": {**toy, "measured_throughput": table}}})
+    spec = parse_profiles(MEASURED)["toy"]
+    assert spec.measured_throughput["slow"] == {"2": 12.0, "3": 15.0, "2/2": 8.0, "3+1": 8.0}
+    with pytest.raises(InvalidInputError, match="write '3\\+1'"):
+        replace(spec, measured_throughput={"slow": {"1+3": 8.0}})
 
 
 def test_an_alias_type_scales_on_its_own_links() -> None:
     models = with_aliases(parse_profiles(MEASURED), {"slow2": "slow"})
     assert models["toy"].throughput["slow2"] == 10.0
     assert models["toy"].measured("slow", 2) == 12.0
-    assert models["toy"].measured("slow", 2, 2) == 8.0
-    assert models["toy"].measured("slow", 2, 1) == 12.0
+    assert models["toy"].measured("slow", 1, 1) == 8.0
+    assert models["toy"].measured("slow", 1, 3) == 8.0
+    assert models["toy"].measured("slow", 2, 2) is None
     assert models["toy"].measured("slow2", 2) is None
