@@ -31,9 +31,9 @@ cluster file maps with ``compute_as`` reuses its target's numbers.
 type: the simulator's truth runs a configuration at the most specific
 measurement matching it (its exact GPUs per server, then its GPUs and
 servers, then its GPUs) and derives the others from ``params`` and
-``comm_scale``; the
-scheduler never reads it (it learns the scaling by measuring the job). A
-``compute_as`` alias computes like its target but scales on its own links.
+``comm_scale``; the scheduler never reads it (it learns the scaling by
+measuring the job). A ``compute_as`` alias computes like its target but
+scales on its own links.
 """
 
 from __future__ import annotations
