@@ -9,6 +9,10 @@ import pytest
 from sim_helpers import assert_replays_under_every_policy
 
 from hopsd.core.model import Configuration
+from hopsd.core.settings import Settings
+from hopsd.plugins import get_policy
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.gavel_format import batch_of, fitted_comm_s, read_gavel_trace
 from hopsd.sim.run import load_inputs
 from hopsd.sim.trace import TraceError
@@ -177,3 +181,28 @@ def test_the_scheduler_is_not_told_gavels_scaling() -> None:
     assert model.params == 0.0
     assert model.measured("v100", 4) is not None
     assert model.measured("v100", 4) < 0.8 * 4 * model.throughput["v100"]
+
+
+def test_a_multi_gpu_job_alone_in_the_simulator_runs_as_long_as_in_gavels() -> None:
+    # End to end: the engine runs each 4-GPU job type of the trace alone (no profiling,
+    # free restarts), spread over four one-GPU servers, as long as Gavel's table says.
+    truth, jobs = load_inputs(
+        None,
+        GAVEL / "cluster.toml",
+        GAVEL / "max_min_fairness.trace",
+        GAVEL / "throughputs.json",
+        0,
+        "gavel",
+    )
+    table = json.loads((GAVEL / "throughputs.json").read_text())
+    config = EngineConfig(settings=Settings(restart_penalty_s=0.0), profile_s=0.0)
+    one_per_type = {j.model: j for j in jobs if j.demands == (4,)}
+    assert len(one_per_type) >= 5
+    for job in one_per_type.values():
+        engine = Engine(truth, [job], get_policy("fifo"), config)
+        engine.run()
+        done = engine.jobs[0]
+        (gpu_type,) = done.types_used
+        steps = job.total_samples / batch_of(job.model)
+        gavels = steps / table[gpu_type][f"('{job.model}', 4)"]["null"]
+        assert done.run_time == pytest.approx(gavels, rel=1e-9), job.model
