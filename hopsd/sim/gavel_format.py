@@ -36,7 +36,9 @@ Conversion, and what hops's simulator cannot express:
   weights or deadlines), co-location (packing) throughputs, data loading
   (Gavel's throughputs already include it; it is folded into compute), and
   ``command``, ``working_directory``, ``num_steps_arg``, ``needs_data_dir``
-  (they run the real job).
+  (they run the real job). The ``<type>_unconsolidated`` worker types (a job
+  spread over servers) are not read: Gavel's simulator does not use them
+  either, it runs a scale factor at its consolidated figure wherever it lands.
 """
 
 from __future__ import annotations
