@@ -117,30 +117,19 @@ class ReplayTruth(GroundTruth):
 
     rates: Mapping[str, JobRates] = field(default_factory=dict)
 
-    def _compute(
-        self, model: str, config: Configuration, batch_size: int | None
-    ) -> tuple[float, tuple[float, ...]]:
+    def _known_rates(self, model: str, config: Configuration) -> tuple[float, ...] | None:
         job = self.rates.get(model)
         if job is None:
-            return super()._compute(model, config, batch_size)
-        rates = tuple(
+            return None
+        return tuple(
             job.node_rate(node, config.gpu_type, gpus, config.n_nodes)
             for node, gpus in config.parts
         )
-        return min(rates) * config.total_gpus, rates
 
-    def single_gpu(
-        self,
-        model: str,
-        gpu_type: str,
-        data_factor: float = 1.0,
-        batch_size: int | None = None,
-    ) -> float:
+    def _known_single_gpu(self, model: str, gpu_type: str) -> float | None:
         """The job's measured single-GPU rate on a type (ages and latency ratios use it)."""
         job = self.rates.get(model)
-        if job is None:
-            return super().single_gpu(model, gpu_type, data_factor, batch_size)
-        return job.type_rate(gpu_type, 1)
+        return None if job is None else job.type_rate(gpu_type, 1)
 
 
 def node_factors(
