@@ -15,12 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hopsd.core.model import Configuration, GpuType
-from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.replay_inputs import ReplayRate
 from hopsd.sim.truth import (
-    BACKWARD_SHARE,
-    FORWARD_SHARE,
-    UPDATE_SHARE,
     GroundTruth,
     ModelSpec,
 )
@@ -97,18 +93,10 @@ class AssumedModel(ModelSpec):
 
     assumed: Mapping[str, float] = field(default_factory=dict)
 
-    def profile(
-        self, gpu_type: str, data_factor: float, batch_size: int | None = None
-    ) -> PhaseProfile:
+    def compute_time(self, gpu_type: str, batch_size: int | None = None) -> float:
+        """Seconds of compute per iteration at the assumed rate (the true one when none)."""
         batch = batch_size or self.batch_size
-        c = batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
-        return PhaseProfile(
-            t_f=FORWARD_SHARE * c,
-            t_b=BACKWARD_SHARE * c,
-            t_u=UPDATE_SHARE * c,
-            pattern=self.pattern,
-            data=self.data_mixture(data_factor, batch),
-        )
+        return batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
 
 
 @dataclass
