@@ -16,10 +16,7 @@ from dataclasses import dataclass, field
 
 from hopsd.core.model import Configuration, GpuType
 from hopsd.sim.replay_inputs import ReplayRate
-from hopsd.sim.truth import (
-    GroundTruth,
-    ModelSpec,
-)
+from hopsd.sim.truth import GroundTruth, ModelSpec
 
 ENTITY_AGG = "entity_agg"
 ENTITY_DIST = "entity_dist"

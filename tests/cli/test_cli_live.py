@@ -69,6 +69,16 @@ def _script(work: Path) -> Path:
     return path
 
 
+def _submitted(work: Path, gpus: str) -> str:
+    """``hops submit`` of a short job asking ``gpus``; its job id."""
+    path = _script(work)
+    submitted = runner.invoke(
+        app, ["submit", str(path), "--gpus", gpus, "--samples", "100", "--parsable"]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    return submitted.stdout.strip()
+
+
 def _job_state(job_id: str) -> str:
     out = subprocess.run(
         ["squeue", "-h", "-j", job_id, "-o", "%T %u"], capture_output=True, text=True, check=False
@@ -79,12 +89,7 @@ def _job_state(job_id: str) -> str:
 def test_other_user_cannot_cancel_and_is_told_why(
     users: None, as_user: list[str], shared_dir: Path
 ) -> None:
-    path = _script(shared_dir)
-    submitted = runner.invoke(
-        app, ["submit", str(path), "--gpus", "1,2", "--samples", "100", "--parsable"]
-    )
-    assert submitted.exit_code == 0, submitted.output
-    job_id = submitted.stdout.strip()
+    job_id = _submitted(shared_dir, "1,2")
     try:
         assert _job_state(job_id) == f"PENDING {OWNER}"
         as_user[0] = OTHER
@@ -104,12 +109,7 @@ def test_other_user_cannot_cancel_and_is_told_why(
 def test_cancel_is_honest_about_finished_unknown_and_array_ids(
     users: None, as_user: list[str], shared_dir: Path
 ) -> None:
-    path = _script(shared_dir)
-    submitted = runner.invoke(
-        app, ["submit", str(path), "--gpus", "1", "--samples", "100", "--parsable"]
-    )
-    assert submitted.exit_code == 0, submitted.output
-    job_id = submitted.stdout.strip()
+    job_id = _submitted(shared_dir, "1")
     array = subprocess.run(
         [
             "runuser",
