@@ -6,16 +6,14 @@ Slurm itself decides who may cancel what; hops must relay its refusal clearly.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_live import need_cluster_and_root, temp_dir
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
@@ -33,10 +31,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def users() -> None:
-    if not os.environ.get("SLURM_CONF"):
-        pytest.skip("SLURM_CONF is not set: start the test cluster with docker/cluster.sh up")
-    if os.geteuid() != 0:
-        pytest.skip("creating test users needs root")
+    need_cluster_and_root("creating test users")
     ensure_user(OWNER)
     ensure_user(OTHER)
 
@@ -56,10 +51,8 @@ def as_user(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory both test users can read and write (pytest's own tmp is root-only)."""
-    work = Path(tempfile.mkdtemp(prefix="hops-cli-live-"))
-    work.chmod(0o777)
-    yield work
-    shutil.rmtree(work, ignore_errors=True)
+    with temp_dir("hops-cli-live-", 0o777) as work:
+        yield work
 
 
 def _script(work: Path) -> Path:
