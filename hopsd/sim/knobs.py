@@ -41,6 +41,7 @@ from typing import Any
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
+from hopsd.sim.input_file import read_input
 
 KEYS = ("round_length_s", "restart_penalty_s", "profiling_s")
 
@@ -140,10 +141,7 @@ def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimK
 def load_knobs(path: str | Path) -> SimKnobs:
     """Read a simulation TOML."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KnobsError(f"{p}: cannot read: {exc.strerror}") from exc
+    text = read_input(p, KnobsError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

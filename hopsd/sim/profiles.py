@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import HopsError, InvalidInputError
+from hopsd.sim.input_file import read_input
 from hopsd.sim.truth import ModelSpec, measured_key
 
 _SCALARS = {
@@ -154,10 +155,7 @@ def parse_profiles(data: Mapping[str, Any], where: str = "profiles") -> dict[str
 def load_profiles(path: str | Path) -> dict[str, ModelSpec]:
     """Read a ``.toml`` or ``.json`` model profile file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileFileError(f"{p}: cannot read: {exc.strerror}") from exc
+    text = read_input(p, ProfileFileError)
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -276,6 +276,9 @@ class GroundTruth:
         batch_size: int | None = None,
     ) -> float:
         """Per-GPU samples/s on one GPU of a type, on a host of the given factor."""
+        known = self._known_single_gpu(model, gpu_type)
+        if known is not None:
+            return known
         return _one_gpu(self.model(model), gpu_type, data_factor, batch_size)
 
     def _lookup(
@@ -288,9 +291,20 @@ class GroundTruth:
             self._memo[key] = found
         return found
 
+    def _known_rates(self, model: str, config: Configuration) -> tuple[float, ...] | None:
+        """Per-node rates a subclass knows better than the model's theory (None: it does not)."""
+        return None
+
+    def _known_single_gpu(self, model: str, gpu_type: str) -> float | None:
+        """A single-GPU rate a subclass knows better than the model's theory (None: it does not)."""
+        return None
+
     def _compute(
         self, model: str, config: Configuration, batch_size: int | None
     ) -> tuple[float, tuple[float, ...]]:
+        known = self._known_rates(model, config)
+        if known is not None:
+            return min(known) * config.total_gpus, known
         spec = self.model(model)
         batch = batch_size or spec.batch_size
         gpu = self.cluster.gpu_types[config.gpu_type]

@@ -114,15 +114,19 @@ def test_a_gavel_trace_replays_under_every_policy(files: tuple[Path, Path, Path]
     assert_replays_under_every_policy(cluster, trace, thr, "gavel", n_jobs=2)
 
 
-def test_bad_gavel_inputs_name_the_line(files: tuple[Path, Path, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("A3C\tcmd\tdir\t--n\t0\tmany\t1\t1\t-1\t0\n", "line 1"), ("A3C\tcmd\n", "10 or 11")],
+)
+def test_bad_gavel_trace_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
+    trace = tmp_path / "jobs.trace"
+    trace.write_text(line)
+    with pytest.raises(TraceError, match=message):
+        read_gavel_trace(trace)
+
+
+def test_a_worker_type_without_throughputs_is_named(files: tuple[Path, Path, Path]) -> None:
     cluster, trace, thr = files
-    trace.write_text("A3C\tcmd\tdir\t--n\t0\tmany\t1\t1\t-1\t0\n")
-    with pytest.raises(TraceError, match="line 1"):
-        read_gavel_trace(trace)
-    trace.write_text("A3C\tcmd\n")
-    with pytest.raises(TraceError, match="10 or 11"):
-        read_gavel_trace(trace)
-    trace.write_text(TRACE)
     thr.write_text(json.dumps({"v100": THROUGHPUTS["v100"]}))
     with pytest.raises(TraceError, match="no worker type"):
         load_inputs(None, cluster, trace, thr, 0, "gavel")
