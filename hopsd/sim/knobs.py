@@ -123,7 +123,8 @@ def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
 
 def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimKnobs:
     """Knobs of an already-parsed simulation document."""
-    top = {k: v for k, v in data.items() if k != "policies"}
+    # [workloads.NAME] tables are a sweep's (hopsd.sim.sweep), not knobs
+    top = {k: v for k, v in data.items() if k not in ("policies", "workloads")}
     policies = data.get("policies", {})
     if not isinstance(policies, dict):
         raise KnobsError(f"{where}: [policies] must hold one table per policy")

@@ -1,0 +1,165 @@
+"""A sweep's cells as one Slurm job array, through submitit.
+
+Any Slurm cluster the user can submit to will do: no hopsd, no hops
+configuration, only ``sbatch``/``srun``/``sinfo`` on the PATH and a results
+directory every node can write (a shared file system, as a home or scratch
+directory is on a cluster). Each array task runs
+:func:`hopsd.sim.sweep.run_cell` in the Python that submitted it (submitit
+pickles the call and starts ``python -m submitit.core._submit`` under
+``srun``), so the nodes need the same environment at the same path.
+
+The cells' own files are what counts: a task that wrote its cell has
+succeeded whatever Slurm says afterwards, and one that did not has failed; its
+submitit log (``slurm/`` in the results directory) says why. Those failures
+are reported together once the array has ended; the cells that did finish
+stay, and a re-run computes only the others.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hopsd.core.errors import missing_extra
+from hopsd.sim.sweep import Cell, SweepError, run_cell
+
+#: Where submitit keeps the pickles and logs of the array's tasks.
+LOGS = "slurm"
+#: Slurm's view of a task is refreshed (``sacct``) at most this often.
+STATE_CHECK_S = 15.0
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """How the array is submitted: partition (None: the cluster's default), time limit
+    of one task in minutes, how many tasks run at once, CPUs per task."""
+
+    partition: str | None = None
+    time_limit_min: int = 60
+    array_parallelism: int = 64
+    cpus_per_task: int = 1
+    job_name: str = "hops-sweep"
+    poll_s: float = 2.0
+
+
+def check_slurm(options: SlurmOptions) -> None:
+    """Refuse at once, saying what to do, when no Slurm answers here or the partition
+    is not one of its partitions."""
+    missing = [cmd for cmd in ("sbatch", "srun", "sinfo") if shutil.which(cmd) is None]
+    if missing:
+        raise SweepError(
+            f"--executor slurm: no Slurm here ({missing[0]} is not on PATH); run hops "
+            "where you submit jobs from (a login node), or use --executor local"
+        )
+    try:
+        done = subprocess.run(
+            ["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SweepError("--executor slurm: sinfo did not answer in 30 s") from None
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise SweepError(
+            f"--executor slurm: Slurm does not answer (sinfo: {why}); check that the "
+            "controller is up and SLURM_CONF points at it, or use --executor local"
+        )
+    partitions = sorted(set(done.stdout.split()))
+    if options.partition is not None and options.partition not in partitions:
+        raise SweepError(
+            f"--partition {options.partition!r}: no such partition; "
+            f"this cluster has: {', '.join(partitions) or 'none'}"
+        )
+
+
+def make_executor(folder: Path, options: SlurmOptions) -> Any:
+    """submitit's Slurm executor, set up for one array of cells."""
+    try:
+        import submitit
+    except ImportError as exc:
+        raise missing_extra("--executor slurm", "submitit", "submitit") from exc
+    executor = submitit.SlurmExecutor(folder=str(folder / "%j"))
+    params: dict[str, Any] = {
+        "job_name": options.job_name,
+        "time": options.time_limit_min,
+        "cpus_per_task": options.cpus_per_task,
+        "array_parallelism": options.array_parallelism,
+    }
+    if options.partition is not None:
+        params["partition"] = options.partition
+    executor.update_parameters(**params)
+    return executor
+
+
+def run_on_slurm(
+    todo: Sequence[Cell],
+    results: Path,
+    options: SlurmOptions,
+    progress: Callable[[int, str], None],
+) -> list[str]:
+    """Submit ``todo`` as one job array, wait for it with ``progress(tasks ended, what)``;
+    returns notes for the report. Raises :class:`SweepError` naming the failed cells."""
+    check_slurm(options)
+    executor = make_executor(results / LOGS, options)
+    from submitit.core.utils import FailedSubmissionError, UncompletedJobError
+
+    try:
+        jobs = executor.map_array(run_cell, list(todo), [str(results)] * len(todo))
+    except (FailedSubmissionError, UncompletedJobError) as exc:
+        raise SweepError(f"--executor slurm: sbatch refused the array: {exc}") from None
+    array = str(jobs[0].job_id).split("_")[0]
+    try:
+        _wait(jobs, array, options, progress)
+    except KeyboardInterrupt:
+        raise SweepError(
+            f"interrupted: job array {array} keeps running and its cells still land in "
+            f"{results}; run the same command again to wait for them and merge, "
+            f"or `scancel {array}` to stop it"
+        ) from None
+    failed = [(cell, job) for cell, job in zip(todo, jobs, strict=True) if not _wrote(results, cell)]
+    if failed:
+        raise SweepError(_failures(array, failed, len(todo)))
+    return [f"job array {array}: {len(todo)} tasks"]
+
+
+def _wait(
+    jobs: Sequence[Any], array: str, options: SlurmOptions, progress: Callable[[int, str], None]
+) -> None:
+    """Until every task has ended: its result written, or Slurm saying it is over."""
+    open_jobs = list(jobs)
+    checked = time.monotonic()
+    while open_jobs:
+        if time.monotonic() - checked > STATE_CHECK_S:
+            open_jobs[0].done(force_check=True)  # one sacct call refreshes every task
+            checked = time.monotonic()
+        open_jobs = [j for j in open_jobs if not j.done()]
+        states = [j.watcher.get_state(j.job_id, mode="cache") for j in open_jobs]
+        running = sum(1 for s in states if s == "RUNNING")
+        what = f"job array {array}: {running} running, {len(open_jobs) - running} waiting"
+        progress(len(jobs) - len(open_jobs), what)
+        if open_jobs:
+            time.sleep(options.poll_s)
+
+
+def _wrote(results: Path, cell: Cell) -> bool:
+    return (results / cell.relpath).is_file()
+
+
+def _failures(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str:
+    """The failed cells, the first one's error (or Slurm's state) and its log."""
+    cell, job = failed[0]
+    if job.paths.result_pickle.exists():
+        why = str(job.exception()).strip().splitlines()[-1:] or ["error"]
+        reason = why[0]
+    else:
+        reason = f"ended {job.watcher.get_state(job.job_id, mode='force')} without a result"
+    names = ", ".join(c.label for c, _ in failed[:5]) + (" ..." if len(failed) > 5 else "")
+    return (
+        f"job array {array}: {len(failed)} of {total} cells failed ({names}); "
+        f"{cell.label}: {reason}; log: {job.paths.stderr}. The other cells are kept: "
+        "run the same command again to compute only the failed ones"
+    )
