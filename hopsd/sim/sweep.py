@@ -205,11 +205,14 @@ def write_atomic(path: Path, doc: Mapping[str, Any]) -> None:
     in the same directory, flushed to disk, then renamed over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # gone after the rename; left only by a failed write
 
 
 def run_cell(cell: Cell, results: str) -> str:

@@ -1,0 +1,187 @@
+"""Sweeps: one file per (workload, policy, seed) cell, skipped on a re-run, merged into the
+results of a run over seeds; workloads from a simulation file; Slurm refused clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hopsd.sim import sweep_run
+from hopsd.sim.knobs import Knobs, SimKnobs
+from hopsd.sim.seeds import simulate_seeds
+from hopsd.sim.sweep import (
+    SweepError,
+    Workload,
+    load_workloads,
+    make_workload,
+    merge,
+    pending,
+    write_atomic,
+)
+from hopsd.sim.sweep_run import plan_sweep, run_sweep
+from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "examples" / "sim" / "cluster.toml"
+TRACE = REPO / "examples" / "sim" / "trace.csv"
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+POLICIES = ["hops", "fifo"]
+CAT = shutil.which("cat")  # the fake commands run on a PATH of their own
+
+
+def small() -> Workload:
+    return make_workload(None, cluster=CLUSTER, trace=TRACE)
+
+
+def without_wall(per_seed: dict[str, Any]) -> dict[str, Any]:
+    return {
+        s: {p: {k: v for k, v in f.items() if k != "wall_s"} for p, f in pols.items()}
+        for s, pols in per_seed.items()
+    }
+
+
+def test_one_file_per_cell_and_merge_equals_a_run_over_seeds(tmp_path: Path) -> None:
+    outcome = run_sweep([small()], seeds=[0, 1], policies=POLICIES, results=tmp_path, workers=2)
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert files == [
+        "cells/trace/fifo/seed-0.json",
+        "cells/trace/fifo/seed-1.json",
+        "cells/trace/hops/seed-0.json",
+        "cells/trace/hops/seed-1.json",
+        "results.json",
+    ]
+    cell = json.loads((tmp_path / "cells/trace/hops/seed-1.json").read_text())
+    assert cell["inputs"]["seed"] == 1 and cell["inputs"]["policy"] == "hops"
+    assert len(cell["jobs"]) == 4  # every simulated job's record
+    direct = simulate_seeds(None, seeds=[0, 1], cluster=CLUSTER, trace=TRACE, policies=POLICIES)
+    merged = outcome.merged[0]
+    assert without_wall(merged["per_seed"]) == without_wall(direct["per_seed"])
+    assert merged["summary"] == direct["summary"]
+    assert merged["paired_ratio"] == direct["paired_ratio"]
+    assert json.loads((tmp_path / "results.json").read_text())["summary"] == json.loads(
+        json.dumps(merged["summary"])
+    )
+
+
+def test_rerun_computes_only_missing_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_sweep([small()], seeds=[0, 1], policies=POLICIES, results=tmp_path)
+    (tmp_path / "cells/trace/hops/seed-1.json").unlink()
+    kept = (tmp_path / "cells/trace/fifo/seed-0.json").stat().st_mtime_ns
+    ran: list[str] = []
+    real = sweep_run.run_cell
+    monkeypatch.setattr(sweep_run, "run_cell", lambda c, r: ran.append(c.label) or real(c, r))
+    outcome = run_sweep([small()], seeds=[0, 1], policies=POLICIES, results=tmp_path)
+    assert ran == ["trace/hops/seed 1"]
+    assert (outcome.cells, outcome.skipped, outcome.computed) == (4, 3, 1)
+    assert (tmp_path / "cells/trace/fifo/seed-0.json").stat().st_mtime_ns == kept
+
+
+def test_torn_cell_file_is_computed_again(tmp_path: Path) -> None:
+    cells = plan_sweep([small()], seeds=[0], policies=["fifo"], knobs=None)
+    path = tmp_path / cells[0].relpath
+    path.parent.mkdir(parents=True)
+    path.write_text('{"inputs": {"pol')
+    assert pending(tmp_path, cells) == cells
+
+
+def test_cell_of_other_knobs_is_refused_not_mixed(tmp_path: Path) -> None:
+    run_sweep([small()], seeds=[0], policies=["fifo"], results=tmp_path)
+    knobs = SimKnobs().with_defaults(Knobs(round_length_s=120.0))
+    with pytest.raises(SweepError, match="seed-0.json: computed with other inputs"):
+        run_sweep([small()], seeds=[0], policies=["fifo"], results=tmp_path, knobs=knobs)
+
+
+def test_merge_names_a_missing_cell(tmp_path: Path) -> None:
+    cells = plan_sweep([small()], seeds=[0], policies=["fifo"], knobs=None)
+    with pytest.raises(SweepError, match="cells/trace/fifo/seed-0.json: missing"):
+        merge(tmp_path, [small()], cells, [0], ["fifo"])
+
+
+def test_write_atomic_keeps_the_old_file_when_a_write_fails(tmp_path: Path) -> None:
+    path = tmp_path / "c" / "cell.json"
+    write_atomic(path, {"a": 1})
+    write_atomic(path, {"a": 2})
+    with pytest.raises(TypeError):
+        write_atomic(path, {"a": object()})
+    assert json.loads(path.read_text()) == {"a": 2}
+    assert os.listdir(path.parent) == ["cell.json"]
+
+
+def test_workloads_of_a_simulation_file_resolve_paths_next_to_it(tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    path = sub / "sweep.toml"
+    path.write_text(
+        'round_length_s = 120\n[workloads.small]\ncluster = "c.toml"\ntrace = "t.csv"\n'
+        '[workloads.p64]\npreset = "paper-64"\n'
+    )
+    small_w, p64 = load_workloads(path)
+    assert (small_w.name, small_w.cluster, small_w.trace) == (
+        "small",
+        str(sub / "c.toml"),
+        str(sub / "t.csv"),
+    )
+    assert (p64.name, p64.preset, p64.cluster) == ("p64", "paper-64", None)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[workloads.a]\ncluster = "c.toml"\n', "give preset, or cluster and trace"),
+        ('[workloads.a]\npreset = "paper-64"\nseed = "1"\n', "unknown key 'seed'"),
+        ('[workloads."a b"]\npreset = "paper-64"\n', "workload name 'a b'"),
+    ],
+)
+def test_bad_workload_tables_are_refused(tmp_path: Path, table: str, message: str) -> None:
+    path = tmp_path / "sweep.toml"
+    path.write_text(table)
+    with pytest.raises(SweepError, match=message):
+        load_workloads(path)
+
+
+def test_a_workload_named_twice_is_refused() -> None:
+    with pytest.raises(SweepError, match="'trace' given twice"):
+        plan_sweep([small(), small()], seeds=[0], policies=["fifo"], knobs=None)
+
+
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sinfo: str) -> None:
+    """sbatch, srun and sinfo on an otherwise empty PATH; sinfo runs ``sinfo``'s body."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("sbatch", "exit 0"), ("srun", "exit 0"), ("sinfo", sinfo)):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+
+def test_no_slurm_on_path_is_refused_saying_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SweepError, match=r"no Slurm here \(sbatch is not on PATH\).*local"):
+        check_slurm(SlurmOptions())
+
+
+def test_unreachable_controller_is_refused_with_sinfos_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded = FIXTURES / "err_sinfo_no_controller.22.05.txt"  # real sinfo, controller down
+    fake_slurm(tmp_path, monkeypatch, f"{CAT} {recorded} >&2; exit 1")
+    with pytest.raises(SweepError, match="Unable to contact slurm controller"):
+        check_slurm(SlurmOptions())
+
+
+def test_unknown_partition_is_refused_listing_the_clusters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_slurm(tmp_path, monkeypatch, f"{CAT} {FIXTURES / 'sinfo_partitions.22.05.txt'}")
+    check_slurm(SlurmOptions(partition="a100"))
+    with pytest.raises(SweepError, match="'cpu': no such partition.*a100, all, hops, k80, v100"):
+        check_slurm(SlurmOptions(partition="cpu"))

@@ -1,0 +1,85 @@
+"""A sweep as a Slurm job array on the live test cluster gives the local run's results.
+
+2 policies x 2 seeds of a 4-job trace: the cells computed by the array's tasks
+(submitit, ``srun`` on the test cluster's nodes) must equal the cells computed
+here in processes, figure by figure and simulated job by job (only the
+planning wall time differs), and merge into the same tables. A second run
+submits nothing: every cell is there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
+from daemon_live import LIVE
+
+from hopsd.sim.sweep import make_workload
+from hopsd.sim.sweep_run import run_sweep
+from hopsd.sim.sweep_slurm import LOGS, SlurmOptions
+
+pytestmark = LIVE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cell_docs(root: Path) -> dict[str, dict[str, Any]]:
+    """Every cell file's content, wall time left out, by its path in the results."""
+    out = {}
+    for path in sorted((root / "cells").rglob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["figures"].pop("wall_s")
+        out[path.relative_to(root).as_posix()] = doc
+    return out
+
+
+def final_states(array: str, tasks: int, deadline_s: float = 60.0) -> list[str]:
+    """``TASK|STATE`` of the array's tasks once accounting shows them all ended (a task's
+    cell and result are written a moment before its step and batch script exit, and
+    slurmdbd records the array's tasks a moment after that)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        states = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", array, "-o", "JobID,State"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.split()
+        ended = not any(s.endswith(("|RUNNING", "|PENDING", "|COMPLETING")) for s in states)
+        if (ended and len(states) == tasks) or time.monotonic() > end:
+            return states
+        time.sleep(1.0)
+
+
+def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
+    workload = make_workload(
+        "small", cluster=REPO / "examples/sim/cluster.toml", trace=REPO / "examples/sim/trace.csv"
+    )
+    args: dict[str, Any] = {"seeds": [0, 1], "policies": ["hops", "fifo"]}
+    local = run_sweep([workload], results=tmp_path / "local", workers=2, **args)
+    options = SlurmOptions(time_limit_min=5, array_parallelism=4, poll_s=0.5)
+    remote = run_sweep(
+        [workload], results=tmp_path / "slurm", executor="slurm", slurm=options, **args
+    )
+
+    assert remote.computed == 4 and remote.notes[0].endswith(": 4 tasks")
+    array = remote.notes[0].split()[2].rstrip(":")
+    states = final_states(array, 4)
+    assert len(states) == 4 and all(s.endswith("|COMPLETED") for s in states), states
+    assert len(list((tmp_path / "slurm" / LOGS).glob(f"{array}_*/*_log.out"))) == 4
+
+    local_cells, remote_cells = cell_docs(tmp_path / "local"), cell_docs(tmp_path / "slurm")
+    assert len(local_cells) == 4 and local_cells == remote_cells
+    assert local.merged[0]["summary"] == remote.merged[0]["summary"]
+    assert local.merged[0]["paired_ratio"] == remote.merged[0]["paired_ratio"]
+
+    again = run_sweep(
+        [workload], results=tmp_path / "slurm", executor="slurm", slurm=options, **args
+    )
+    assert (again.skipped, again.computed, again.notes) == (4, 0, [])
