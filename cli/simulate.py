@@ -298,12 +298,11 @@ def simulate(
     Example: hops simulate --preset paper-64 --preset paper-512 --seeds 0-9
     --results sweep/ --executor slurm --partition cpu --time-limit 30
     """
+    from hops_cli import simulate_sweep as sweep
     from hopsd.core.errors import HopsError
     from hopsd.sim.run import simulate as run_simulation
     from hopsd.sim.seeds import parse_seeds, simulate_seeds
     from hopsd.solver_banner import silence_solver_banner
-
-    from hops_cli import simulate_sweep as sweep
 
     silence_solver_banner()  # the only command that solves; keep --json clean
 

@@ -74,11 +74,10 @@ def run(
     as_json: bool,
 ) -> None:
     """Run the sweep's missing cells, merge, print (see the module's docstring)."""
+    from hops_cli.simulate import progress_bar, stdout_to_stderr
     from hopsd.core.errors import HopsError
     from hopsd.sim.sweep import merged_object
     from hopsd.sim.sweep_run import run_sweep
-
-    from hops_cli.simulate import progress_bar, stdout_to_stderr
 
     if results is None and executor != "local":
         fail(
@@ -125,7 +124,8 @@ def _print_tables(outcome: SweepOutcome, results: str | None) -> None:
         for table in seed_tables(obj):
             console().print(table)
     ran = ", ".join([f"{outcome.computed} computed", *outcome.notes])
-    line = f"{outcome.cells} cells ({outcome.skipped} already done, {ran}) in {outcome.wall_s:.1f} s"
+    line = f"{outcome.cells} cells ({outcome.skipped} already done, {ran})"
+    line += f" in {outcome.wall_s:.1f} s"
     if results is not None:
         line += f"; cells and results.json in {outcome.path.parent}"
     console().print(line)

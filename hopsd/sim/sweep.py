@@ -221,7 +221,8 @@ def run_cell(cell: Cell, results: str) -> str:
     Runs in a worker process or a Slurm array task, so it takes and returns plain,
     picklable values and reads its inputs itself."""
     truth, jobs = cell.workload.load(cell.seed)
-    result = run_policy(truth, jobs, cell.policy, replace(cell.config, seed=cell.seed), own=cell.own)
+    config = replace(cell.config, seed=cell.seed)
+    result = run_policy(truth, jobs, cell.policy, config, own=cell.own)
     records = job_records(truth, result)
     figures = summarise(result, records)
     figures["wall_s"] = result.wall_planning_s

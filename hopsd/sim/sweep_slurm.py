@@ -120,7 +120,8 @@ def run_on_slurm(
             f"{results}; run the same command again to wait for them and merge, "
             f"or `scancel {array}` to stop it"
         ) from None
-    failed = [(cell, job) for cell, job in zip(todo, jobs, strict=True) if not _wrote(results, cell)]
+    ran = zip(todo, jobs, strict=True)
+    failed = [(cell, job) for cell, job in ran if not (results / cell.relpath).is_file()]
     if failed:
         raise SweepError(_failures(array, failed, len(todo)))
     return [f"job array {array}: {len(todo)} tasks"]
@@ -143,10 +144,6 @@ def _wait(
         progress(len(jobs) - len(open_jobs), what)
         if open_jobs:
             time.sleep(options.poll_s)
-
-
-def _wrote(results: Path, cell: Cell) -> bool:
-    return (results / cell.relpath).is_file()
 
 
 def _failures(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str:

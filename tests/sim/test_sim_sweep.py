@@ -94,13 +94,13 @@ def test_torn_cell_file_is_computed_again(tmp_path: Path) -> None:
 def test_cell_of_other_knobs_is_refused_not_mixed(tmp_path: Path) -> None:
     run_sweep([small()], seeds=[0], policies=["fifo"], results=tmp_path)
     knobs = SimKnobs().with_defaults(Knobs(round_length_s=120.0))
-    with pytest.raises(SweepError, match="seed-0.json: computed with other inputs"):
+    with pytest.raises(SweepError, match=r"seed-0\.json: computed with other inputs"):
         run_sweep([small()], seeds=[0], policies=["fifo"], results=tmp_path, knobs=knobs)
 
 
 def test_merge_names_a_missing_cell(tmp_path: Path) -> None:
     cells = plan_sweep([small()], seeds=[0], policies=["fifo"], knobs=None)
-    with pytest.raises(SweepError, match="cells/trace/fifo/seed-0.json: missing"):
+    with pytest.raises(SweepError, match=r"cells/trace/fifo/seed-0\.json: missing"):
         merge(tmp_path, [small()], cells, [0], ["fifo"])
 
 
@@ -183,5 +183,5 @@ def test_unknown_partition_is_refused_listing_the_clusters(
 ) -> None:
     fake_slurm(tmp_path, monkeypatch, f"{CAT} {FIXTURES / 'sinfo_partitions.22.05.txt'}")
     check_slurm(SlurmOptions(partition="a100"))
-    with pytest.raises(SweepError, match="'cpu': no such partition.*a100, all, hops, k80, v100"):
+    with pytest.raises(SweepError, match=r"'cpu': no such partition.*a100, all, hops, k80, v100"):
         check_slurm(SlurmOptions(partition="cpu"))
