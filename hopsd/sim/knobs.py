@@ -25,6 +25,9 @@ Command-line values (``hops simulate --round-length ...``) replace the file's
 defaults; a policy's own table still wins over both, since it was written for
 that policy. The knobs each policy ran with are recorded in ``results.json``.
 
+The same file may name a sweep's workloads in ``[workloads.NAME]`` tables;
+those are read by :mod:`hopsd.sim.sweep`, not here.
+
 Any other key of a ``[policies.NAME]`` table is one of the policy's own
 settings, as in hops.conf's table of that name: this module keeps those keys
 as written (``SimKnobs.settings``); the policy's settings dataclass checks them
