@@ -85,9 +85,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.preset = args.preset or ["paper-64"]
-    with tempfile.TemporaryDirectory(prefix="hops-sweep-bench-") as tmp:
-        with contextlib.redirect_stdout(sys.stderr):  # solver banners
-            figures = measure(args, Path(tmp))
+    with (
+        tempfile.TemporaryDirectory(prefix="hops-sweep-bench-") as tmp,
+        contextlib.redirect_stdout(sys.stderr),  # solver banners
+    ):
+        figures = measure(args, Path(tmp))
     if args.json:
         print(json.dumps(figures, indent=2))
         return

@@ -17,6 +17,7 @@ stay, and a re-run computes only the others.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -30,6 +31,8 @@ from hopsd.sim.sweep import Cell, SweepError, run_cell
 
 #: Where submitit keeps the pickles and logs of the array's tasks.
 LOGS = "slurm"
+#: ``IsADirectoryError: [Errno 21] ...``, ``hopsd.core.errors.InvalidInputError: ...``
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
 #: Slurm's view of a task is refreshed (``sacct``) at most this often.
 STATE_CHECK_S = 15.0
 
@@ -146,12 +149,19 @@ def _wait(
             time.sleep(options.poll_s)
 
 
+def error_line(report: str) -> str:
+    """The exception line of submitit's report of a failed task (the traceback's last
+    ``SomeError: why``), else the report's first line."""
+    lines = [line.strip() for line in report.splitlines() if line.strip()]
+    errors = [line for line in lines if EXCEPTION_LINE.match(line)]
+    return errors[-1] if errors else (lines[0] if lines else "failed")
+
+
 def _failures(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str:
     """The failed cells, the first one's error (or Slurm's state) and its log."""
     cell, job = failed[0]
     if job.paths.result_pickle.exists():
-        why = str(job.exception()).strip().splitlines()[-1:] or ["error"]
-        reason = why[0]
+        reason = error_line(str(job.exception()))
     else:
         reason = f"ended {job.watcher.get_state(job.job_id, mode='force')} without a result"
     names = ", ".join(c.label for c, _ in failed[:5]) + (" ..." if len(failed) > 5 else "")

@@ -24,7 +24,7 @@ from hopsd.sim.sweep import (
     write_atomic,
 )
 from hopsd.sim.sweep_run import plan_sweep, run_sweep
-from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm
+from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm, error_line
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "examples" / "sim" / "cluster.toml"
@@ -185,3 +185,12 @@ def test_unknown_partition_is_refused_listing_the_clusters(
     check_slurm(SlurmOptions(partition="a100"))
     with pytest.raises(SweepError, match=r"'cpu': no such partition.*a100, all, hops, k80, v100"):
         check_slurm(SlurmOptions(partition="cpu"))
+
+
+def test_error_line_of_submitits_report_of_a_failed_task() -> None:
+    report = (FIXTURES / "submitit_failed_task.22.05.txt").read_text()  # real, submitit 1.5.4
+    assert error_line(report).startswith("IsADirectoryError: [Errno 21] Is a directory: ")
+    assert error_line("hopsd.core.errors.InvalidInputError: bad\n") == (
+        "hopsd.core.errors.InvalidInputError: bad"
+    )
+    assert error_line("Job killed\n  - log\n") == "Job killed"

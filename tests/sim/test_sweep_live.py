@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from daemon_live import LIVE
 
-from hopsd.sim.sweep import make_workload
+from hopsd.sim.sweep import SweepError, make_workload
 from hopsd.sim.sweep_run import run_sweep
 from hopsd.sim.sweep_slurm import LOGS, SlurmOptions
 
@@ -83,3 +85,23 @@ def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
         [workload], results=tmp_path / "slurm", executor="slurm", slurm=options, **args
     )
     assert (again.skipped, again.computed, again.notes) == (4, 0, [])
+
+
+def test_a_failed_task_is_named_and_the_rerun_computes_only_it(tmp_path: Path) -> None:
+    workload = make_workload(
+        "small", cluster=REPO / "examples/sim/cluster.toml", trace=REPO / "examples/sim/trace.csv"
+    )
+    args: dict[str, Any] = {"seeds": [0, 1], "policies": ["fifo"]}
+    options = SlurmOptions(time_limit_min=5, array_parallelism=4, poll_s=0.5)
+    blocked = tmp_path / "cells/small/fifo/seed-1.json"
+    blocked.mkdir(parents=True)  # the task cannot put its file where a directory is
+    with pytest.raises(SweepError) as failed:
+        run_sweep([workload], results=tmp_path, executor="slurm", slurm=options, **args)
+    message = str(failed.value)
+    assert "1 of 2 cells failed (small/fifo/seed 1)" in message, message
+    assert "IsADirectoryError" in message and "_log.err" in message, message
+    assert (tmp_path / "cells/small/fifo/seed-0.json").is_file()
+
+    blocked.rmdir()
+    again = run_sweep([workload], results=tmp_path, executor="slurm", slurm=options, **args)
+    assert (again.skipped, again.computed) == (1, 1)
