@@ -300,8 +300,7 @@ def simulate(
     """
     from hops_cli import simulate_sweep as sweep
     from hopsd.core.errors import HopsError
-    from hopsd.sim.run import simulate as run_simulation
-    from hopsd.sim.seeds import parse_seeds, simulate_seeds
+    from hopsd.sim.seeds import parse_seeds
     from hopsd.solver_banner import silence_solver_banner
 
     silence_solver_banner()  # the only command that solves; keep --json clean
@@ -335,40 +334,44 @@ def simulate(
     one_preset = preset[0] if preset else None
     if one_preset is None and (cluster is None or trace is None):
         one_preset = "paper-64"
-    show_progress = not as_json and sys.stderr.isatty() and seed_list is None
+    inputs: dict[str, Any] = {
+        "cluster": cluster,
+        "trace": trace,
+        "profiles": profiles,
+        "trace_format": trace_format,
+        "policies": names,
+        "knobs": knobs,
+        "workers": workers,
+        "out_dir": out,
+    }
+    outcome = _compare(one_preset, inputs, seed, seed_list, show=not as_json)
+    _print_results(outcome, as_json, seed_list is not None, out)
+
+
+def _compare(
+    preset: str | None,
+    inputs: dict[str, Any],
+    seed: int,
+    seed_list: list[int] | None,
+    show: bool,
+) -> dict[str, Any]:
+    """One comparison: every policy on one seed (a bar per policy on a terminal), or on
+    each of ``seed_list``; ``inputs`` holds the keyword arguments both runs take."""
+    from hopsd.core.errors import HopsError
+    from hopsd.sim.run import simulate as run_simulation
+    from hopsd.sim.seeds import simulate_seeds
+
+    show_progress = show and sys.stderr.isatty() and seed_list is None
     with progress_bar(show_progress) as progress:
-        report = _reporter(progress)
         try:
             with stdout_to_stderr():
                 if seed_list is not None:
-                    outcome = simulate_seeds(
-                        one_preset,
-                        seeds=seed_list,
-                        cluster=cluster,
-                        trace=trace,
-                        profiles=profiles,
-                        policies=names,
-                        knobs=knobs,
-                        workers=workers,
-                        out_dir=out,
-                        trace_format=trace_format,
-                    )
+                    outcome = simulate_seeds(preset, seeds=seed_list, **inputs)
                 else:
-                    outcome = run_simulation(
-                        one_preset,
-                        cluster=cluster,
-                        trace=trace,
-                        profiles=profiles,
-                        policies=names,
-                        seed=seed,
-                        out_dir=out,
-                        progress_callback=report,
-                        knobs=knobs,
-                        workers=workers,
-                        trace_format=trace_format,
-                    )
+                    report = _reporter(progress)
+                    outcome = run_simulation(preset, seed=seed, progress_callback=report, **inputs)
         except HopsError as exc:
             fail(str(exc), EXIT_USAGE)
         except OSError as exc:
             fail(f"{exc.filename or 'input'}: {exc.strerror or exc}")
-    _print_results(outcome, as_json, seed_list is not None, out)
+    return outcome
