@@ -317,10 +317,9 @@ def simulate(
     if (cluster is None) != (trace is None) and not preset:
         fail("--cluster and --trace go together (or use --preset)", EXIT_USAGE)
     if sweep.is_sweep(results, executor, workloads, named):
-        if out is not None:
-            fail("--out is one comparison's; a sweep writes its results into --results", EXIT_USAGE)
         sweep.run(
-            workloads or sweep.workloads_of(["paper-64"], None, None, profiles, "hops", None)[0],
+            workloads,
+            out=out,
             seeds=seed_list or [seed],
             policies=names,
             knobs=knobs,

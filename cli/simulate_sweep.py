@@ -37,10 +37,13 @@ def workloads_of(
 
     Each ``--preset`` (on ``--cluster`` when no trace goes with it), the
     ``--cluster``/``--trace`` pair (named after the trace file), then the
-    simulation file's ``[workloads.NAME]`` tables."""
+    simulation file's ``[workloads.NAME]`` tables; paper-64 when none is named."""
     from hopsd.sim.sweep import load_workloads, make_workload
 
     pair = cluster is not None and trace is not None
+    named = load_workloads(sim_config) if sim_config is not None else []
+    if not presets and not pair and not named:
+        presets = ["paper-64"]  # as for one comparison
     on = None if pair else cluster
     out = [make_workload(None, preset=p, cluster=on, profiles=profiles) for p in presets]
     if pair:
@@ -49,7 +52,6 @@ def workloads_of(
                 None, cluster=cluster, trace=trace, profiles=profiles, trace_format=trace_format
             )
         )
-    named = load_workloads(sim_config) if sim_config is not None else []
     return [*out, *named], bool(named)
 
 
@@ -64,6 +66,7 @@ def is_sweep(
 def run(
     workloads: Sequence[Workload],
     *,
+    out: str | None,
     seeds: list[int],
     policies: list[str],
     knobs: SimKnobs,
@@ -79,6 +82,8 @@ def run(
     from hopsd.sim.sweep import merged_object
     from hopsd.sim.sweep_run import run_sweep
 
+    if out is not None:
+        fail("--out is one comparison's; a sweep writes its results into --results", EXIT_USAGE)
     if results is None and executor != "local":
         fail(
             f"--executor {executor} needs --results DIR: a directory every node can write "
