@@ -1,15 +1,16 @@
 """A sweep's cells as one Slurm job array, through submitit.
 
 Any Slurm cluster the user can submit to will do: no hopsd, no hops
-configuration, only ``sbatch``/``srun``/``sinfo`` on the PATH and a results
-directory every node can write (a shared file system, as a home or scratch
-directory is on a cluster). Each array task runs
+configuration, only ``sbatch``/``srun``/``sinfo``/``squeue`` on the PATH and a
+results directory every node can write (a shared file system, as a home or
+scratch directory is on a cluster). Each array task runs
 :func:`hopsd.sim.sweep.run_cell` in the Python that submitted it (submitit
 pickles the call and starts ``python -m submitit.core._submit`` under
 ``srun``), so the nodes need the same environment at the same path.
 
 The cells' own files are what counts: a task that wrote its cell has
-succeeded whatever Slurm says afterwards, and one that did not has failed; its
+succeeded whatever Slurm says afterwards, and one that left the queue without
+it has failed (squeue tells, so no accounting database is needed); its
 submitit log (``slurm/`` in the results directory) says why. Those failures
 are reported together once the array has ended; the cells that did finish
 stay, and a re-run computes only the others.
@@ -33,8 +34,10 @@ from hopsd.sim.sweep import Cell, SweepError, run_cell
 LOGS = "slurm"
 #: ``IsADirectoryError: [Errno 21] ...``, ``hopsd.core.errors.InvalidInputError: ...``
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
-#: Slurm's view of a task is refreshed (``sacct``) at most this often.
-STATE_CHECK_S = 15.0
+#: Slurm's queue (``squeue``) is looked at this often while the array runs.
+STATE_CHECK_S = 10.0
+#: How long a missing cell file is given to appear before its task counts as failed.
+FILE_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class SlurmOptions:
 def check_slurm(options: SlurmOptions) -> None:
     """Refuse at once, saying what to do, when no Slurm answers here or the partition
     is not one of its partitions."""
-    missing = [cmd for cmd in ("sbatch", "srun", "sinfo") if shutil.which(cmd) is None]
+    missing = [cmd for cmd in ("sbatch", "srun", "sinfo", "squeue") if shutil.which(cmd) is None]
     if missing:
         raise SweepError(
             f"--executor slurm: no Slurm here ({missing[0]} is not on PATH); run hops "
@@ -123,30 +126,75 @@ def run_on_slurm(
             f"{results}; run the same command again to wait for them and merge, "
             f"or `scancel {array}` to stop it"
         ) from None
-    ran = zip(todo, jobs, strict=True)
-    failed = [(cell, job) for cell, job in ran if not (results / cell.relpath).is_file()]
+    failed = _missing(results, todo, jobs)
+    if failed:
+        time.sleep(FILE_GRACE_S)  # a shared file system may show a node's file late
+        failed = _missing(results, todo, jobs)
     if failed:
         raise SweepError(_failures(array, failed, len(todo)))
     return [f"job array {array}: {len(todo)} tasks"]
 
 
+def queued_tasks(array: str) -> dict[str, str] | None:
+    """Each task of ``array`` still in Slurm's queue, with its state (``squeue -r``: one
+    line per task); None when squeue cannot say (the controller not answering)."""
+    try:
+        done = subprocess.run(
+            ["squeue", "-h", "-r", "-j", array, "-o", "%i %T"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return parse_queued(done.returncode, done.stdout, done.stderr)
+
+
+def parse_queued(returncode: int, stdout: str, stderr: str) -> dict[str, str] | None:
+    """``squeue -h -r -j ARRAY -o "%i %T"``'s answer: task id -> state. Once the whole
+    array has left the controller's memory squeue refuses the id: nothing is queued."""
+    if returncode != 0:
+        return {} if "Invalid job id" in stderr else None
+    return dict(line.split(None, 1) for line in stdout.splitlines() if " " in line.strip())
+
+
 def _wait(
     jobs: Sequence[Any], array: str, options: SlurmOptions, progress: Callable[[int, str], None]
 ) -> None:
-    """Until every task has ended: its result written, or Slurm saying it is over."""
+    """Until every task has ended: its result written, or gone from Slurm's queue.
+
+    squeue (every :data:`STATE_CHECK_S`) rather than sacct, which clusters without
+    accounting lack; between two looks, a task's result file says it is done."""
     open_jobs = list(jobs)
-    checked = time.monotonic()
+    queued: dict[str, str] | None = None
+    checked = -STATE_CHECK_S
     while open_jobs:
-        if time.monotonic() - checked > STATE_CHECK_S:
-            open_jobs[0].done(force_check=True)  # one sacct call refreshes every task
+        if time.monotonic() - checked >= STATE_CHECK_S:
+            queued = queued_tasks(array)
             checked = time.monotonic()
-        open_jobs = [j for j in open_jobs if not j.done()]
-        states = [j.watcher.get_state(j.job_id, mode="cache") for j in open_jobs]
+        open_jobs = [j for j in open_jobs if not _ended(j, queued)]
+        states = [(queued or {}).get(str(j.job_id), "") for j in open_jobs]
         running = sum(1 for s in states if s == "RUNNING")
         what = f"job array {array}: {running} running, {len(open_jobs) - running} waiting"
         progress(len(jobs) - len(open_jobs), what)
         if open_jobs:
             time.sleep(options.poll_s)
+
+
+def _missing(
+    results: Path, todo: Sequence[Cell], jobs: Sequence[Any]
+) -> list[tuple[Cell, Any]]:
+    """The cells (with their tasks) whose files are not there."""
+    ran = zip(todo, jobs, strict=True)
+    return [(cell, job) for cell, job in ran if not (results / cell.relpath).is_file()]
+
+
+def _ended(job: Any, queued: dict[str, str] | None) -> bool:
+    """Whether a task is over: submitit wrote its outcome, or Slurm no longer queues it."""
+    if job.paths.result_pickle.exists():
+        return True
+    return queued is not None and str(job.job_id) not in queued
 
 
 def error_line(report: str) -> str:
@@ -163,7 +211,7 @@ def _failures(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str
     if job.paths.result_pickle.exists():
         reason = error_line(str(job.exception()))
     else:
-        reason = f"ended {job.watcher.get_state(job.job_id, mode='force')} without a result"
+        reason = "left Slurm's queue without a result (cancelled, out of time or memory?)"
     names = ", ".join(c.label for c, _ in failed[:5]) + (" ..." if len(failed) > 5 else "")
     return (
         f"job array {array}: {len(failed)} of {total} cells failed ({names}); "

@@ -24,7 +24,7 @@ from hopsd.sim.sweep import (
     write_atomic,
 )
 from hopsd.sim.sweep_run import plan_sweep, run_sweep
-from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm, error_line
+from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm, error_line, parse_queued
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "examples" / "sim" / "cluster.toml"
@@ -152,10 +152,11 @@ def test_a_workload_named_twice_is_refused() -> None:
 
 
 def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sinfo: str) -> None:
-    """sbatch, srun and sinfo on an otherwise empty PATH; sinfo runs ``sinfo``'s body."""
+    """sbatch, srun, squeue and sinfo on an otherwise empty PATH; sinfo runs ``sinfo``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in (("sbatch", "exit 0"), ("srun", "exit 0"), ("sinfo", sinfo)):
+    commands = {"sbatch": "exit 0", "srun": "exit 0", "squeue": "exit 0", "sinfo": sinfo}
+    for name, body in commands.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
@@ -194,3 +195,14 @@ def test_error_line_of_submitits_report_of_a_failed_task() -> None:
         "hopsd.core.errors.InvalidInputError: bad"
     )
     assert error_line("Job killed\n  - log\n") == "Job killed"
+
+
+def test_queued_tasks_of_an_array() -> None:
+    recorded = (FIXTURES / "squeue_array_tasks.22.05.txt").read_text()  # real, -r -o "%i %T"
+    queued = parse_queued(0, recorded, "")
+    assert queued is not None and len(queued) == 6
+    assert (queued["80_0"], queued["80_5"]) == ("RUNNING", "PENDING")
+    gone = (FIXTURES / "err_squeue_invalid_job.22.05.txt").read_text()  # array purged
+    assert parse_queued(1, "", gone) == {}
+    down = (FIXTURES / "err_squeue_no_controller.22.05.txt").read_text()
+    assert parse_queued(1, "", down) is None  # unknown: not "every task ended"

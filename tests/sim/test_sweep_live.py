@@ -105,3 +105,30 @@ def test_a_failed_task_is_named_and_the_rerun_computes_only_it(tmp_path: Path) -
     blocked.rmdir()
     again = run_sweep([workload], results=tmp_path, executor="slurm", slurm=options, **args)
     assert (again.skipped, again.computed) == (1, 1)
+
+
+def test_tasks_cancelled_before_a_result_are_reported_not_awaited(tmp_path: Path) -> None:
+    workload = make_workload(
+        "small", cluster=REPO / "examples/sim/cluster.toml", trace=REPO / "examples/sim/trace.csv"
+    )
+    options = SlurmOptions(time_limit_min=5, array_parallelism=1, poll_s=0.5)
+    cancelled: list[str] = []
+
+    def cancel_at_first_report(done: int, total: int, what: str) -> None:
+        if what.startswith("job array") and not cancelled:  # submitted; at most one started
+            cancelled.append(what.split()[2].rstrip(":"))
+            subprocess.run(["scancel", cancelled[0]], check=True, timeout=30)
+
+    with pytest.raises(SweepError) as failed:
+        run_sweep(
+            [workload],
+            seeds=[0, 1, 2],
+            policies=["fifo"],
+            results=tmp_path,
+            executor="slurm",
+            slurm=options,
+            progress=cancel_at_first_report,
+        )
+    message = str(failed.value)
+    assert f"job array {cancelled[0]}: 3 of 3 cells failed" in message, message
+    assert "left Slurm's queue without a result" in message, message
