@@ -132,3 +132,27 @@ def test_tasks_cancelled_before_a_result_are_reported_not_awaited(tmp_path: Path
     message = str(failed.value)
     assert f"job array {cancelled[0]}: 3 of 3 cells failed" in message, message
     assert "left Slurm's queue without a result" in message, message
+
+
+def test_the_commands_json_is_the_same_from_the_array_and_from_processes(
+    tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from hops_cli.main import app
+
+    argv = ["simulate", "--cluster", str(REPO / "examples/sim/cluster.toml")]
+    argv += ["--trace", str(REPO / "examples/sim/trace.csv"), "--policies", "hops,fifo"]
+    argv += ["--seeds", "0-1", "--json"]
+    runner = CliRunner()
+    local = runner.invoke(app, [*argv, "--results", str(tmp_path / "l"), "--workers", "2"])
+    remote = runner.invoke(
+        app, [*argv, "--results", str(tmp_path / "s"), "--executor", "slurm", "--time-limit", "5"]
+    )
+    assert local.exit_code == 0 and remote.exit_code == 0, local.output + remote.output
+    a, b = json.loads(local.stdout), json.loads(remote.stdout)
+    for doc in (a, b):
+        for figures in doc["per_seed"].values():
+            for policy in figures.values():
+                policy.pop("wall_s")
+    assert a == b and a["seeds"] == [0, 1]
