@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hopsd.core.errors import MissingExtraError
 from hopsd.sim import sweep_run
 from hopsd.sim.knobs import Knobs, SimKnobs
 from hopsd.sim.seeds import simulate_seeds
@@ -24,7 +26,13 @@ from hopsd.sim.sweep import (
     write_atomic,
 )
 from hopsd.sim.sweep_run import plan_sweep, run_sweep
-from hopsd.sim.sweep_slurm import SlurmOptions, check_slurm, error_line, parse_queued
+from hopsd.sim.sweep_slurm import (
+    SlurmOptions,
+    check_slurm,
+    error_line,
+    make_executor,
+    parse_queued,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = REPO / "examples" / "sim" / "cluster.toml"
@@ -206,3 +214,11 @@ def test_queued_tasks_of_an_array() -> None:
     assert parse_queued(1, "", gone) == {}
     down = (FIXTURES / "err_squeue_no_controller.22.05.txt").read_text()
     assert parse_queued(1, "", down) is None  # unknown: not "every task ended"
+
+
+def test_slurm_executor_without_submitit_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit fails
+    with pytest.raises(MissingExtraError, match=r"hops-scheduler\[submitit\]"):
+        make_executor(tmp_path, SlurmOptions())
