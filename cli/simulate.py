@@ -252,7 +252,21 @@ PartitionOption = Annotated[
 ]
 
 TimeLimitOption = Annotated[
-    int, typer.Option("--time-limit", help="--executor slurm: time limit of one cell, minutes.")
+    int,
+    typer.Option(
+        "--time-limit",
+        help="--executor slurm: time limit of one cell, minutes (a task of several cells "
+        "gets that many times it).",
+    ),
+]
+
+CellsPerTaskOption = Annotated[
+    int | None,
+    typer.Option(
+        "--cells-per-task",
+        help="--executor slurm: cells one array task computes in turn (default 1, or more "
+        "when the sweep has more cells than the cluster's MaxArraySize).",
+    ),
 ]
 
 ArrayParallelismOption = Annotated[
@@ -284,6 +298,7 @@ def simulate(
     partition: PartitionOption = None,
     time_limit: TimeLimitOption = 60,
     array_parallelism: ArrayParallelismOption = 64,
+    cells_per_task: CellsPerTaskOption = None,
 ) -> None:
     """Compare hops with Sia, Gavel and plain Slurm FIFO on a simulated cluster.
 
@@ -326,7 +341,7 @@ def simulate(
             results=results,
             executor=executor,
             workers=workers,
-            slurm=sweep.slurm_options(partition, time_limit, array_parallelism),
+            slurm=sweep.slurm_options(partition, time_limit, array_parallelism, cells_per_task),
             as_json=as_json,
         )
         return

@@ -136,7 +136,9 @@ def _print_tables(outcome: SweepOutcome, results: str | None) -> None:
     console().print(line)
 
 
-def slurm_options(partition: str | None, time_limit: int, parallelism: int) -> SlurmOptions:
+def slurm_options(
+    partition: str | None, time_limit: int, parallelism: int, cells_per_task: int | None
+) -> SlurmOptions:
     """The job array's options, refused here when out of range."""
     from hopsd.sim.sweep_slurm import SlurmOptions
 
@@ -144,5 +146,6 @@ def slurm_options(partition: str | None, time_limit: int, parallelism: int) -> S
         fail(f"--time-limit must be >= 1 minute, got {time_limit}", EXIT_USAGE)
     if parallelism < 1:
         fail(f"--array-parallelism must be >= 1, got {parallelism}", EXIT_USAGE)
-    return SlurmOptions(partition, time_limit, parallelism)
-
+    if cells_per_task is not None and cells_per_task < 1:
+        fail(f"--cells-per-task must be >= 1, got {cells_per_task}", EXIT_USAGE)
+    return SlurmOptions(partition, time_limit, parallelism, cells_per_task=cells_per_task)

@@ -26,6 +26,7 @@ import json
 import os
 import re
 import tomllib
+import traceback
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -230,6 +231,24 @@ def run_cell(cell: Cell, results: str) -> str:
     doc = {"inputs": cell.inputs(), "figures": figures, "jobs": records_as_dicts(records)}
     write_atomic(path, doc)
     return str(path)
+
+
+def run_cells(cells: Sequence[Cell], results: str) -> list[str]:
+    """Compute several cells in turn (one array task's share of a large sweep).
+
+    A cell that fails does not stop the others: each is independent, and what is
+    written is kept. The failures are raised together once all have run, each
+    traceback printed first for the task's log."""
+    written, failed = [], []
+    for cell in cells:
+        try:
+            written.append(run_cell(cell, results))
+        except Exception as exc:  # reported below, with the others
+            traceback.print_exc()
+            failed.append(f"{cell.label}: {type(exc).__name__}: {exc}")
+    if failed:
+        raise SweepError(f"{len(failed)} of {len(cells)} cells failed: {'; '.join(failed)}")
+    return written
 
 
 def read_cell(results: Path, cell: Cell) -> dict[str, Any] | None:

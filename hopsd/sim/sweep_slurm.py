@@ -4,9 +4,11 @@ Any Slurm cluster the user can submit to will do: no hopsd, no hops
 configuration, only ``sbatch``/``srun``/``sinfo``/``squeue`` on the PATH and a
 results directory every node can write (a shared file system, as a home or
 scratch directory is on a cluster). Each array task runs
-:func:`hopsd.sim.sweep.run_cell` in the Python that submitted it (submitit
-pickles the call and starts ``python -m submitit.core._submit`` under
-``srun``), so the nodes need the same environment at the same path.
+:func:`hopsd.sim.sweep.run_cells` (one cell, or a few when the sweep is larger
+than the cluster's MaxArraySize or ``cells_per_task`` asks) in the Python that
+submitted it (submitit pickles the call and starts ``python -m
+submitit.core._submit`` under ``srun``), so the nodes need the same
+environment at the same path.
 
 The cells' own files are what counts: a task that wrote its cell has
 succeeded whatever Slurm says afterwards, and one that left the queue without
@@ -18,6 +20,7 @@ stay, and a re-run computes only the others.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import missing_extra
-from hopsd.sim.sweep import Cell, SweepError, run_cell
+from hopsd.sim.sweep import Cell, SweepError, run_cells
 
 #: Where submitit keeps the pickles and logs of the array's tasks.
 LOGS = "slurm"
@@ -38,17 +41,21 @@ EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b
 STATE_CHECK_S = 10.0
 #: How long a missing cell file is given to appear before its task counts as failed.
 FILE_GRACE_S = 5.0
+#: Slurm's own default MaxArraySize, assumed when the cluster's cannot be read.
+DEFAULT_MAX_ARRAY = 1001
 
 
 @dataclass(frozen=True)
 class SlurmOptions:
     """How the array is submitted: partition (None: the cluster's default), time limit
-    of one task in minutes, how many tasks run at once, CPUs per task."""
+    of one cell in minutes, how many tasks run at once, CPUs per task, cells per task
+    (None: one, or as many as keep the array within the cluster's MaxArraySize)."""
 
     partition: str | None = None
     time_limit_min: int = 60
     array_parallelism: int = 64
     cpus_per_task: int = 1
+    cells_per_task: int | None = None
     job_name: str = "hops-sweep"
     poll_s: float = 2.0
 
@@ -82,8 +89,9 @@ def check_slurm(options: SlurmOptions) -> None:
         )
 
 
-def make_executor(folder: Path, options: SlurmOptions) -> Any:
-    """submitit's Slurm executor, set up for one array of cells."""
+def make_executor(folder: Path, options: SlurmOptions, cells_per_task: int = 1) -> Any:
+    """submitit's Slurm executor, set up for one array of tasks of ``cells_per_task``
+    cells each (the time limit is one cell's times that)."""
     try:
         import submitit
     except ImportError as exc:
@@ -91,7 +99,7 @@ def make_executor(folder: Path, options: SlurmOptions) -> Any:
     executor = submitit.SlurmExecutor(folder=str(folder / "%j"))
     params: dict[str, Any] = {
         "job_name": options.job_name,
-        "time": options.time_limit_min,
+        "time": options.time_limit_min * cells_per_task,
         "cpus_per_task": options.cpus_per_task,
         "array_parallelism": options.array_parallelism,
     }
@@ -107,32 +115,62 @@ def run_on_slurm(
     options: SlurmOptions,
     progress: Callable[[int, str], None],
 ) -> list[str]:
-    """Submit ``todo`` as one job array, wait for it with ``progress(tasks ended, what)``;
-    returns notes for the report. Raises :class:`SweepError` naming the failed cells."""
+    """Submit ``todo`` as one job array, wait for it with ``progress(cells of the tasks
+    ended, what)``; returns notes for the report. Raises :class:`SweepError` naming the
+    failed cells."""
     check_slurm(options)
-    executor = make_executor(results / LOGS, options)
+    groups = task_groups(todo, options.cells_per_task, max_array_size())
+    executor = make_executor(results / LOGS, options, len(groups[0]))
     from submitit.core.utils import FailedSubmissionError, UncompletedJobError
 
     try:
-        jobs = executor.map_array(run_cell, list(todo), [str(results)] * len(todo))
+        jobs = executor.map_array(run_cells, groups, [str(results)] * len(groups))
     except (FailedSubmissionError, UncompletedJobError) as exc:
         raise SweepError(f"--executor slurm: sbatch refused the array: {exc}") from None
     array = str(jobs[0].job_id).split("_")[0]
     try:
-        _wait(jobs, array, options, progress)
+        _wait(jobs, [len(g) for g in groups], array, options, progress)
     except KeyboardInterrupt:
         raise SweepError(
             f"interrupted: job array {array} keeps running and its cells still land in "
             f"{results}; run the same command again to wait for them and merge, "
             f"or `scancel {array}` to stop it"
         ) from None
-    failed = _missing(results, todo, jobs)
+    failed = _missing(results, groups, jobs)
     if failed:
         time.sleep(FILE_GRACE_S)  # a shared file system may show a node's file late
-        failed = _missing(results, todo, jobs)
+        failed = _missing(results, groups, jobs)
     if failed:
         raise SweepError(_failures(array, failed, len(todo)))
-    return [f"job array {array}: {len(todo)} tasks"]
+    per = f" of up to {len(groups[0])} cells" if len(groups[0]) > 1 else ""
+    return [f"job array {array}: {len(groups)} tasks{per}"]
+
+
+def task_groups(todo: Sequence[Cell], per_task: int | None, max_array: int) -> list[list[Cell]]:
+    """The cells of each array task: ``per_task`` each (one when None), more when the
+    array would otherwise have more tasks than the cluster's MaxArraySize allows."""
+    per = max(per_task or 1, math.ceil(len(todo) / max_array))
+    return [list(todo[i : i + per]) for i in range(0, len(todo), per)]
+
+
+def max_array_size() -> int:
+    """The cluster's MaxArraySize (``scontrol show config``), Slurm's default when unread."""
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_MAX_ARRAY
+    return parse_max_array_size(done.stdout) if done.returncode == 0 else DEFAULT_MAX_ARRAY
+
+
+def parse_max_array_size(config: str) -> int:
+    """``MaxArraySize            = 1001`` from ``scontrol show config``."""
+    for line in config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxArraySize" and value.strip().isdigit():
+            return max(1, int(value.strip()))
+    return DEFAULT_MAX_ARRAY
 
 
 def queued_tasks(array: str) -> dict[str, str] | None:
@@ -160,34 +198,38 @@ def parse_queued(returncode: int, stdout: str, stderr: str) -> dict[str, str] | 
 
 
 def _wait(
-    jobs: Sequence[Any], array: str, options: SlurmOptions, progress: Callable[[int, str], None]
+    jobs: Sequence[Any],
+    sizes: Sequence[int],
+    array: str,
+    options: SlurmOptions,
+    progress: Callable[[int, str], None],
 ) -> None:
     """Until every task has ended: its result written, or gone from Slurm's queue.
 
     squeue (every :data:`STATE_CHECK_S`) rather than sacct, which clusters without
     accounting lack; between two looks, a task's result file says it is done."""
-    open_jobs = list(jobs)
+    open_tasks = list(range(len(jobs)))
     queued: dict[str, str] | None = None
     checked = -STATE_CHECK_S
-    while open_jobs:
+    while open_tasks:
         if time.monotonic() - checked >= STATE_CHECK_S:
             queued = queued_tasks(array)
             checked = time.monotonic()
-        open_jobs = [j for j in open_jobs if not _ended(j, queued)]
-        states = [(queued or {}).get(str(j.job_id), "") for j in open_jobs]
+        open_tasks = [i for i in open_tasks if not _ended(jobs[i], queued)]
+        states = [(queued or {}).get(str(jobs[i].job_id), "") for i in open_tasks]
         running = sum(1 for s in states if s == "RUNNING")
-        what = f"job array {array}: {running} running, {len(open_jobs) - running} waiting"
-        progress(len(jobs) - len(open_jobs), what)
-        if open_jobs:
+        what = f"job array {array}: {running} running, {len(open_tasks) - running} waiting"
+        progress(sum(sizes) - sum(sizes[i] for i in open_tasks), what)
+        if open_tasks:
             time.sleep(options.poll_s)
 
 
 def _missing(
-    results: Path, todo: Sequence[Cell], jobs: Sequence[Any]
+    results: Path, groups: Sequence[Sequence[Cell]], jobs: Sequence[Any]
 ) -> list[tuple[Cell, Any]]:
     """The cells (with their tasks) whose files are not there."""
-    ran = zip(todo, jobs, strict=True)
-    return [(cell, job) for cell, job in ran if not (results / cell.relpath).is_file()]
+    ran = zip(groups, jobs, strict=True)
+    return [(c, job) for cells, job in ran for c in cells if not (results / c.relpath).is_file()]
 
 
 def _ended(job: Any, queued: dict[str, str] | None) -> bool:

@@ -48,6 +48,7 @@ def test_two_workloads_one_results_object_each(tmp_path: Path) -> None:
         (["--results", "r", "--out", "o"], "a sweep writes its results into --results"),
         (["--executor", "cloud", "--results", "r"], "unknown executor 'cloud'"),
         (["--executor", "slurm", "--results", "r", "--time-limit", "0"], "--time-limit"),
+        (["--executor", "slurm", "--results", "r", "--cells-per-task", "0"], "--cells-per-task"),
     ],
 )
 def test_sweep_usage_errors(

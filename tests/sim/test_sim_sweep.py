@@ -23,6 +23,7 @@ from hopsd.sim.sweep import (
     make_workload,
     merge,
     pending,
+    run_cells,
     write_atomic,
 )
 from hopsd.sim.sweep_run import plan_sweep, run_sweep
@@ -31,7 +32,9 @@ from hopsd.sim.sweep_slurm import (
     check_slurm,
     error_line,
     make_executor,
+    parse_max_array_size,
     parse_queued,
+    task_groups,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -222,3 +225,20 @@ def test_slurm_executor_without_submitit_names_the_extra(
     monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit fails
     with pytest.raises(MissingExtraError, match=r"hops-scheduler\[submitit\]"):
         make_executor(tmp_path, SlurmOptions())
+
+
+def test_cells_are_grouped_to_fit_the_clusters_array_size() -> None:
+    assert parse_max_array_size((FIXTURES / "scontrol_show_config.22.05.txt").read_text()) == 1001
+    cells = plan_sweep([small()], seeds=list(range(5)), policies=POLICIES, knobs=None)
+    assert [len(g) for g in task_groups(cells, None, 1001)] == [1] * 10
+    assert [len(g) for g in task_groups(cells, 4, 1001)] == [4, 4, 2]
+    assert [len(g) for g in task_groups(cells, None, 3)] == [4, 4, 2]  # 10 cells, 3 tasks
+    assert [c for g in task_groups(cells, 3, 1001) for c in g] == cells
+
+
+def test_a_failing_cell_does_not_stop_the_rest_of_its_task(tmp_path: Path) -> None:
+    cells = plan_sweep([small()], seeds=[0, 1], policies=["fifo"], knobs=None)
+    (tmp_path / cells[0].relpath).mkdir(parents=True)  # no file can go there
+    with pytest.raises(SweepError, match=r"1 of 2 cells failed: trace/fifo/seed 0: IsADir"):
+        run_cells(cells, str(tmp_path))
+    assert (tmp_path / cells[1].relpath).is_file()

@@ -134,7 +134,7 @@ def test_tasks_cancelled_before_a_result_are_reported_not_awaited(tmp_path: Path
     assert "left Slurm's queue without a result" in message, message
 
 
-def test_the_commands_json_is_the_same_from_the_array_and_from_processes(
+def test_the_commands_json_is_the_same_from_an_array_of_grouped_cells(
     tmp_path: Path,
 ) -> None:
     from typer.testing import CliRunner
@@ -146,9 +146,8 @@ def test_the_commands_json_is_the_same_from_the_array_and_from_processes(
     argv += ["--seeds", "0-1", "--json"]
     runner = CliRunner()
     local = runner.invoke(app, [*argv, "--results", str(tmp_path / "l"), "--workers", "2"])
-    remote = runner.invoke(
-        app, [*argv, "--results", str(tmp_path / "s"), "--executor", "slurm", "--time-limit", "5"]
-    )
+    slurm = ["--executor", "slurm", "--time-limit", "5", "--cells-per-task", "3"]
+    remote = runner.invoke(app, [*argv, "--results", str(tmp_path / "s"), *slurm])
     assert local.exit_code == 0 and remote.exit_code == 0, local.output + remote.output
     a, b = json.loads(local.stdout), json.loads(remote.stdout)
     for doc in (a, b):
@@ -156,3 +155,4 @@ def test_the_commands_json_is_the_same_from_the_array_and_from_processes(
             for policy in figures.values():
                 policy.pop("wall_s")
     assert a == b and a["seeds"] == [0, 1]
+    assert len(list((tmp_path / "s" / LOGS).glob("*_*/*_log.out"))) == 2  # 4 cells: 3 + 1
