@@ -13,16 +13,14 @@ CPUs with each other; the figure shows the cost of submitting and gathering, not
 the speed-up a real cluster's nodes give.
 
     .venv/bin/python benchmarks/sweep_speed.py [--preset paper-64] [--policies fifo,gavel]
-        [--seeds 0-3] [--workers 2] [--array-parallelism 2] [--json]
+        [--seeds 0-3] [--workers 2] [--array-parallelism 2] [--cells-per-task N] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from hopsd.sim.seeds import parse_seeds
 from hopsd.sim.sweep import make_workload
 from hopsd.sim.sweep_run import run_sweep
 from hopsd.sim.sweep_slurm import SlurmOptions
+from hopsd.solver_banner import silence_solver_banner
 
 
 def cells(root: Path) -> dict[str, Any]:
@@ -59,13 +58,18 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if not os.environ.get("SLURM_CONF"):
         out["slurm"] = "skipped: SLURM_CONF unset"
         return out
-    options = SlurmOptions(time_limit_min=30, array_parallelism=args.array_parallelism)
+    options = SlurmOptions(
+        time_limit_min=30,
+        array_parallelism=args.array_parallelism,
+        cells_per_task=args.cells_per_task,
+    )
     slurm = run_sweep(workloads, results=work / "slurm", executor="slurm", slurm=options, **sweep)
     again = run_sweep(workloads, results=work / "slurm", executor="slurm", slurm=options, **sweep)
     out.update(
         {
             "slurm_s": round(slurm.wall_s, 2),
             "array_parallelism": args.array_parallelism,
+            "cells_per_task": args.cells_per_task or 1,
             "overhead_per_cell_s": round((slurm.wall_s - local.wall_s) / local.cells, 2),
             "rerun_s": round(again.wall_s, 2),
             "rerun_computed": again.computed,
@@ -82,13 +86,12 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-3")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--array-parallelism", type=int, default=2)
+    parser.add_argument("--cells-per-task", type=int, default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     args.preset = args.preset or ["paper-64"]
-    with (
-        tempfile.TemporaryDirectory(prefix="hops-sweep-bench-") as tmp,
-        contextlib.redirect_stdout(sys.stderr),  # solver banners
-    ):
+    silence_solver_banner()  # before the worker processes fork: --json stays one document
+    with tempfile.TemporaryDirectory(prefix="hops-sweep-bench-") as tmp:
         figures = measure(args, Path(tmp))
     if args.json:
         print(json.dumps(figures, indent=2))
