@@ -22,6 +22,7 @@ merges.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -64,6 +65,8 @@ class Workload:
     trace: str | None = None
     profiles: str | None = None
     trace_format: str = "hops"
+    #: digest of the files' contents: an edited trace is another experiment
+    digest: str = ""
 
     def source(self) -> dict[str, Any]:
         """How the results object names the workload (as ``hops simulate --seeds`` does)."""
@@ -108,14 +111,28 @@ def make_workload(
             f"workload name {label!r}: use letters, digits, '.', '_' and '-' "
             "(it names the workload's directory of cells)"
         )
-    return Workload(
-        label,
-        preset,
-        _absolute(cluster, base),
-        _absolute(trace, base),
-        _absolute(profiles, base),
-        trace_format,
-    )
+    c, t, p = (_absolute(f, base) for f in (cluster, trace, profiles))
+    digest = files_digest([f for f in (c, t, p) if f is not None])
+    return Workload(label, preset, c, t, p, trace_format, digest)
+
+
+def files_digest(paths: Sequence[str]) -> str:
+    """SHA-256 (16 hex digits) of the files' contents, a directory's files in name order
+    (Sia's traces directory); "" without files. A path that cannot be read counts as
+    empty: loading the workload then says what is wrong with it."""
+    if not paths:
+        return ""
+    digest = hashlib.sha256()
+    for path in paths:
+        root = Path(path)
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
+        for f in files:
+            digest.update(f.relative_to(root).as_posix().encode() if f != root else b"")
+            try:
+                digest.update(f.read_bytes())
+            except OSError:
+                digest.update(b"\0unreadable")
+    return digest.hexdigest()[:16]
 
 
 def parse_workloads(data: Mapping[str, Any], where: str, base: Path) -> list[Workload]:

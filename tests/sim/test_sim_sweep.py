@@ -242,3 +242,13 @@ def test_a_failing_cell_does_not_stop_the_rest_of_its_task(tmp_path: Path) -> No
     with pytest.raises(SweepError, match=r"1 of 2 cells failed: trace/fifo/seed 0: IsADir"):
         run_cells(cells, str(tmp_path))
     assert (tmp_path / cells[1].relpath).is_file()
+
+
+def test_an_edited_trace_is_another_experiment(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(TRACE.read_text())
+    sweep: dict[str, Any] = {"seeds": [0], "policies": ["fifo"], "results": tmp_path / "r"}
+    run_sweep([make_workload(None, cluster=CLUSTER, trace=trace)], **sweep)
+    trace.write_text(TRACE.read_text().replace("500000", "400000"))
+    with pytest.raises(SweepError, match="computed with other inputs"):
+        run_sweep([make_workload(None, cluster=CLUSTER, trace=trace)], **sweep)
