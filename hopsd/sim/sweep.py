@@ -10,10 +10,10 @@ the same sweep skips the cells whose files are there and computes the others;
 the merge reads all of them into the same results object as a run over seeds
 in one process (:func:`hopsd.sim.seeds.seeds_object`), one per workload.
 
-Each cell file records what it was computed from (workload, policy, seed, the
-knobs and the policy's settings). A file whose record differs from what the
-sweep now asks (another round length, say) is never silently mixed in: the
-sweep refuses and names it.
+Each cell file records what it was computed from (the workload with a digest
+of its files' contents, policy, seed, the knobs and the policy's settings). A
+file whose record differs from what the sweep now asks (another round length,
+an edited trace) is never silently mixed in: the sweep refuses and names it.
 
 Where the cells run is :mod:`hopsd.sim.sweep_run`'s concern (local processes
 or a Slurm job array); this module only lays the cells out, runs one, and
