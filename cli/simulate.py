@@ -269,6 +269,13 @@ CellsPerTaskOption = Annotated[
     ),
 ]
 
+MemOption = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-gb", help="--executor slurm: memory of one task, GB (default: the cluster's)."
+    ),
+]
+
 ArrayParallelismOption = Annotated[
     int,
     typer.Option(
@@ -299,6 +306,7 @@ def simulate(
     time_limit: TimeLimitOption = 60,
     array_parallelism: ArrayParallelismOption = 64,
     cells_per_task: CellsPerTaskOption = None,
+    mem_gb: MemOption = None,
 ) -> None:
     """Compare hops with Sia, Gavel and plain Slurm FIFO on a simulated cluster.
 
@@ -341,7 +349,9 @@ def simulate(
             results=results,
             executor=executor,
             workers=workers,
-            slurm=sweep.slurm_options(partition, time_limit, array_parallelism, cells_per_task),
+            slurm=sweep.slurm_options(
+                partition, time_limit, array_parallelism, cells_per_task, mem_gb
+            ),
             as_json=as_json,
         )
         return

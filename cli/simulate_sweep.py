@@ -137,7 +137,11 @@ def _print_tables(outcome: SweepOutcome, results: str | None) -> None:
 
 
 def slurm_options(
-    partition: str | None, time_limit: int, parallelism: int, cells_per_task: int | None
+    partition: str | None,
+    time_limit: int,
+    parallelism: int,
+    cells_per_task: int | None,
+    mem_gb: float | None,
 ) -> SlurmOptions:
     """The job array's options, refused here when out of range."""
     from hopsd.sim.sweep_slurm import SlurmOptions
@@ -148,4 +152,8 @@ def slurm_options(
         fail(f"--array-parallelism must be >= 1, got {parallelism}", EXIT_USAGE)
     if cells_per_task is not None and cells_per_task < 1:
         fail(f"--cells-per-task must be >= 1, got {cells_per_task}", EXIT_USAGE)
-    return SlurmOptions(partition, time_limit, parallelism, cells_per_task=cells_per_task)
+    if mem_gb is not None and mem_gb <= 0:
+        fail(f"--mem-gb must be > 0, got {mem_gb}", EXIT_USAGE)
+    return SlurmOptions(
+        partition, time_limit, parallelism, cells_per_task=cells_per_task, mem_gb=mem_gb
+    )

@@ -49,13 +49,15 @@ DEFAULT_MAX_ARRAY = 1001
 class SlurmOptions:
     """How the array is submitted: partition (None: the cluster's default), time limit
     of one cell in minutes, how many tasks run at once, CPUs per task, cells per task
-    (None: one, or as many as keep the array within the cluster's MaxArraySize)."""
+    (None: one, or as many as keep the array within the cluster's MaxArraySize),
+    memory per task (None: the cluster's default)."""
 
     partition: str | None = None
     time_limit_min: int = 60
     array_parallelism: int = 64
     cpus_per_task: int = 1
     cells_per_task: int | None = None
+    mem_gb: float | None = None
     job_name: str = "hops-sweep"
     poll_s: float = 2.0
 
@@ -105,6 +107,8 @@ def make_executor(folder: Path, options: SlurmOptions, cells_per_task: int = 1) 
     }
     if options.partition is not None:
         params["partition"] = options.partition
+    if options.mem_gb is not None:
+        params["mem"] = f"{max(1, round(options.mem_gb * 1024))}M"
     executor.update_parameters(**params)
     return executor
 

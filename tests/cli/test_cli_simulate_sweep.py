@@ -49,6 +49,7 @@ def test_two_workloads_one_results_object_each(tmp_path: Path) -> None:
         (["--executor", "cloud", "--results", "r"], "unknown executor 'cloud'"),
         (["--executor", "slurm", "--results", "r", "--time-limit", "0"], "--time-limit"),
         (["--executor", "slurm", "--results", "r", "--cells-per-task", "0"], "--cells-per-task"),
+        (["--executor", "slurm", "--results", "r", "--mem-gb", "0"], "--mem-gb must be > 0"),
     ],
 )
 def test_sweep_usage_errors(

@@ -252,3 +252,13 @@ def test_an_edited_trace_is_another_experiment(tmp_path: Path) -> None:
     trace.write_text(TRACE.read_text().replace("500000", "400000"))
     with pytest.raises(SweepError, match="computed with other inputs"):
         run_sweep([make_workload(None, cluster=CLUSTER, trace=trace)], **sweep)
+
+
+def test_the_arrays_sbatch_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_slurm(tmp_path, monkeypatch, "exit 0")  # submitit looks for srun
+    options = SlurmOptions("cpu", time_limit_min=5, array_parallelism=3, mem_gb=2.0)
+    params = make_executor(tmp_path, options, cells_per_task=2).parameters
+    assert params["time"] == 10  # two cells of five minutes each
+    assert (params["partition"], params["mem"]) == ("cpu", "2048M")
+    assert (params["array_parallelism"], params["cpus_per_task"]) == (3, 1)
+    assert "partition" not in make_executor(tmp_path, SlurmOptions()).parameters
