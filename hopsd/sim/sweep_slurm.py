@@ -145,7 +145,7 @@ def run_on_slurm(
         time.sleep(FILE_GRACE_S)  # a shared file system may show a node's file late
         failed = _missing(results, groups, jobs)
     if failed:
-        raise SweepError(_failures(array, failed, len(todo)))
+        raise SweepError(failures_message(array, failed, len(todo)))
     per = f" of up to {len(groups[0])} cells" if len(groups[0]) > 1 else ""
     return [f"job array {array}: {len(groups)} tasks{per}"]
 
@@ -251,16 +251,23 @@ def error_line(report: str) -> str:
     return errors[-1] if errors else (lines[0] if lines else "failed")
 
 
-def _failures(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str:
-    """The failed cells, the first one's error (or Slurm's state) and its log."""
+def failures_message(array: str, failed: Sequence[tuple[Cell, Any]], total: int) -> str:
+    """The failed cells, the first one's error and its log; when no task left even a log
+    here, the likely cause: a results directory the nodes do not share."""
     cell, job = failed[0]
     if job.paths.result_pickle.exists():
         reason = error_line(str(job.exception()))
     else:
         reason = "left Slurm's queue without a result (cancelled, out of time or memory?)"
     names = ", ".join(c.label for c, _ in failed[:5]) + (" ..." if len(failed) > 5 else "")
-    return (
+    message = (
         f"job array {array}: {len(failed)} of {total} cells failed ({names}); "
         f"{cell.label}: {reason}; log: {job.paths.stderr}. The other cells are kept: "
         "run the same command again to compute only the failed ones"
     )
+    if len(failed) == total and not job.paths.stderr.exists():
+        message += (
+            f". No task left a log in {job.paths.folder.parent}: is the results directory on "
+            "a file system the nodes share?"
+        )
+    return message

@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from hopsd.sim.sweep_slurm import (
     SlurmOptions,
     check_slurm,
     error_line,
+    failures_message,
     make_executor,
     parse_max_array_size,
     parse_queued,
@@ -262,3 +264,19 @@ def test_the_arrays_sbatch_options(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert (params["partition"], params["mem"]) == ("cpu", "2048M")
     assert (params["array_parallelism"], params["cpus_per_task"]) == (3, 1)
     assert "partition" not in make_executor(tmp_path, SlurmOptions()).parameters
+
+
+def test_no_log_from_any_task_points_at_the_shared_file_system(tmp_path: Path) -> None:
+    cells = plan_sweep([small()], seeds=[0, 1], policies=["fifo"], knobs=None)
+
+    def task(n: int) -> SimpleNamespace:  # a task that left nothing in the results
+        folder = tmp_path / "slurm" / f"7_{n}"
+        paths = {"result_pickle": folder / "r.pkl", "stderr": folder / "e.log", "folder": folder}
+        return SimpleNamespace(paths=SimpleNamespace(**paths))
+
+    everything = failures_message("7", [(c, task(n)) for n, c in enumerate(cells)], 2)
+    assert "left Slurm's queue without a result" in everything
+    assert "file system the nodes share?" in everything
+    (tmp_path / "slurm" / "7_0").mkdir(parents=True)
+    (tmp_path / "slurm" / "7_0" / "e.log").write_text("slurmstepd: error: *** CANCELLED ***")
+    assert "nodes share" not in failures_message("7", [(cells[0], task(0))], 2)
