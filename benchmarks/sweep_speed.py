@@ -28,8 +28,8 @@ from typing import Any
 from hopsd.sim.seeds import parse_seeds
 from hopsd.sim.sweep import make_workload
 from hopsd.sim.sweep_run import run_sweep
-from hopsd.sim.sweep_slurm import SlurmOptions
 from hopsd.solver_banner import silence_solver_banner
+from hopsd.sweep_slurm import SlurmArray, SlurmOptions
 
 
 def cells(root: Path) -> dict[str, Any]:
@@ -63,8 +63,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         array_parallelism=args.array_parallelism,
         cells_per_task=args.cells_per_task,
     )
-    slurm = run_sweep(workloads, results=work / "slurm", executor="slurm", slurm=options, **sweep)
-    again = run_sweep(workloads, results=work / "slurm", executor="slurm", slurm=options, **sweep)
+    slurm = run_sweep(workloads, results=work / "slurm", remote=SlurmArray(options), **sweep)
+    again = run_sweep(workloads, results=work / "slurm", remote=SlurmArray(options), **sweep)
     out.update(
         {
             "slurm_s": round(slurm.wall_s, 2),

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from hopsd.sim.knobs import SimKnobs
     from hopsd.sim.sweep import Workload
     from hopsd.sim.sweep_run import SweepOutcome
-    from hopsd.sim.sweep_slurm import SlurmOptions
+    from hopsd.sweep_slurm import SlurmOptions
+
+#: Where a sweep's cells run.
+EXECUTORS = ("local", "slurm")
 
 
 def workloads_of(
@@ -81,7 +84,10 @@ def run(
     from hopsd.core.errors import HopsError
     from hopsd.sim.sweep import merged_object
     from hopsd.sim.sweep_run import run_sweep
+    from hopsd.sweep_slurm import SlurmArray
 
+    if executor not in EXECUTORS:
+        fail(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}", EXIT_USAGE)
     if out is not None:
         fail("--out is one comparison's; a sweep writes its results into --results", EXIT_USAGE)
     if results is None and executor != "local":
@@ -107,9 +113,8 @@ def run(
                     policies=policies,
                     results=where,
                     knobs=knobs,
-                    executor=executor,
                     workers=workers,
-                    slurm=slurm,
+                    remote=SlurmArray(slurm) if executor == "slurm" else None,
                     progress=report,
                 )
         except HopsError as exc:
@@ -144,7 +149,7 @@ def slurm_options(
     mem_gb: float | None,
 ) -> SlurmOptions:
     """The job array's options, refused here when out of range."""
-    from hopsd.sim.sweep_slurm import SlurmOptions
+    from hopsd.sweep_slurm import SlurmOptions
 
     if time_limit < 1:
         fail(f"--time-limit must be >= 1 minute, got {time_limit}", EXIT_USAGE)

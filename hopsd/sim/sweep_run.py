@@ -1,12 +1,12 @@
-"""Run a sweep's missing cells, locally in processes or as one Slurm job array, then merge.
+"""Run a sweep's missing cells, here in processes or through a remote runner, then merge.
 
 :func:`run_sweep` is what ``hops simulate --results DIR`` calls. It checks the
 whole request before any cell runs (policies, knobs, every workload's files),
 lays out the cells (:mod:`hopsd.sim.sweep`), computes only those whose files
-are missing, with ``executor="local"`` over ``workers`` processes or with
-``executor="slurm"`` as a job array (:mod:`hopsd.sim.sweep_slurm`), and merges
-every cell into one results object per workload, written to
-``results.json`` in the results directory.
+are missing, over ``workers`` local processes or with the ``remote`` runner it
+is given (:class:`hopsd.sweep_slurm.SlurmArray`: one Slurm job array; the
+simulator itself never reaches Slurm), and merges every cell into one results
+object per workload, written to ``results.json`` in the results directory.
 
 Cells are independent and each is a function of its inputs and seed, so where
 a cell ran does not change its figures: a sweep computed on Slurm merges into
@@ -28,12 +28,12 @@ from hopsd.sim.knobs import SimKnobs
 from hopsd.sim.run import check_request, policy_configs, policy_settings_of
 from hopsd.sim.seeds import student_t
 from hopsd.sim.sweep import Cell, Workload, cells_of, merge, pending, run_cell, write_merged
-from hopsd.sim.sweep_slurm import SlurmOptions, run_on_slurm
-
-EXECUTORS = ("local", "slurm")
 
 #: progress(cells done, cells in the sweep, what is happening)
 SweepProgress = Callable[[int, int, str], None]
+#: remote(cells to compute, results directory, progress(cells ended, what)) -> notes:
+#: computes the cells elsewhere, each writing its file into the results directory.
+RemoteRunner = Callable[[Sequence[Cell], Path, Callable[[int, str], None]], list[str]]
 
 
 @dataclass
@@ -100,14 +100,12 @@ def run_sweep(
     policies: Sequence[str],
     results: str | Path,
     knobs: SimKnobs | None = None,
-    executor: str = "local",
     workers: int = 1,
-    slurm: SlurmOptions | None = None,
+    remote: RemoteRunner | None = None,
     progress: SweepProgress | None = None,
 ) -> SweepOutcome:
-    """Compute the sweep's missing cells and merge them all (see the module's docstring)."""
-    if executor not in EXECUTORS:
-        raise InvalidInputError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+    """Compute the sweep's missing cells and merge them all (see the module's docstring):
+    here over ``workers`` processes, or by ``remote`` when given."""
     started = time.perf_counter()
     root = Path(results).expanduser().resolve()
     cells = plan_sweep(workloads, seeds=seeds, policies=policies, knobs=knobs)
@@ -116,15 +114,10 @@ def run_sweep(
     report = progress or (lambda _done, _total, _what: None)
     report(before, len(cells), "cells")
     notes: list[str] = []
-    if todo and executor == "local":
+    if todo and remote is None:
         run_local(todo, root, workers, lambda n: report(before + n, len(cells), "cells"))
-    elif todo:
-        notes = run_on_slurm(
-            todo,
-            root,
-            slurm or SlurmOptions(),
-            lambda n, what: report(before + n, len(cells), what),
-        )
+    elif todo and remote is not None:
+        notes = remote(todo, root, lambda n, what: report(before + n, len(cells), what))
     merged = merge(root, workloads, cells, seeds, policies)
     path = write_merged(root, merged)
     wall = time.perf_counter() - started

@@ -28,7 +28,7 @@ from hopsd.sim.sweep import (
     write_atomic,
 )
 from hopsd.sim.sweep_run import plan_sweep, run_sweep
-from hopsd.sim.sweep_slurm import (
+from hopsd.sweep_slurm import (
     SlurmOptions,
     check_slurm,
     error_line,

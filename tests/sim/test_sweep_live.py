@@ -23,7 +23,7 @@ from daemon_live import LIVE
 
 from hopsd.sim.sweep import SweepError, make_workload
 from hopsd.sim.sweep_run import run_sweep
-from hopsd.sim.sweep_slurm import LOGS, SlurmOptions
+from hopsd.sweep_slurm import LOGS, SlurmArray, SlurmOptions
 
 pytestmark = LIVE
 
@@ -67,7 +67,7 @@ def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
     local = run_sweep([workload], results=tmp_path / "local", workers=2, **args)
     options = SlurmOptions(time_limit_min=5, array_parallelism=4, poll_s=0.5)
     remote = run_sweep(
-        [workload], results=tmp_path / "slurm", executor="slurm", slurm=options, **args
+        [workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args
     )
 
     assert remote.computed == 4 and remote.notes[0].endswith(": 4 tasks")
@@ -82,7 +82,7 @@ def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
     assert local.merged[0]["paired_ratio"] == remote.merged[0]["paired_ratio"]
 
     again = run_sweep(
-        [workload], results=tmp_path / "slurm", executor="slurm", slurm=options, **args
+        [workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args
     )
     assert (again.skipped, again.computed, again.notes) == (4, 0, [])
 
@@ -96,14 +96,14 @@ def test_a_failed_task_is_named_and_the_rerun_computes_only_it(tmp_path: Path) -
     blocked = tmp_path / "cells/small/fifo/seed-1.json"
     blocked.mkdir(parents=True)  # the task cannot put its file where a directory is
     with pytest.raises(SweepError) as failed:
-        run_sweep([workload], results=tmp_path, executor="slurm", slurm=options, **args)
+        run_sweep([workload], results=tmp_path, remote=SlurmArray(options), **args)
     message = str(failed.value)
     assert "1 of 2 cells failed (small/fifo/seed 1)" in message, message
     assert "IsADirectoryError" in message and "_log.err" in message, message
     assert (tmp_path / "cells/small/fifo/seed-0.json").is_file()
 
     blocked.rmdir()
-    again = run_sweep([workload], results=tmp_path, executor="slurm", slurm=options, **args)
+    again = run_sweep([workload], results=tmp_path, remote=SlurmArray(options), **args)
     assert (again.skipped, again.computed) == (1, 1)
 
 
@@ -125,8 +125,7 @@ def test_tasks_cancelled_before_a_result_are_reported_not_awaited(tmp_path: Path
             seeds=[0, 1, 2],
             policies=["fifo"],
             results=tmp_path,
-            executor="slurm",
-            slurm=options,
+            remote=SlurmArray(options),
             progress=cancel_at_first_report,
         )
     message = str(failed.value)

@@ -1,4 +1,9 @@
-"""A sweep's cells as one Slurm job array, through submitit.
+"""A sweep's cells as one Slurm job array, through submitit: ``hops simulate --executor
+slurm``, given to :func:`hopsd.sim.sweep_run.run_sweep` as its remote runner.
+
+The simulator never reaches Slurm (an import contract keeps submitit and this
+module out of ``hopsd.sim``); this module only submits the simulator's own
+cell function and waits for the files it writes.
 
 Any Slurm cluster the user can submit to will do: no hopsd, no hops
 configuration, only ``sbatch``/``srun``/``sinfo``/``squeue`` on the PATH and a
@@ -111,6 +116,18 @@ def make_executor(folder: Path, options: SlurmOptions, cells_per_task: int = 1) 
         params["mem"] = f"{max(1, round(options.mem_gb * 1024))}M"
     executor.update_parameters(**params)
     return executor
+
+
+@dataclass(frozen=True)
+class SlurmArray:
+    """The remote runner of a sweep: its missing cells as one job array with ``options``."""
+
+    options: SlurmOptions = SlurmOptions()
+
+    def __call__(
+        self, todo: Sequence[Cell], results: Path, progress: Callable[[int, str], None]
+    ) -> list[str]:
+        return run_on_slurm(todo, results, self.options, progress)
 
 
 def run_on_slurm(
