@@ -27,7 +27,16 @@ from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.knobs import SimKnobs
 from hopsd.sim.run import check_request, policy_configs, policy_settings_of
 from hopsd.sim.seeds import student_t
-from hopsd.sim.sweep import Cell, Workload, cells_of, merge, pending, run_cell, write_merged
+from hopsd.sim.sweep import (
+    Cell,
+    SweepError,
+    Workload,
+    cells_of,
+    merge,
+    pending,
+    run_cell,
+    write_merged,
+)
 
 #: progress(cells done, cells in the sweep, what is happening)
 SweepProgress = Callable[[int, int, str], None]
@@ -78,19 +87,36 @@ def run_local(
     workers: int,
     progress: Callable[[int], None],
 ) -> None:
-    """Compute ``todo`` here, over ``workers`` processes; ``progress(n)`` after each cell."""
+    """Compute ``todo`` here, over ``workers`` processes; ``progress(n)`` after each cell.
+
+    A failing cell does not stop the others (each is independent, and each one
+    written is kept); the failures are raised together at the end."""
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
+    failed: list[tuple[Cell, BaseException]] = []
     if workers == 1 or len(todo) <= 1:
         for n, cell in enumerate(todo, 1):
-            run_cell(cell, str(results))
+            try:
+                run_cell(cell, str(results))
+            except Exception as exc:  # raised below, with the others
+                failed.append((cell, exc))
             progress(n)
-        return
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-        futures = [pool.submit(run_cell, cell, str(results)) for cell in todo]
-        for n, future in enumerate(as_completed(futures), 1):
-            future.result()
-            progress(n)
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            futures = {pool.submit(run_cell, cell, str(results)): cell for cell in todo}
+            for n, future in enumerate(as_completed(futures), 1):
+                error = future.exception()
+                if error is not None:
+                    failed.append((futures[future], error))
+                progress(n)
+    if failed:
+        cell, first = failed[0]
+        names = ", ".join(c.label for c, _ in failed[:5]) + (" ..." if len(failed) > 5 else "")
+        raise SweepError(
+            f"{len(failed)} of {len(todo)} cells failed ({names}); {cell.label}: "
+            f"{type(first).__name__}: {first}. The other cells are kept: run the same command "
+            "again to compute only the failed ones"
+        ) from first
 
 
 def run_sweep(

@@ -280,3 +280,14 @@ def test_no_log_from_any_task_points_at_the_shared_file_system(tmp_path: Path) -
     (tmp_path / "slurm" / "7_0").mkdir(parents=True)
     (tmp_path / "slurm" / "7_0" / "e.log").write_text("slurmstepd: error: *** CANCELLED ***")
     assert "nodes share" not in failures_message("7", [(cells[0], task(0))], 2)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failing_local_cell_is_named_and_the_others_are_kept(
+    tmp_path: Path, workers: int
+) -> None:
+    cells = plan_sweep([small()], seeds=[0, 1, 2], policies=["fifo"], knobs=None)
+    (tmp_path / cells[0].relpath).mkdir(parents=True)  # no file can go there
+    with pytest.raises(SweepError, match=r"1 of 3 cells failed \(trace/fifo/seed 0\).*IsADir"):
+        run_sweep([small()], seeds=[0, 1, 2], policies=["fifo"], results=tmp_path, workers=workers)
+    assert all((tmp_path / c.relpath).is_file() for c in cells[1:])
