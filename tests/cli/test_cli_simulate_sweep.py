@@ -70,3 +70,15 @@ def test_slurm_executor_without_slurm_says_so(
     assert done.exit_code == 2
     assert "no Slurm here (sbatch is not on PATH)" in done.output
     assert not (tmp_path / "r" / "cells").exists()
+
+
+def test_the_example_sweep_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # its paths are the file's, wherever hops runs
+    argv = ["simulate", "--sim-config", str(REPO / "examples/sim/sweep.toml")]
+    done = runner.invoke(app, [*argv, "--policies", "fifo", "--results", "r", "--json"])
+    assert done.exit_code == 0, done.output
+    runs = json.loads(done.stdout)["workloads"]
+    assert [(w["workload"], w["knobs"]["fifo"]["round_length_s"]) for w in runs] == [
+        ("small", 360.0),
+        ("paper-64", 360.0),
+    ]
