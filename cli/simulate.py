@@ -306,7 +306,7 @@ def simulate(
     time_limit: TimeLimitOption = 60,
     array_parallelism: ArrayParallelismOption = 64,
     cells_per_task: CellsPerTaskOption = None,
-    mem_gb: MemOption = None,
+    mem: MemOption = None,
 ) -> None:
     """Compare hops with Sia, Gavel and plain Slurm FIFO on a simulated cluster.
 
@@ -340,34 +340,18 @@ def simulate(
     if (cluster is None) != (trace is None) and not preset:
         fail("--cluster and --trace go together (or use --preset)", EXIT_USAGE)
     if sweep.is_sweep(results, executor, workloads, named):
+        slurm = sweep.slurm_options(partition, time_limit, array_parallelism, cells_per_task, mem)
         sweep.run(
-            workloads,
-            out=out,
-            seeds=seed_list or [seed],
-            policies=names,
-            knobs=knobs,
-            results=results,
-            executor=executor,
-            workers=workers,
-            slurm=sweep.slurm_options(
-                partition, time_limit, array_parallelism, cells_per_task, mem_gb
-            ),
-            as_json=as_json,
-        )
+            workloads, out=out, seeds=seed_list or [seed], policies=names, knobs=knobs,
+            results=results, executor=executor, workers=workers, slurm=slurm, as_json=as_json,
+        )  # fmt: skip
         return
     one_preset = preset[0] if preset else None
     if one_preset is None and (cluster is None or trace is None):
         one_preset = "paper-64"
-    inputs: dict[str, Any] = {
-        "cluster": cluster,
-        "trace": trace,
-        "profiles": profiles,
-        "trace_format": trace_format,
-        "policies": names,
-        "knobs": knobs,
-        "workers": workers,
-        "out_dir": out,
-    }
+    inputs: dict[str, Any] = {"cluster": cluster, "trace": trace, "profiles": profiles}
+    inputs |= {"trace_format": trace_format, "policies": names, "knobs": knobs}
+    inputs |= {"workers": workers, "out_dir": out}
     outcome = _compare(one_preset, inputs, seed, seed_list, show=not as_json)
     _print_results(outcome, as_json, seed_list is not None, out)
 
