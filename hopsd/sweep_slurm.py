@@ -25,6 +25,7 @@ stay, and a re-run computes only the others.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -36,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import missing_extra
-from hopsd.sim.sweep import Cell, SweepError, run_cells
+from hopsd.sim.sweep import Cell, SweepError, run_cells, write_atomic
 
 #: Where submitit keeps the pickles and logs of the array's tasks.
 LOGS = "slurm"
+#: The id of the last array submitted for the results directory, in LOGS.
+ARRAY_FILE = "array.json"
 #: ``IsADirectoryError: [Errno 21] ...``, ``hopsd.core.errors.InvalidInputError: ...``
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
 #: Slurm's queue (``squeue``) is looked at this often while the array runs.
@@ -140,6 +143,7 @@ def run_on_slurm(
     ended, what)``; returns notes for the report. Raises :class:`SweepError` naming the
     failed cells."""
     check_slurm(options)
+    refuse_while_running(results)
     groups = task_groups(todo, options.cells_per_task, max_array_size())
     executor = make_executor(results / LOGS, options, len(groups[0]))
     from submitit.core.utils import FailedSubmissionError, UncompletedJobError
@@ -149,13 +153,14 @@ def run_on_slurm(
     except (FailedSubmissionError, UncompletedJobError) as exc:
         raise SweepError(f"--executor slurm: sbatch refused the array: {exc}") from None
     array = str(jobs[0].job_id).split("_")[0]
+    write_atomic(results / LOGS / ARRAY_FILE, {"array": array})
     try:
         _wait(jobs, [len(g) for g in groups], array, options, progress)
     except KeyboardInterrupt:
         raise SweepError(
             f"interrupted: job array {array} keeps running and its cells still land in "
-            f"{results}; run the same command again to wait for them and merge, "
-            f"or `scancel {array}` to stop it"
+            f"{results}; once it has ended (squeue -j {array}), run the same command again "
+            f"to merge and compute what is missing, or `scancel {array}` to stop it"
         ) from None
     failed = _missing(results, groups, jobs)
     if failed:
@@ -165,6 +170,28 @@ def run_on_slurm(
         raise SweepError(failures_message(array, failed, len(todo)))
     per = f" of up to {len(groups[0])} cells" if len(groups[0]) > 1 else ""
     return [f"job array {array}: {len(groups)} tasks{per}"]
+
+
+def refuse_while_running(results: Path) -> None:
+    """Refuse to submit while the results directory's last array still has tasks queued
+    (the sweep was interrupted while waiting): a second array would compute the same
+    cells again."""
+    try:
+        array = str(json.loads((results / LOGS / ARRAY_FILE).read_text())["array"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    from submitit.core.utils import JobPaths
+
+    queued = queued_tasks(array) or {}
+    folder = results / LOGS / "%j"
+    # a task whose result is written is done, only its step still exiting
+    queued = {t: s for t, s in queued.items() if not JobPaths(folder, t, 0).result_pickle.exists()}
+    if queued:
+        raise SweepError(
+            f"job array {array} of {results} still has {len(queued)} tasks in Slurm's queue; "
+            f"once it has ended (squeue -j {array}), run the same command again: it merges "
+            f"and computes only the cells still missing. Or `scancel {array}` first"
+        )
 
 
 def task_groups(todo: Sequence[Cell], per_task: int | None, max_array: int) -> list[list[Cell]]:

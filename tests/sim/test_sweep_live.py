@@ -21,7 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from daemon_live import LIVE
 
-from hopsd.sim.sweep import SweepError, make_workload
+from hopsd.sim.sweep import SweepError, make_workload, write_atomic
 from hopsd.sim.sweep_run import run_sweep
 from hopsd.sweep_slurm import LOGS, SlurmArray, SlurmOptions
 
@@ -155,3 +155,24 @@ def test_the_commands_json_is_the_same_from_an_array_of_grouped_cells(
                 policy.pop("wall_s")
     assert a == b and a["seeds"] == [0, 1]
     assert len(list((tmp_path / "s" / LOGS).glob("*_*/*_log.out"))) == 2  # 4 cells: 3 + 1
+
+
+def test_no_second_array_while_the_directorys_last_one_is_queued(tmp_path: Path) -> None:
+    workload = make_workload(
+        "small", cluster=REPO / "examples/sim/cluster.toml", trace=REPO / "examples/sim/trace.csv"
+    )
+    running = subprocess.run(  # stands for an array a sweep was interrupted waiting for
+        ["sbatch", "--parsable", "--array=0-1", "-t", "2", "-o", "/dev/null", "--wrap", "sleep 60"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
+    try:
+        write_atomic(tmp_path / LOGS / "array.json", {"array": running})
+        args: dict[str, Any] = {"seeds": [0], "policies": ["fifo"], "results": tmp_path}
+        with pytest.raises(SweepError, match=f"job array {running} of .* still has 2 tasks"):
+            run_sweep([workload], remote=SlurmArray(SlurmOptions(time_limit_min=5)), **args)
+        assert not (tmp_path / "cells").exists()
+    finally:
+        subprocess.run(["scancel", running], check=True, timeout=30)
