@@ -25,6 +25,7 @@ Goal: each <= 0.25.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -39,7 +40,7 @@ from daemon_live import LiveEnv
 from live_replay import Arrival, benchmark_env, cluster_up, quietly, scaled
 from live_vs_replay import WORKLOAD
 
-from hops_cli.forecast_job import test_only_payload
+from hopsd.daemon.test_only import test_only_payload
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.records import JobRecord, JobRun, Prediction
 from hopsd.ledger.unit import Ledger
@@ -66,16 +67,22 @@ CONTENDED = [
 WORKLOADS = {"replay": WORKLOAD, "contended": CONTENDED}
 
 
-def _ask(env: LiveEnv, a: Arrival) -> dict[str, Any]:
-    """What ``hops submit --test-only`` says of the job, just before it is submitted."""
+def _ask(env: LiveEnv, a: Arrival, arrivals: str | None) -> dict[str, Any]:
+    """What ``hops submit --test-only`` says of the job, just before it is submitted
+    (``arrivals``: the ``[forecast] test_only_arrivals`` to ask with, else hops.conf's)."""
+    config = env.config
+    if arrivals is not None:
+        config = dataclasses.replace(config, forecast_test_only_arrivals=arrivals)
     with Ledger(env.sessions).reading() as unit:
         payload = test_only_payload(
-            env.config, unit, env.port, HopsTag(a.demands, a.samples, 32), "bench"
+            config, unit, env.port, HopsTag(a.demands, a.samples, 32), "bench"
         )
     return payload
 
 
-def run(env: LiveEnv, workload: list[Arrival], deadline_s: float) -> dict[int, dict[str, Any]]:
+def run(
+    env: LiveEnv, workload: list[Arrival], deadline_s: float, arrivals: str | None = None
+) -> dict[int, dict[str, Any]]:
     """Submit on schedule (asking --test-only first), tick until every job ended."""
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
     pending = sorted(workload, key=lambda a: a.at_s)
@@ -87,7 +94,7 @@ def run(env: LiveEnv, workload: list[Arrival], deadline_s: float) -> dict[int, d
         began = time.monotonic()
         while index < len(pending) and time.time() - start >= pending[index].at_s:
             a = pending[index]
-            said = _ask(env, a)
+            said = _ask(env, a, arrivals)
             job = env.submit(a.demands, a.samples, type_speed=a.type_speed, label=f"p{index}")
             asked[job] = said
             index += 1
@@ -98,8 +105,9 @@ def run(env: LiveEnv, workload: list[Arrival], deadline_s: float) -> dict[int, d
     raise SystemExit(f"workload not finished within {deadline_s:.0f} s")
 
 
-def _error(predicted: float, true_at: float, made_at: float, floor_s: float) -> float:
-    return abs(predicted - true_at) / max(true_at - made_at, floor_s)
+def _signed(predicted: float, true_at: float, made_at: float, floor_s: float) -> float:
+    """The error as a fraction of the true time; positive: foreseen later than it came."""
+    return (predicted - true_at) / max(true_at - made_at, floor_s)
 
 
 def _next_start(runs: list[JobRun], after: float) -> float | None:
@@ -119,6 +127,7 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
     starts: list[float] = []
     etas: list[float] = []
     tests: list[float] = []
+    bias: dict[str, list[float]] = {"start": [], "eta": [], "test_only": []}
     # the same, of predictions made once the last job was submitted: no arrival the
     # forecast could not know of came after them
     settled: dict[str, list[float]] = {"start": [], "eta": []}
@@ -132,12 +141,14 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
             if p.state in WAITING and p.start_at is not None:
                 true = _next_start(runs.get(job.id, []), p.made_at)
                 if true is not None:
-                    starts.append(_error(p.start_at, true, p.made_at, floor_s))
+                    bias["start"].append(_signed(p.start_at, true, p.made_at, floor_s))
+                    starts.append(abs(bias["start"][-1]))
                     first_start = starts[-1] if first_start is None else first_start
                     if p.made_at >= last_submit:
                         settled["start"].append(starts[-1])
             if p.state == "running" and p.end_at is not None:
-                etas.append(_error(p.end_at, job.end_time, p.made_at, floor_s))
+                bias["eta"].append(_signed(p.end_at, job.end_time, p.made_at, floor_s))
+                etas.append(abs(bias["eta"][-1]))
                 first_eta = etas[-1] if first_eta is None else first_eta
                 if p.made_at >= last_submit:
                     settled["eta"].append(etas[-1])
@@ -145,7 +156,10 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
         test_error = None
         if expected.get("end_at") is not None:
             made = float(asked[slurm_id]["made_at"])
-            test_error = _error(float(expected["end_at"]), job.end_time, made, floor_s)
+            bias["test_only"].append(
+                _signed(float(expected["end_at"]), job.end_time, made, floor_s)
+            )
+            test_error = abs(bias["test_only"][-1])
             tests.append(test_error)
         per_job.append(
             {
@@ -168,6 +182,8 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "start_predictions": len(starts),
         "eta_predictions": len(etas),
         "test_only_predictions": len(tests),
+        # the median signed error: negative, foreseen sooner than it came
+        **{f"{key}_median_bias": _median(values) for key, values in bias.items()},
         "per_job": per_job,
     }
 
@@ -189,6 +205,11 @@ def main() -> int:
         default="contended",
         help="contended: more GPUs asked for than there are; replay: live_vs_replay's",
     )
+    parser.add_argument(
+        "--test-only-arrivals",
+        choices=("recent", "none"),
+        help="ask --test-only with this arrival model instead of hops.conf's",
+    )
     parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -196,7 +217,7 @@ def main() -> int:
         return 2
     workload = scaled(WORKLOADS[args.workload], args.scale)
     with benchmark_env(args.keep, "hops-predictions-") as env:
-        asked = quietly(lambda: run(env, workload, deadline_s=1200))
+        asked = quietly(lambda: run(env, workload, 1200, args.test_only_arrivals))
         figures = judge(env, asked)
     if args.json:
         print(json.dumps(figures, indent=2))

@@ -37,15 +37,27 @@ def read_url(config: HopsConfig) -> str:
 
     if config.ledger_read_url:
         return config.ledger_read_url
-    target = parse_target(config.ledger_url)
-    if target.backend != "sqlite":
+    if parse_target(config.ledger_url).backend != "sqlite":
         warn(
             "warning: [ledger] read_url is not set; reading through the daemon's url. "
             "Give users a read-only role instead (hops db grant-reader ROLE)."
         )
-    elif Path(target.path).exists() and not os.access(target.path, os.R_OK):
-        return "sqlite:///" + str(private_copy(Path(target.path)))
+    elif (private := private_ledger(config)) is not None:
+        return "sqlite:///" + str(private_copy(private))
     return config.ledger_url
+
+
+def private_ledger(config: HopsConfig) -> Path | None:
+    """The SQLite ledger hopsd keeps from the caller (read through hopsd), else None."""
+    from hopsd.ledger.reader import parse_target
+
+    if config.ledger_read_url:
+        return None
+    target = parse_target(config.ledger_url)
+    if target.backend != "sqlite":
+        return None
+    path = Path(target.path)
+    return path if path.exists() and not os.access(path, os.R_OK) else None
 
 
 _COPIES: dict[Path, Path] = {}

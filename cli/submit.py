@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -60,29 +61,52 @@ def _partition_option(
     return [f"--partition={','.join(parts)}"] if parts else []
 
 
-def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json: bool) -> None:
-    """The forecast of the job as it would be submitted (:mod:`hops_cli.forecast_job`)."""
+def _forecast_here(config: HopsConfig, port: SlurmPort, tag: HopsTag) -> dict[str, Any]:
     import getpass
-    import json
 
-    from hops_cli.forecast_job import test_only_payload
     from hops_cli.ledger_access import reading
     from hopsd.config import ConfigError
+    from hopsd.daemon.test_only import test_only_payload
     from hopsd.solver_banner import silence_solver_banner
 
     silence_solver_banner()  # the forecast solves plans: nothing but the answer on stdout
+    payload: dict[str, Any] = {}
     try:
         with reading(config) as unit:
             payload = test_only_payload(config, unit, port, tag, getpass.getuser())
     except ConfigError as exc:  # the policy's [policies.NAME] table, read only to forecast
         fail(f"invalid configuration: {exc}", EXIT_USAGE)
+    return payload
+
+
+def _ask_hopsd(ledger: Path, tag: HopsTag) -> dict[str, Any]:
+    from hopsd.daemon.test_only import ask_hopsd
+
+    return ask_hopsd(ledger, ledger.stat().st_uid, tag)
+
+
+def _print_test_only(config: HopsConfig, port: SlurmPort, tag: HopsTag, as_json: bool) -> None:
+    """The forecast of the job as it would be submitted (:mod:`hopsd.daemon.test_only`):
+    made here on the ledger, or asked of hopsd where its ledger is private to it."""
+    import json
+
+    from hops_cli.ledger_access import private_ledger
+    from hopsd.ledger.errors import LedgerError
+
+    ledger = private_ledger(config)
+    try:
+        payload = _forecast_here(config, port, tag) if ledger is None else _ask_hopsd(ledger, tag)
+    except LedgerError as exc:
+        fail(str(exc))
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
         return
-    typer.echo(
-        f"not submitted; {payload['running_jobs']} job(s) running, "
-        f"{payload['queued_jobs']} waiting, forecast by hopsd's step:"
+    load = (
+        ""
+        if payload["running_jobs"] is None
+        else f"{payload['running_jobs']} job(s) running, {payload['queued_jobs']} waiting, "
     )
+    typer.echo(f"not submitted; {load}forecast by hopsd's step:")
     rows = ([("expected", payload["expected"])] if payload["expected"] else []) + [
         ("", o) for o in payload["options"]
     ]

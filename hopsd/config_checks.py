@@ -75,8 +75,8 @@ BOUNDS: dict[str, Bound] = {
     "forecast.window_s": Bound("forecast_window_s", 0, 7 * _DAY, low_open=True),
 }
 
-#: The forecast's arrival models (:data:`hopsd.sim.arrivals.MODES`; the submitit plug-in
-#: reads hops.conf and may not import the simulator, so the names are repeated here).
+#: The modes of ``[forecast] arrivals`` (the forecast's arrival models, :mod:`hopsd.sim.arrivals`).
+#: They live here because the submitit plug-in reads hops.conf and may not import the simulator.
 ARRIVAL_MODES = ("recent", "none")
 
 #: Signals a job can catch and act on as a notice. KILL and STOP cannot be caught;

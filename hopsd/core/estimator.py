@@ -22,7 +22,7 @@ new estimator is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -243,22 +243,19 @@ class Estimator:
         self, job: Job, node_id: str, gpu: GpuType, config: Configuration
     ) -> tuple[float, str]:
         store = self._store
+        # a distributed run is keyed by its node count, one node's by its GPU count
+        entity: Callable[[str, str, int], float | None]
+        typed: Callable[[str, str, int], float | None]
         if config.distributed:
-            n_nodes = config.n_nodes
-            value = store.entity_distributed(job.id, node_id, n_nodes)
-            if value is not None:
-                return value, "entity"
-            value = store.type_distributed(job.id, gpu.name, n_nodes)
-            if value is not None:
-                return value, "type"
+            size, entity, typed = config.n_nodes, store.entity_distributed, store.type_distributed
         else:
-            gpus = config.total_gpus
-            value = store.entity_aggregated(job.id, node_id, gpus)
-            if value is not None:
-                return value, "entity"
-            value = store.type_aggregated(job.id, gpu.name, gpus)
-            if value is not None:
-                return value, "type"
+            size, entity, typed = config.total_gpus, store.entity_aggregated, store.type_aggregated
+        value = entity(job.id, node_id, size)
+        if value is not None:
+            return value, "entity"
+        value = typed(job.id, gpu.name, size)
+        if value is not None:
+            return value, "type"
         value = self._theory(job, gpu, config.total_gpus, config.n_nodes)
         if value is not None:
             return value, "theory"

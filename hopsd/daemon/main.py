@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import hopsd
 from hopsd.config import ConfigError, HopsConfig, load_daemon_config
@@ -38,6 +38,7 @@ from hopsd.daemon.metrics import DaemonMetrics
 from hopsd.daemon.readservice import Privacy, serve_reads
 from hopsd.daemon.service import Service
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
+from hopsd.daemon.test_only import Forecaster, test_only_payload
 from hopsd.daemon.tick import Tick
 from hopsd.holder import holder_name, local_dead
 from hopsd.ledger import migrate
@@ -49,6 +50,7 @@ from hopsd.ledger.unit import LEDGER_FAILURES, Ledger, LedgerLike, as_ledger
 from hopsd.slurm.factory import port_from_config
 from hopsd.slurm.privacy import read_privacy
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
 from hopsd.solver_banner import silence_solver_banner
 from hopsd.views.page import documents
 
@@ -192,6 +194,18 @@ def _service(
     return Service(tick, metrics=metrics, reload=reload, lease=lease), metrics
 
 
+def _forecaster(service: Service, reader: Ledger) -> Forecaster:
+    """``--test-only`` for users who may not read the ledger: on the tick's current
+    configuration and port, through the status page's read engine."""
+
+    def compute(tag: HopsTag, user: str) -> dict[str, Any]:
+        tick = service.tick
+        with reader.reading() as unit:
+            return test_only_payload(tick.config, unit, tick.port, tag, user)
+
+    return Forecaster(compute)
+
+
 def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None = None) -> int:
     hooks = hooks or Hooks()
     ledger = Ledger.open(config.ledger_url, sqlite_begin="immediate")
@@ -211,7 +225,7 @@ def run_daemon(args: argparse.Namespace, config: HopsConfig, hooks: Hooks | None
     # view never takes SQLite's write lock nor waits for a tick's.
     reader = Ledger.open(config.ledger_url, timeout_ms=2000, sqlite_begin="deferred")
     privacy = Privacy(lambda: read_privacy(SubprocessRunner()))
-    reads = serve_reads(config.ledger_url, privacy.get)
+    reads = serve_reads(config.ledger_url, privacy.get, _forecaster(service, reader))
     try:
         # Before the lease: a daemon that cannot serve its endpoint exits holding nothing.
         metrics.serve(config.metrics_address, checks, documents(reader, config, privacy.rules))

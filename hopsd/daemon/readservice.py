@@ -13,11 +13,16 @@ with ``pread``): a user who floods or stalls the socket costs hopsd at most one
 copy per :data:`REUSE_S` and delays other users' reads, never a tick (the
 copy is made on a WAL read connection of its own, which the writer does not
 wait for).
+
+The same socket answers ``hops submit --test-only`` for such users
+(:class:`hopsd.daemon.test_only.Forecaster`): their copy holds only what they
+may see, and a forecast without the other users' jobs would be wrong.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pwd
@@ -28,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hopsd.core.privacy import PrivateData, Viewer
+from hopsd.daemon.test_only import FORECAST, MAX_TAG_BYTES, Forecaster, ForecastRefused
 from hopsd.ledger.private_copy import (
     REQUEST,
     copy_for,
@@ -69,10 +75,16 @@ class Privacy:
 class ReadService:
     """Serves trimmed copies of the ledger at ``LEDGER.sock`` until :meth:`close`."""
 
-    def __init__(self, ledger: Path, privacy: Callable[[], SlurmPrivacy]) -> None:
+    def __init__(
+        self,
+        ledger: Path,
+        privacy: Callable[[], SlurmPrivacy],
+        forecaster: Forecaster | None = None,
+    ) -> None:
         self.ledger = ledger
         self.path = socket_path(ledger)
         self.privacy = privacy
+        self.forecaster = forecaster
         self._copies: dict[Viewer, tuple[float, int]] = {}
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
@@ -144,22 +156,57 @@ class ReadService:
                 self._serve(conn)
 
     def _serve(self, conn: socket.socket) -> None:
-        """One request: who asks, their copy, the descriptor; a failure is theirs alone."""
+        """One request: who asks, what (a copy, or a forecast), the answer; a failure is
+        theirs alone."""
         conn.settimeout(CLIENT_TIMEOUT_S)
         try:
             _pid, uid, _gid = peer_credentials(conn)
-            if conn.recv(len(REQUEST)) != REQUEST:
+            verb = _read_line(conn, len(FORECAST))
+            if verb == REQUEST:
+                fd = self._copy(self.viewer(uid))
+                socket.send_fds(conn, [b"ok\n"], [fd])
+            elif verb == FORECAST and self.forecaster is not None:
+                self._forecast(conn, self.viewer(uid))
+            else:
                 return
-            fd = self._copy(self.viewer(uid))
-            socket.send_fds(conn, [b"ok\n"], [fd])
             self.served += 1
+        except ForecastRefused as exc:
+            with contextlib.suppress(OSError):
+                conn.sendall(f"refused: {exc}".encode()[:1000])
         except Exception as exc:  # one caller's failure must not stop the service
-            log.warning("event=read-copy-failed error=%r", str(exc))
+            log.warning("event=read-request-failed error=%r", str(exc))
             with contextlib.suppress(OSError):
                 conn.sendall(f"{type(exc).__name__}: {exc}".encode()[:1000])
 
+    def _forecast(self, conn: socket.socket, viewer: Viewer) -> None:
+        """The viewer's ``--test-only`` answer, forecast on everything hopsd sees."""
+        assert self.forecaster is not None
+        line = _read_line(conn, MAX_TAG_BYTES)
+        if line is None:
+            raise ForecastRefused(f"a job's tag is one line of at most {MAX_TAG_BYTES} bytes")
+        hides = self.privacy().rules.jobs and not viewer.privileged
+        text = line.decode(errors="replace").strip()
+        payload = self.forecaster.answer(text, viewer.user, hides)
+        conn.sendall(b"ok\n" + json.dumps(payload).encode())
 
-def serve_reads(ledger_url: str, privacy: Callable[[], SlurmPrivacy]) -> ReadService | None:
+
+def _read_line(conn: socket.socket, limit: int) -> bytes | None:
+    """Bytes up to and with the first newline, read one at a time so nothing after it is
+    taken; None past ``limit`` bytes or at the end of the stream."""
+    line = bytearray()
+    while len(line) < limit:
+        byte = conn.recv(1)
+        if not byte:
+            return None
+        line += byte
+        if byte == b"\n":
+            return bytes(line)
+    return None
+
+
+def serve_reads(
+    ledger_url: str, privacy: Callable[[], SlurmPrivacy], forecaster: Forecaster | None = None
+) -> ReadService | None:
     """For an SQLite ledger: make its files private and serve users' copies (else None).
 
     A socket another hopsd serves (a standby's, or the leader's) is left to it.
@@ -177,7 +224,7 @@ def serve_reads(ledger_url: str, privacy: Callable[[], SlurmPrivacy]) -> ReadSer
             ",".join(changed),
             "users who can read SQLite files can lock them; they read copies from hopsd",
         )
-    service = ReadService(ledger, privacy)
+    service = ReadService(ledger, privacy, forecaster)
     try:
         service.start()
     except OSError as exc:

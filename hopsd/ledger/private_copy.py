@@ -181,7 +181,7 @@ def fetch_copy(ledger: Path, owner_uid: int, timeout_s: float = 30.0) -> Path:
                 f"the ledger {ledger} is private to hopsd and hopsd does not answer at "
                 f"{where} ({exc.strerror or exc}): is hopsd running?"
             ) from exc
-        _check_peer(conn, owner_uid)
+        check_peer(conn, owner_uid)
         conn.sendall(REQUEST)
         reply, fds, _flags, _addr = socket.recv_fds(conn, MAX_REPLY, 1)
     if not fds:
@@ -190,7 +190,8 @@ def fetch_copy(ledger: Path, owner_uid: int, timeout_s: float = 30.0) -> Path:
     return _store(fds[0])
 
 
-def _check_peer(conn: socket.socket, owner_uid: int) -> None:
+def check_peer(conn: socket.socket, owner_uid: int) -> None:
+    """Refuse a server that is neither the ledger's owner nor root (someone else's socket)."""
     _pid, uid, _gid = peer_credentials(conn)
     if uid not in (owner_uid, 0):
         raise LedgerUnavailableError(

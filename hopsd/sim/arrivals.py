@@ -21,10 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hopsd.config_checks import ARRIVAL_MODES as MODES
 from hopsd.core.errors import InvalidInputError
-
-#: The modes of ``[forecast] arrivals``.
-MODES = ("recent", "none")
 
 
 @dataclass(frozen=True)

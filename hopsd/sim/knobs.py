@@ -26,6 +26,9 @@ Command-line values (``hops simulate --round-length ...``) replace the file's
 defaults; a policy's own table still wins over both, since it was written for
 that policy. The knobs each policy ran with are recorded in ``results.json``.
 
+The same file may name a sweep's workloads in ``[workloads.NAME]`` tables;
+those are read by :mod:`hopsd.sim.sweep`, not here.
+
 Any other key of a ``[policies.NAME]`` table is one of the policy's own
 settings, as in hops.conf's table of that name: this module keeps those keys
 as written (``SimKnobs.settings``); the policy's settings dataclass checks them
@@ -42,6 +45,7 @@ from typing import Any
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
+from hopsd.sim.input_file import read_input
 
 KEYS = ("round_length_s", "restart_penalty_s", "profiling_s", "notice_grace_s")
 
@@ -100,13 +104,17 @@ class SimKnobs:
 
 
 def effective(config: EngineConfig) -> dict[str, float]:
-    """The knobs an engine configuration runs with, as recorded in results.json."""
-    return {
+    """The knobs an engine configuration runs with, as recorded in results.json (the
+    notice grace only when set: a run without one records, and keys its sweep cells,
+    as before the knob existed)."""
+    knobs = {
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
         "profiling_s": config.profile_s,
-        "notice_grace_s": config.notice_grace_s,
     }
+    if config.notice_grace_s > 0:
+        knobs["notice_grace_s"] = config.notice_grace_s
+    return knobs
 
 
 def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
@@ -126,7 +134,8 @@ def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
 
 def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimKnobs:
     """Knobs of an already-parsed simulation document."""
-    top = {k: v for k, v in data.items() if k != "policies"}
+    # [workloads.NAME] tables are a sweep's (hopsd.sim.sweep), not knobs
+    top = {k: v for k, v in data.items() if k not in ("policies", "workloads")}
     policies = data.get("policies", {})
     if not isinstance(policies, dict):
         raise KnobsError(f"{where}: [policies] must hold one table per policy")
@@ -144,10 +153,7 @@ def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimK
 def load_knobs(path: str | Path) -> SimKnobs:
     """Read a simulation TOML."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KnobsError(f"{p}: cannot read: {exc.strerror}") from exc
+    text = read_input(p, KnobsError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -156,11 +156,10 @@ def test_knobs_from_flags_and_a_simulation_file_are_recorded(tmp_path: Path) -> 
     )
     assert result.exit_code == 0, result.output
     recorded = json.loads((out / "results.json").read_text())["knobs"]
-    common = {"profiling_s": 30.0, "notice_grace_s": 0.0}
     assert recorded == {
-        "hops": {"round_length_s": 120.0, "restart_penalty_s": 20.0, **common},
-        "sia": {"round_length_s": 60.0, "restart_penalty_s": 20.0, **common},
-        "gavel": {"round_length_s": 360.0, "restart_penalty_s": 0.0, **common},
+        "hops": {"round_length_s": 120.0, "restart_penalty_s": 20.0, "profiling_s": 30.0},
+        "sia": {"round_length_s": 60.0, "restart_penalty_s": 20.0, "profiling_s": 30.0},
+        "gavel": {"round_length_s": 360.0, "restart_penalty_s": 0.0, "profiling_s": 30.0},
     }
     bad = runner.invoke(app, [*args, "--policies", "fifo", "--round-length", "0"])
     assert bad.exit_code == 2 and "round_length_s must be > 0" in bad.stderr

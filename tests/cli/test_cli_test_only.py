@@ -89,9 +89,9 @@ def test_a_job_naming_a_known_model_is_assumed_at_what_that_model_measured(
 ) -> None:
     """An earlier resnet50 job (batch 32) measured 0.2 s per iteration on a V100: the
     asked job runs at 160 samples/s per V100, and a K80 at that scaled by the speeds."""
-    from hops_cli.forecast_job import assumed_rates
     from hopsd.core.model import Cluster, GpuType, Node
     from hopsd.core.throughput import Mixture, PhaseProfile
+    from hopsd.daemon.test_only import assumed_rates
     from hopsd.ledger.engine import make_engine, make_sessionmaker
     from hopsd.ledger.models import JobRow
     from hopsd.ledger.throughput_store import SqlThroughputStore

@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
-from live_users import AsUser, ensure_user, shared_env, slurm_as
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
+from live_users import ATTACKER, VICTIM, AsUser, ensure_user, shared_env, slurm_as
 
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import JobState
@@ -38,15 +38,10 @@ from hopsd.ledger.private_copy import socket_path
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
+    *LIVE,
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the users' accounts needs root"),
 ]
 
-ATTACKER = "hopsmallory"
-VICTIM = "hopsvictor"
 SYSTEM_PYTHON = "/usr/bin/python3"
 LOCKER = """\
 import fcntl, os, sys, time
@@ -143,12 +138,21 @@ def private_data() -> Iterator[None]:
         subprocess.run(["scontrol", "reconfigure"], check=True, timeout=60)
 
 
-def _submit_as(env: LiveEnv, user: str, samples: float, types: tuple[str, ...] = ()) -> int:
+def _submit_as(
+    env: LiveEnv,
+    user: str,
+    samples: float,
+    types: tuple[str, ...] = (),
+    demands: tuple[int, ...] = (1,),
+    no_preempt: bool = False,
+) -> int:
     script = env.root / f"{user}.sh"
     script.write_text("#!/bin/bash\nsleep 600\n")
     script.chmod(0o755)
     port = slurm_as(env, user)
-    tag = HopsTag((1,), samples, 32, model=f"secretmodel{user}", types=types)
+    tag = HopsTag(
+        demands, samples, 32, model=f"secretmodel{user}", types=types, no_preempt=no_preempt
+    )
     job = port.submit(
         str(script), sbatch_args=["-J", f"{env.prefix}{user}", "-o", "/dev/null", "-t", "10"],
         tag=tag,
@@ -217,6 +221,37 @@ def test_private_data_is_honoured_by_every_read_path(env: LiveEnv, private_data:
         assert history.returncode == 0 and VICTIM not in history.stdout, history.stderr
         history = hops_as("root", conf, "history", "--all", *window)
         assert [j["job_id"] for j in json.loads(history.stdout)["jobs"]] == [theirs]
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+
+
+def test_test_only_under_private_data_foresees_the_jobs_the_user_may_not_see(
+    env: LiveEnv, private_data: None
+) -> None:
+    """Both K80s are held by another user's job that is never preempted and ends, by
+    hopsd's estimate, within the forecast. The user may not see that job: on their own
+    copy and squeue, its GPUs would look held for good and their job never to start.
+    hopsd forecasts on all it sees, as root does, and tells them nothing else."""
+    theirs = _submit_as(env, VICTIM, 12000, types=("k80",), demands=(2,), no_preempt=True)
+    daemon = hopsd_process(env)
+    try:
+        running = lambda: theirs in env.rows() and env.rows()[theirs].state == JobState.RUNNING  # noqa: E731
+        assert drive(lambda: None, running, deadline_s=90), (env.root / "hopsd.log").read_text()
+        script = Path("/tmp/hops-test-only.sh")
+        script.write_text("#!/bin/bash\nsleep 1\n")
+        script.chmod(0o755)
+        ask = (str(script), "--gpus", "1", "--samples", "600", "--types", "k80",
+               "--test-only", "--json")  # fmt: skip
+        mine = hops_as(ATTACKER, env.config_path, "submit", *ask)
+        root = hops_as("root", env.config_path, "submit", *ask)
+        assert mine.returncode == 0 and root.returncode == 0, mine.stderr + root.stderr
+        said, known = json.loads(mine.stdout), json.loads(root.stdout)
+        assert said["running_jobs"] is None and known["running_jobs"] == 1  # hopsd answered
+        assert known["expected"]["start_in_s"] is not None, known
+        assert said["expected"]["start_in_s"] is not None, said
+        assert abs(said["expected"]["start_at"] - known["expected"]["start_at"]) < 15, (said, known)
+        assert VICTIM not in mine.stdout and "secretmodel" not in mine.stdout
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)

@@ -6,7 +6,7 @@ import pytest
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
-from hopsd.sim.knobs import Knobs, parse_knobs
+from hopsd.sim.knobs import Knobs, effective, parse_knobs
 from hopsd.sim.seeds import aggregate, interval, parse_seeds
 
 
@@ -31,6 +31,9 @@ def test_the_notice_grace_is_a_knob_of_its_own() -> None:
     assert knobs.config_for("hops", EngineConfig()).notice_grace_s == 120.0
     assert knobs.config_for("gavel", EngineConfig()).notice_grace_s == 0.0
     assert parse_knobs({}).config_for("hops", EngineConfig()).notice_grace_s == 0.0
+    graced = knobs.config_for("hops", EngineConfig())
+    assert effective(graced)["notice_grace_s"] == 120.0
+    assert "notice_grace_s" not in effective(EngineConfig())  # results as before the knob
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""``hops submit --test-only``: when the job would start and finish, without submitting it.
+"""``hops submit --test-only``: when a job would start and finish, without submitting it.
 
 The job as it would be tagged is added to the live state (the ledger's jobs,
 what Slurm runs now, what hopsd has learned) and hopsd's step is run forward
@@ -8,14 +8,22 @@ at what earlier jobs of its ``--model`` measured, else at the type table's
 rate, as hopsd assumes; it joins the queue after hopsd's queue refresh and,
 where hopsd profiles new jobs, after the profiling phase hopsd measured of the
 latest jobs. Tagged jobs Slurm has that hopsd has not adopted yet are in the
-queue ahead of it. Slurm's ``PrivateData`` applies: jobs the caller may not see
-are not in the forecast.
+queue ahead of it.
+
+Whoever may read the whole ledger (root, hopsd's account, or anyone where the
+ledger is not private) computes this in their own process. Anyone else asks
+hopsd over its socket (:mod:`hopsd.daemon.readservice`): hopsd runs the same
+forecast on everything it sees, as Slurm's own ``sbatch --test-only`` does under
+``PrivateData``, and answers with the asked job's times only.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from hopsd.config import HopsConfig
@@ -154,3 +162,93 @@ def test_only_payload(
         "expected": expected,
         "options": options,
     }
+
+
+#: What a user sends hopsd to ask a forecast: this line, then the job's tag on one line.
+FORECAST = b"forecast\n"
+#: The longest tag hopsd reads (a real one is a few hundred bytes).
+MAX_TAG_BYTES = 8192
+#: hopsd forecasts for one user at most once this often; a repeat of the same question
+#: in between gets the same answer.
+FORECAST_EVERY_S = 5.0
+
+
+class ForecastRefused(Exception):
+    """hopsd will not forecast this now (a malformed tag, or asked too often)."""
+
+
+class Forecaster:
+    """hopsd's side of ``--test-only`` for users who may not read its ledger.
+
+    The forecast runs on hopsd's whole view, so a user under ``PrivateData``
+    learns when their job would start, as ``sbatch --test-only`` tells them,
+    but nothing of whose jobs stand ahead: the answer carries the asked job's
+    times and, for a viewer Slurm hides other jobs from, no job counts. Each
+    user gets one forecast per :data:`FORECAST_EVERY_S`: a flood of questions
+    costs hopsd no more than one user asking politely.
+    """
+
+    def __init__(self, compute: Callable[[HopsTag, str], dict[str, Any]]) -> None:
+        self._compute = compute
+        self._last: dict[str, tuple[float, str, dict[str, Any]]] = {}
+
+    def answer(self, tag_text: str, user: str, hides_others: bool) -> dict[str, Any]:
+        from hopsd.slurm.tag import TagError, decode
+
+        now = time.monotonic()
+        last = self._last.get(user)
+        if last is not None and now - last[0] < FORECAST_EVERY_S:
+            if last[1] == tag_text:
+                return last[2]
+            wait = FORECAST_EVERY_S - (now - last[0])
+            raise ForecastRefused(
+                f"one forecast per {FORECAST_EVERY_S:g} s: ask again in {wait:.0f} s"
+            )
+        try:
+            tag = decode(tag_text)
+        except TagError as exc:
+            raise ForecastRefused(f"not a job hops could run: {exc}") from exc
+        payload = self._compute(tag, user)
+        if hides_others:
+            payload = {**payload, "queued_jobs": None, "running_jobs": None}
+        self._last[user] = (now, tag_text, payload)
+        return payload
+
+
+def ask_hopsd(
+    ledger: Path, owner_uid: int, tag: HopsTag, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """The ``--test-only`` document, asked of the hopsd that keeps the private ``ledger``.
+
+    Only a server running as the ledger's owner (or root) is believed.
+    """
+    from hopsd.ledger.errors import LedgerUnavailableError
+    from hopsd.ledger.private_copy import check_peer, socket_path
+
+    where = socket_path(ledger)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout_s)
+        try:
+            conn.connect(str(where))
+        except OSError as exc:
+            raise LedgerUnavailableError(
+                f"hopsd does not answer at {where} ({exc.strerror or exc}): is hopsd running?"
+            ) from exc
+        check_peer(conn, owner_uid)
+        conn.sendall(FORECAST + tag.encode().encode() + b"\n")
+        reply = _read_all(conn)
+    head, _, body = reply.partition(b"\n")
+    if head != b"ok":
+        text = reply.decode(errors="replace").strip() or "no answer"
+        raise LedgerUnavailableError(f"hopsd could not forecast the job: {text}")
+    answer: dict[str, Any] = json.loads(body)
+    return answer
+
+
+def _read_all(conn: socket.socket, limit: int = 1 << 22) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit and (chunk := conn.recv(65536)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
