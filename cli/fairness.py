@@ -11,6 +11,7 @@ from hops_cli.common import config_of, fail, print_json, say
 from hops_cli.filter_options import Users
 from hops_cli.filters import job_filter
 from hops_cli.ledger_access import reading
+from hops_cli.output_options import AsJson, Parsable
 from hops_cli.table import Layout, pick_per_table, render
 from hopsd.views.fairness import fairness_payload
 from hopsd.views.records import STARVING_LR
@@ -139,7 +140,7 @@ def fairness(
     window_h: Annotated[
         float, typer.Option("--window", help="Hours of finished jobs that RAQLR averages.")
     ] = 24.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJson = False,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Also write a PNG bar chart of latency ratios.")
     ] = None,
@@ -159,9 +160,7 @@ def fairness(
     noheader: Annotated[
         bool, typer.Option("--noheader", "-n", help="No header line (one table).")
     ] = False,
-    parsable: Annotated[
-        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
-    ] = False,
+    parsable: Parsable = False,
 ) -> None:
     """How fair the cluster is right now: per job and per user.
 

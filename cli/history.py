@@ -15,6 +15,7 @@ import typer
 from hops_cli.common import EXIT_USAGE, config_of, fail, print_json
 from hops_cli.filter_options import EndedStates, JobIds, Jobs, Me, Users
 from hops_cli.filters import job_filter, job_words
+from hops_cli.output_options import AsJson, Parsable, columns_option
 from hops_cli.table import Layout, pick_columns, render
 from hops_cli.timespec import parse_time
 from hopsd.views.cells import Job, duration, job_cells, rows
@@ -111,15 +112,10 @@ def history(
             help="Jobs that ended until then (default now): sacct's times.",
         ),
     ] = "now",
-    fmt: Annotated[
-        str | None,
-        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
-    ] = None,
+    fmt: Annotated[str | None, columns_option(COLUMNS)] = None,
     noheader: Annotated[bool, typer.Option("--noheader", "-n", help="No header line.")] = False,
-    parsable: Annotated[
-        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    parsable: Parsable = False,
+    as_json: AsJson = False,
 ) -> None:
     """Finished hops jobs (yours unless --all, -u or job ids), like sacct.
 

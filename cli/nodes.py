@@ -10,6 +10,7 @@ import typer
 
 from hops_cli.common import config_of, fail, print_json
 from hops_cli.ledger_access import reading
+from hops_cli.output_options import AsJson, NoHeader, Parsable, columns_option
 from hops_cli.table import Layout, pick_columns, render
 from hopsd.ledger.records import ThroughputLayer
 from hopsd.slurm.errors import SlurmError
@@ -81,15 +82,10 @@ def _cells(row: dict[str, Any]) -> dict[str, str]:
 
 def nodes(
     ctx: typer.Context,
-    fmt: Annotated[
-        str | None,
-        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
-    ] = None,
-    noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
-    parsable: Annotated[
-        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    fmt: Annotated[str | None, columns_option(COLUMNS)] = None,
+    noheader: NoHeader = False,
+    parsable: Parsable = False,
+    as_json: AsJson = False,
 ) -> None:
     """List nodes by GPU type with their learned speed factor.
 

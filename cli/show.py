@@ -16,6 +16,7 @@ import typer
 
 from hops_cli.common import config_of, fail, print_json
 from hops_cli.filters import parse_job_refs, slurm_job_ids
+from hops_cli.output_options import AsJson
 from hopsd.views.cells import duration
 
 
@@ -84,7 +85,7 @@ def _num(value: float | None) -> str:
 def show(
     ctx: typer.Context,
     job_id: Annotated[str, typer.Argument(help="The Slurm job id (26 or 26_1).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Everything hops knows about one job: tag, demands, estimates, LR, placements, refusals."""
     from hops_cli.ledger_access import reading

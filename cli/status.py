@@ -10,6 +10,7 @@ import typer
 
 from hops_cli.common import state
 from hops_cli.filter_options import JobIds, Jobs, Me, Partitions, States, Users
+from hops_cli.output_options import AsJson, NoHeader, Parsable, columns_option
 from hops_cli.status_report import COLUMNS, StatusArgs, show_status
 
 
@@ -22,18 +23,13 @@ def status(
     states: States = None,
     partitions: Partitions = None,
     all_users: Annotated[bool, typer.Option("--all", "-a", help="Every user's jobs.")] = False,
-    fmt: Annotated[
-        str | None,
-        typer.Option("--format", "-o", help=f"Columns, comma-separated: {','.join(COLUMNS)}."),
-    ] = None,
-    noheader: Annotated[bool, typer.Option("--noheader", "-h", help="No header line.")] = False,
-    parsable: Annotated[
-        bool, typer.Option("--parsable", "-P", help="'|'-separated fields, no padding.")
-    ] = False,
+    fmt: Annotated[str | None, columns_option(COLUMNS)] = None,
+    noheader: NoHeader = False,
+    parsable: Parsable = False,
     window_h: Annotated[
         float, typer.Option("--window", help="Hours of finished jobs that RAQLR averages.")
     ] = 24.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Show hops jobs (yours unless --all, -u or job ids), why they wait, where and when they run.
 

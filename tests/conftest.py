@@ -8,7 +8,7 @@ run outside ``scripts/test.sh``, which brings up both before running pytest.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,13 +27,22 @@ def sessions(tmp_path: Path) -> sessionmaker[Session]:
 
 
 @pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Read Slurm's local times (recorded output) as UTC, whatever the machine's zone."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
+def set_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Sets this process's local time zone (a POSIX ``TZ``) for the test; the machine's after."""
+
+    def set_to(zone: str) -> None:
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+
+    yield set_to
     monkeypatch.undo()
     time.tzset()
+
+
+@pytest.fixture
+def utc(set_zone: Callable[[str], None]) -> None:
+    """Read Slurm's local times (recorded output) as UTC, whatever the machine's zone."""
+    set_zone("UTC")
 
 
 # Slurm 22.05 can leave a job COMPLETING for good when it is cancelled in the

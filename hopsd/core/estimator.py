@@ -22,7 +22,7 @@ new estimator is built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -275,26 +275,22 @@ class Estimator:
     ) -> tuple[float, str]:
         """Per-GPU throughput on one node of a placement of ``n_gpus`` over ``n_nodes``."""
         store = self._store
+        # a distributed run is keyed by its node count, one node's by its GPU count
+        entity: Callable[[str, str, int], float | None]
+        typed: Callable[[str, str, int], float | None]
         if n_nodes > 1:
-            value = store.entity_distributed(job.id, node_id, n_nodes)
-            if value is not None:
-                return value, "entity"
-            value = store.type_distributed(job.id, gpu.name, n_nodes)
-            if value is not None:
-                return value, "type"
+            size, entity, typed = n_nodes, store.entity_distributed, store.type_distributed
         else:
-            value = store.entity_aggregated(job.id, node_id, n_gpus)
-            if value is not None:
-                return value, "entity"
-            value = store.type_aggregated(job.id, gpu.name, n_gpus)
-            if value is not None:
-                return value, "type"
-        key = (job.id, gpu.name, n_gpus, n_nodes)
-        theory = self._theory_memo.get(key, _UNSEEN)
-        if theory is _UNSEEN:
-            theory = self._theory_memo[key] = self._theory_uncached(job, gpu, n_gpus, n_nodes)
-        if theory is not None:
-            return theory, "theory"  # type: ignore[return-value]
+            size, entity, typed = n_gpus, store.entity_aggregated, store.type_aggregated
+        value = entity(job.id, node_id, size)
+        if value is not None:
+            return value, "entity"
+        value = typed(job.id, gpu.name, size)
+        if value is not None:
+            return value, "type"
+        value = self._theory(job, gpu, n_gpus, n_nodes)
+        if value is not None:
+            return value, "theory"
         return self._table[gpu.name], "table"
 
     def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:

@@ -62,11 +62,7 @@ def percentile_or_zero(values: Sequence[float], q: float) -> float:
 
 def latency_ratio_of(wait_s: float, age_s: float) -> float:
     """LR of a job given its queueing time and its age (expected unhindered run time)."""
-    if wait_s < 0:
-        raise InvalidInputError(f"wait time must be >= 0, got {wait_s}")
-    if age_s <= 0:
-        raise InvalidInputError(f"age must be > 0, got {age_s}")
-    return wait_s / age_s
+    return _time_ratio(wait_s, "wait time", age_s, "age")
 
 
 def raqlr(latency_ratios: Iterable[float]) -> float:
@@ -80,8 +76,13 @@ def raqlr(latency_ratios: Iterable[float]) -> float:
 
 def finish_time_fairness_of(jct_s: float, independent_s: float) -> float:
     """Themis rho of a finished job: its completion time over its time on an equal share."""
-    if jct_s < 0:
-        raise InvalidInputError(f"JCT must be >= 0, got {jct_s}")
-    if independent_s <= 0:
-        raise InvalidInputError(f"independent time must be > 0, got {independent_s}")
-    return jct_s / independent_s
+    return _time_ratio(jct_s, "JCT", independent_s, "independent time")
+
+
+def _time_ratio(part: float, part_name: str, whole: float, whole_name: str) -> float:
+    """``part / whole`` of two durations; a negative part or a whole not above 0 is refused."""
+    if part < 0:
+        raise InvalidInputError(f"{part_name} must be >= 0, got {part}")
+    if whole <= 0:
+        raise InvalidInputError(f"{whole_name} must be > 0, got {whole}")
+    return part / whole

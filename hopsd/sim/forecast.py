@@ -116,25 +116,16 @@ class _EstimatedTruth(GroundTruth):
     estimator: Estimator | None = None
     jobs: Mapping[str, Job] = field(default_factory=dict)
 
-    def _compute(
-        self, model: str, config: Configuration, batch_size: int | None
-    ) -> tuple[float, tuple[float, ...]]:
+    def _known_rates(self, model: str, config: Configuration) -> tuple[float, ...] | None:
         job = self.jobs.get(model)
         if job is None or self.estimator is None:
-            return super()._compute(model, config, batch_size)
-        rates = tuple(self.estimator.per_gpu_on_node(job, n, config)[0] for n, _ in config.parts)
-        return min(rates) * config.total_gpus, rates
+            return None
+        return tuple(self.estimator.per_gpu_on_node(job, n, config)[0] for n, _ in config.parts)
 
-    def single_gpu(
-        self,
-        model: str,
-        gpu_type: str,
-        data_factor: float = 1.0,
-        batch_size: int | None = None,
-    ) -> float:
+    def _known_single_gpu(self, model: str, gpu_type: str) -> float | None:
         job = self.jobs.get(model)
         if job is None or self.estimator is None:
-            return super().single_gpu(model, gpu_type, data_factor, batch_size)
+            return None
         return self.estimator.type_per_gpu(job, gpu_type)
 
 

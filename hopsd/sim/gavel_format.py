@@ -17,17 +17,28 @@ Conversion, and what hops's simulator cannot express:
   named in its job type (``"ResNet-50 (batch size 64)"``; 1 when none is named,
   so a step counts as one sample).
 * Each job type becomes a model whose single-GPU throughput on each type is
-  Gavel's ``scale_factor = 1`` figure times its batch. Gavel measures
-  multi-GPU throughputs directly; hops derives them from per-iteration physics
-  (compute, then an all-reduce of the model's parameters), so the parameter
-  count is fitted, per type, to reproduce Gavel's largest measured scale
-  factor that fits on one server of the cluster, and the median over types is
-  kept. Types where Gavel scales super-linearly fit zero communication.
+  Gavel's ``scale_factor = 1`` figure times its batch, and whose
+  ``measured_throughput`` is Gavel's figure at every other scale factor it
+  measured on that type, times the batch: the simulator's truth runs a job of
+  a measured scale factor exactly as fast as Gavel's table says, whatever the
+  placement (Gavel's simulator does not model placement either). For counts
+  Gavel did not measure the truth uses its per-iteration physics (compute,
+  then an all-reduce of the model's parameters), whose parameter count is
+  fitted, per type, to Gavel's largest measured scale factor that fits on one
+  server of the cluster, the median over types kept (types where Gavel scales
+  super-linearly fit zero communication). The scheduler is told only the
+  single-GPU figures and the parameter count; it learns the measured scaling
+  by running the jobs, as hopsd would.
+* A scale factor Gavel gives 0 steps/s on a type (the job does not fit it)
+  caps the job type's GPUs on that type below it (``max_gpus``; 0 when even
+  one GPU does not fit): no policy places it there.
 * Not expressed: ``priority_weight`` and ``SLO`` (hops's policies have no job
   weights or deadlines), co-location (packing) throughputs, data loading
   (Gavel's throughputs already include it; it is folded into compute), and
   ``command``, ``working_directory``, ``num_steps_arg``, ``needs_data_dir``
-  (they run the real job).
+  (they run the real job). The ``<type>_unconsolidated`` worker types (a job
+  spread over servers) are not read: Gavel's simulator does not use them
+  either, it runs a scale factor at its consolidated figure wherever it lands.
 """
 
 from __future__ import annotations
@@ -95,7 +106,7 @@ def read_gavel_trace(path: str | Path) -> list[JobSpec]:
 
 
 def read_gavel_throughputs(path: str | Path) -> dict[str, dict[tuple[str, int], float]]:
-    """worker type -> (job type, scale factor) -> isolated steps/s."""
+    """worker type -> (job type, scale factor) -> isolated steps/s (0: Gavel cannot run it)."""
     p = Path(path)
     try:
         raw: Any = json.loads(p.read_text(encoding="utf-8"))
@@ -115,7 +126,7 @@ def read_gavel_throughputs(path: str | Path) -> dict[str, dict[tuple[str, int], 
             if found is None:
                 raise TraceError(f"{p}: {worker!r}: key {key!r} is not \"('<job type>', <n>)\"")
             alone = value.get("null") if isinstance(value, dict) else None
-            if isinstance(alone, int | float) and not isinstance(alone, bool) and alone > 0:
+            if isinstance(alone, int | float) and not isinstance(alone, bool) and alone >= 0:
                 per[(found.group("job"), int(found.group("scale")))] = float(alone)
         out[worker] = per
     return out
@@ -147,31 +158,47 @@ def gavel_models(
         raise TraceError(
             f"Gavel throughputs have no worker type {missing}; they have {sorted(throughputs)}"
         )
-    models: dict[str, ModelSpec] = {}
-    for job_type in sorted(job_types):
-        batch = batch_of(job_type)
-        single: dict[str, float] = {}
-        params: list[float] = []
-        for gpu_type, spec in cluster.gpu_types.items():
-            table = throughputs[gpu_type]
-            one = table.get((job_type, 1))
-            if one is None:
-                raise TraceError(f"Gavel throughputs lack ('{job_type}', 1) on {gpu_type!r}")
-            single[gpu_type] = one * batch
-            server = max((n.gpus for n in cluster.nodes_of_type(gpu_type)), default=1)
-            scales = [s for (j, s) in table if j == job_type and 1 < s <= server]
-            if not scales:
+    return {job_type: _model(throughputs, job_type, cluster) for job_type in sorted(job_types)}
+
+
+def _model(
+    throughputs: Mapping[str, Mapping[tuple[str, int], float]], job_type: str, cluster: Cluster
+) -> ModelSpec:
+    """The model of one job type: Gavel's figures on each type, its all-reduce fitted."""
+    batch = batch_of(job_type)
+    single: dict[str, float] = {}
+    measured: dict[str, dict[str, float]] = {}
+    caps: dict[str, int] = {}
+    params: list[float] = []
+    for gpu_type, spec in cluster.gpu_types.items():
+        steps = {s: v for (j, s), v in throughputs[gpu_type].items() if j == job_type}
+        # Gavel writes 0 for a scale factor the type cannot run (the job does not fit)
+        unfit = [s for s, v in steps.items() if v <= 0]
+        if unfit:
+            caps[gpu_type] = min(unfit) - 1
+            steps = {s: v for s, v in steps.items() if s < min(unfit)}
+            if not steps:
                 continue
+        one = steps.get(1)
+        if one is None:
+            raise TraceError(f"Gavel throughputs lack ('{job_type}', 1) on {gpu_type!r}")
+        single[gpu_type] = one * batch
+        measured[gpu_type] = {str(s): v * batch for s, v in steps.items() if s > 1}
+        server = max((n.gpus for n in cluster.nodes_of_type(gpu_type)), default=1)
+        scales = [s for s in steps if 1 < s <= server]
+        if scales:
             scale = max(scales)
-            efficiency = table[(job_type, scale)] / (scale * one)
-            comm = fitted_comm_s(1.0 / one, efficiency)
+            comm = fitted_comm_s(1.0 / one, steps[scale] / (scale * one))
             params.append(comm * spec.b_link * scale / (scale - 1))
-        models[job_type] = ModelSpec(
-            name=job_type,
-            params=statistics.median(params) if params else 0.0,
-            batch_size=batch,
-            throughput=single,
-            comm_scale=1.0,
-            dataset="gavel",
-        )
-    return models
+    if not single:
+        raise TraceError(f"Gavel throughputs say no GPU type of the cluster runs {job_type!r}")
+    return ModelSpec(
+        name=job_type,
+        params=statistics.median(params) if params else 0.0,
+        batch_size=batch,
+        throughput=single,
+        comm_scale=1.0,
+        dataset="gavel",
+        max_gpus=caps,
+        measured_throughput={t: m for t, m in measured.items() if m},
+    )

@@ -63,16 +63,7 @@ def _log_axis(ax: Axes, low: float, high: float) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_cdf(
-    path: Path,
-    per_policy: Mapping[str, Sequence[JobRecord]],
-    field: str,
-    xlabel: str,
-    scale: float = 1.0,
-    log: bool = False,
-    title: str = "",
-) -> None:
-    fig = cdf_figure(per_policy, field, xlabel, scale=scale, log=log, title=title)
+def _save(path: Path, fig: Figure) -> None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -125,8 +116,7 @@ def plot_throughput(
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(path, fig)
 
 
 def write_plots(
@@ -138,21 +128,21 @@ def write_plots(
     """The three standard plots; ``what`` (e.g. "paper-512, seed 0") goes in every title."""
     suffix = f" — {what}" if what else ""
     paths = [out_dir / "jct_cdf.png", out_dir / "latency_ratio_cdf.png", out_dir / "throughput.png"]
-    plot_cdf(
-        paths[0],
+    jct = cdf_figure(
         records,
         "jct_s",
         "job completion time (h)",
         scale=3600.0,
         title=f"Job completion time{suffix}",
     )
-    plot_cdf(
-        paths[1],
+    _save(paths[0], jct)
+    latency = cdf_figure(
         records,
         "latency_ratio",
         "latency ratio (queue wait / expected run time)",
         log=True,
         title=f"Latency ratio{suffix}",
     )
+    _save(paths[1], latency)
     plot_throughput(paths[2], rounds, title=f"Cluster throughput per round{suffix}")
     return paths

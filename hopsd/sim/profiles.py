@@ -19,9 +19,21 @@ TOML (or JSON with the same structure)::
     RTX3090 = 192.0
     [models.resnet50.compute_ms]   # alternative: compute time per iteration (ms)
     TitanXP = 492.0
+    [models.resnet50.measured_throughput.RTX3090]   # optional: measured scaling
+    2 = 370.0                      # total samples/s one job sustains on 2 GPUs
+    4 = 700.0                      # ... on 4 GPUs, whatever the placement
+    "8/2" = 1300.0                 # ... on 8 GPUs over 2 servers
+    "6+2" = 1250.0                 # ... on 6 GPUs of one server and 2 of another
 
 Per type, either a throughput or a compute time is given; a GPU type the
 cluster file maps with ``compute_as`` reuses its target's numbers.
+``measured_throughput`` is what a source measured on some placements of a
+type: the simulator's truth runs a configuration at the most specific
+measurement matching it (its exact GPUs per server, then its GPUs and
+servers, then its GPUs) and derives the others from ``params`` and
+``comm_scale``; the scheduler never reads it (it learns the scaling by
+measuring the job). A ``compute_as`` alias computes like its target but
+scales on its own links.
 """
 
 from __future__ import annotations
@@ -29,11 +41,13 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import HopsError, InvalidInputError
-from hopsd.sim.truth import ModelSpec
+from hopsd.sim.input_file import read_input
+from hopsd.sim.truth import ModelSpec, measured_key
 
 _SCALARS = {
     "params",
@@ -46,7 +60,7 @@ _SCALARS = {
     "comm_scale",
     "restore_s",
 }
-_TABLES = {"throughput", "compute_ms", "max_gpus"}
+_TABLES = {"throughput", "compute_ms", "max_gpus", "measured_throughput"}
 
 
 class ProfileFileError(InvalidInputError):
@@ -75,6 +89,28 @@ def _limits(where: str, table: Any) -> dict[str, int]:
     return out
 
 
+def _measured(where: str, table: Any) -> dict[str, dict[str, float]]:
+    """GPU type -> measured placement (:func:`~hopsd.sim.truth.measured_key`) -> samples/s."""
+    if not isinstance(table, dict):
+        raise ProfileFileError(f"{where} must be a table of GPU type tables")
+    out: dict[str, dict[str, float]] = {}
+    for gpu_type, counts in table.items():
+        label = f"{where}.{gpu_type}"
+        if not isinstance(counts, dict):
+            raise ProfileFileError(f"{label} must be a table of placement = samples/s")
+        per: dict[str, float] = {}
+        for key, value in counts.items():
+            try:
+                canonical = measured_key(str(key))
+            except InvalidInputError as exc:
+                raise ProfileFileError(f"{label}: {exc}") from None
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ProfileFileError(f"{label}.{key} must be a positive number")
+            per[canonical] = float(value)
+        out[gpu_type] = per
+    return out
+
+
 def _parse_model(where: str, name: str, table: Any) -> ModelSpec:
     label = f"{where}: [models.{name}]"
     if not isinstance(table, dict):
@@ -93,9 +129,17 @@ def _parse_model(where: str, name: str, table: Any) -> ModelSpec:
     if not thr:
         raise ProfileFileError(f"{label}: give a throughput or compute_ms table")
     limits = _limits(f"{label}.max_gpus", table.get("max_gpus", {}))
+    measured = _measured(f"{label}.measured_throughput", table.get("measured_throughput", {}))
     scalars = {k: v for k, v in table.items() if k in _SCALARS and k != "batch_size"}
     try:
-        return ModelSpec(name=name, batch_size=batch, throughput=thr, max_gpus=limits, **scalars)
+        return ModelSpec(
+            name=name,
+            batch_size=batch,
+            throughput=thr,
+            max_gpus=limits,
+            measured_throughput=measured,
+            **scalars,
+        )
     except (HopsError, TypeError) as exc:
         raise ProfileFileError(f"{label}: {exc}") from exc
 
@@ -111,10 +155,7 @@ def parse_profiles(data: Mapping[str, Any], where: str = "profiles") -> dict[str
 def load_profiles(path: str | Path) -> dict[str, ModelSpec]:
     """Read a ``.toml`` or ``.json`` model profile file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProfileFileError(f"{p}: cannot read: {exc.strerror}") from exc
+    text = read_input(p, ProfileFileError)
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -125,26 +166,19 @@ def load_profiles(path: str | Path) -> dict[str, ModelSpec]:
 def with_aliases(
     models: Mapping[str, ModelSpec], compute_as: Mapping[str, str]
 ) -> dict[str, ModelSpec]:
-    """Copy each model's numbers to the GPU types that compute like another type."""
+    """Copy each model's numbers to the GPU types that compute like another type.
+
+    A measured scaling is not copied: it measured the other type's hosts and
+    links, so an alias scales as its own links say (``params``, ``comm_scale``).
+    """
     out: dict[str, ModelSpec] = {}
     for name, spec in models.items():
         thr = dict(spec.throughput)
         for alias, target in compute_as.items():
             if alias not in thr and target in thr:
                 thr[alias] = thr[target]
-        out[name] = ModelSpec(
-            name=spec.name,
-            params=spec.params,
-            batch_size=spec.batch_size,
-            throughput=thr,
-            data_ms_per_sample=spec.data_ms_per_sample,
-            p_hit=spec.p_hit,
-            miss_ratio=spec.miss_ratio,
-            pattern=spec.pattern,
-            comm_scale=spec.comm_scale,
-            dataset=spec.dataset,
-            restore_s=spec.restore_s,
-            max_gpus=_alias_limits(spec.max_gpus, compute_as),
+        out[name] = replace(
+            spec, throughput=thr, max_gpus=_alias_limits(spec.max_gpus, compute_as)
         )
     return out
 

@@ -15,15 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hopsd.core.model import Configuration, GpuType
-from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.replay_inputs import ReplayRate
-from hopsd.sim.truth import (
-    BACKWARD_SHARE,
-    FORWARD_SHARE,
-    UPDATE_SHARE,
-    GroundTruth,
-    ModelSpec,
-)
+from hopsd.sim.truth import GroundTruth, ModelSpec
 
 ENTITY_AGG = "entity_agg"
 ENTITY_DIST = "entity_dist"
@@ -97,18 +90,10 @@ class AssumedModel(ModelSpec):
 
     assumed: Mapping[str, float] = field(default_factory=dict)
 
-    def profile(
-        self, gpu_type: str, data_factor: float, batch_size: int | None = None
-    ) -> PhaseProfile:
+    def compute_time(self, gpu_type: str, batch_size: int | None = None) -> float:
+        """Seconds of compute per iteration at the assumed rate (the true one when none)."""
         batch = batch_size or self.batch_size
-        c = batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
-        return PhaseProfile(
-            t_f=FORWARD_SHARE * c,
-            t_b=BACKWARD_SHARE * c,
-            t_u=UPDATE_SHARE * c,
-            pattern=self.pattern,
-            data=self.data_mixture(data_factor, batch),
-        )
+        return batch / self.assumed.get(gpu_type, self.throughput[gpu_type])
 
 
 @dataclass
@@ -117,30 +102,19 @@ class ReplayTruth(GroundTruth):
 
     rates: Mapping[str, JobRates] = field(default_factory=dict)
 
-    def _compute(
-        self, model: str, config: Configuration, batch_size: int | None
-    ) -> tuple[float, tuple[float, ...]]:
+    def _known_rates(self, model: str, config: Configuration) -> tuple[float, ...] | None:
         job = self.rates.get(model)
         if job is None:
-            return super()._compute(model, config, batch_size)
-        rates = tuple(
+            return None
+        return tuple(
             job.node_rate(node, config.gpu_type, gpus, config.n_nodes)
             for node, gpus in config.parts
         )
-        return min(rates) * config.total_gpus, rates
 
-    def single_gpu(
-        self,
-        model: str,
-        gpu_type: str,
-        data_factor: float = 1.0,
-        batch_size: int | None = None,
-    ) -> float:
+    def _known_single_gpu(self, model: str, gpu_type: str) -> float | None:
         """The job's measured single-GPU rate on a type (ages and latency ratios use it)."""
         job = self.rates.get(model)
-        if job is None:
-            return super().single_gpu(model, gpu_type, data_factor, batch_size)
-        return job.type_rate(gpu_type, 1)
+        return None if job is None else job.type_rate(gpu_type, 1)
 
 
 def node_factors(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hopsd.core.errors import InvalidInputError, missing_extra
+from hopsd.core.model import Cluster
 from hopsd.core.settings import Settings
 from hopsd.core.typed_settings import SettingsError, settings_table
 from hopsd.plugins import get_policy, policy_names, policy_spec
@@ -31,7 +32,7 @@ from hopsd.sim.profiles import load_profiles, with_aliases
 from hopsd.sim.sia_format import sia_inputs
 from hopsd.sim.state import EngineResult
 from hopsd.sim.trace import read_trace, write_trace
-from hopsd.sim.truth import GroundTruth
+from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import PRESETS, JobSpec, generate
 
 DEFAULT_POLICIES = ("hops", "sia", "gavel", "fifo")
@@ -79,10 +80,8 @@ def load_inputs(
         raise InvalidInputError(
             f"unknown trace format {trace_format!r}; known: {', '.join(TRACE_FORMATS)}"
         )
-    if trace_format == "gavel":
-        return _load_gavel(cluster, trace, profiles, seed)
-    if trace_format == "sia":
-        return _load_sia(cluster, trace, profiles, seed)
+    if trace_format in _FOREIGN:
+        return _load_foreign(trace_format, cluster, trace, profiles, seed)
     if preset is not None and preset not in PRESETS:
         raise InvalidInputError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
     if cluster is None and preset is None:
@@ -99,37 +98,44 @@ def load_inputs(
     return truth, jobs
 
 
-def _load_gavel(
-    cluster: str | Path | None,
-    trace: str | Path | None,
-    throughputs: str | Path | None,
-    seed: int,
-) -> tuple[GroundTruth, list[JobSpec]]:
-    if cluster is None or trace is None or throughputs is None:
-        raise InvalidInputError(
-            "a Gavel trace needs --cluster, --trace (.trace) and --profiles (throughputs JSON)"
-        )
-    sim_cluster = load_cluster(Path(cluster), seed=seed)
+def _gavel_inputs(
+    trace: str | Path, throughputs: str | Path, cluster: Cluster
+) -> tuple[dict[str, ModelSpec], list[JobSpec]]:
     jobs = read_gavel_trace(trace)
-    models = gavel_models(
-        read_gavel_throughputs(throughputs), {j.model for j in jobs}, sim_cluster.cluster
-    )
-    return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
+    return gavel_models(read_gavel_throughputs(throughputs), {j.model for j in jobs}, cluster), jobs
 
 
-def _load_sia(
+_ReadForeign = Callable[
+    [str | Path, str | Path, Cluster], tuple[dict[str, ModelSpec], list[JobSpec]]
+]
+
+#: What a foreign trace format needs besides a cluster (said when a file is missing),
+#: and how its trace and profiles become models and jobs on that cluster.
+_FOREIGN: dict[str, tuple[str, _ReadForeign]] = {
+    "gavel": (
+        "a Gavel trace needs --cluster, --trace (.trace) and --profiles (throughputs JSON)",
+        _gavel_inputs,
+    ),
+    "sia": (
+        "a Sia workload needs --cluster, --trace (workload CSV) and --profiles "
+        "(Sia's traces directory)",
+        sia_inputs,
+    ),
+}
+
+
+def _load_foreign(
+    trace_format: str,
     cluster: str | Path | None,
     trace: str | Path | None,
     profiles: str | Path | None,
     seed: int,
 ) -> tuple[GroundTruth, list[JobSpec]]:
+    needs, read = _FOREIGN[trace_format]
     if cluster is None or trace is None or profiles is None:
-        raise InvalidInputError(
-            "a Sia workload needs --cluster, --trace (workload CSV) and --profiles "
-            "(Sia's traces directory)"
-        )
+        raise InvalidInputError(needs)
     sim_cluster = load_cluster(Path(cluster), seed=seed)
-    models, jobs = sia_inputs(trace, profiles, sim_cluster.cluster)
+    models, jobs = read(trace, profiles, sim_cluster.cluster)
     return GroundTruth(sim_cluster.cluster, models, sim_cluster.data_factors), jobs
 
 

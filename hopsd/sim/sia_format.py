@@ -9,6 +9,7 @@ A Sia workload CSV has one job per row::
 profiles are Sia's traces directory, one folder per application::
 
     <profiles>/<application>/placements-<gpu type>.csv   placement,local_bsz,step_time,sync_time
+    <profiles>/<application>/scalability-<gpu type>.csv  num_nodes,num_replicas,local_bsz,step_time
     <profiles>/<application>/validation-<batch>.csv      progress,iteration,metric,grad_sqr,grad_var
 
 (columns in any order). ``placement`` lists GPUs per node (``"2"``: two GPUs
@@ -32,11 +33,19 @@ Conversion, and what hops's simulator cannot express:
   ``placement = 1`` step time, interpolated over ``local_bsz`` (the nearest
   profiled batch's per-sample rate outside the profiled range; Sia would
   accumulate gradients there). Sia's step times include data loading: it is
-  folded into compute. The all-reduce volume is fitted, per type, to the
-  largest one-node placement profiled at that local batch and the median over
-  types kept; multi-node placements (``11``, ``22``...) and the
-  ``scalability`` files are not read, hops derives them from the cluster's
-  network bandwidth.
+  folded into compute.
+* **Scaling.** What Sia measured on several GPUs is the truth's
+  ``measured_throughput``, at the model's local batch (interpolated as
+  above): each placement of 2 or more GPUs (``"22"`` is ``"2+2"``; the orders
+  of one shape, ``"13"`` and ``"31"``, averaged), each number of GPUs on a
+  number of servers (the placements of as many averaged, as Sia averages them
+  where it interpolates), then the ``scalability`` file's rows (``num_nodes``,
+  ``num_replicas``) for GPUs and servers no placement covers. Where Sia
+  interpolates between measured GPU and server counts hops falls back to its
+  all-reduce model, whose volume is fitted, per type, to the largest one-node
+  placement profiled at that local batch, the median over types kept. The
+  scheduler is told the single-GPU figures and that volume; it learns the rest
+  by measuring.
 * **Per-type demand sets.** A type without a placements file for the
   application cannot run it (``max_gpus`` 0); on the others a job can use at
   most ``batch // min local_bsz`` GPUs (every GPU needs the smallest profiled
@@ -61,13 +70,13 @@ import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hopsd.core.model import Cluster
 from hopsd.sim.gavel_format import fitted_comm_s
 from hopsd.sim.trace import TraceError
-from hopsd.sim.truth import ModelSpec
+from hopsd.sim.truth import ModelSpec, measured_key
 from hopsd.sim.workload import JobSpec
 
 #: Checkpoint-restore seconds per application, as Sia's simulator charges a restart.
@@ -219,13 +228,32 @@ def iterations_at(curves: Mapping[int, float], batch: int, where: str) -> float:
     return ((batch - lo) * curves[hi] + (hi - batch) * curves[lo]) / (hi - lo)
 
 
+def read_scalability(path: Path) -> Placements:
+    """One ``scalability-<type>.csv``: step seconds by GPUs and servers (``"GPUs/servers"``)."""
+    by_size: dict[str, list[tuple[int, float]]] = {}
+    for number, row in enumerate(_open_csv(path), start=2):
+        where = f"{path} line {number}"
+        nodes = _number(where, row, "num_nodes")
+        gpus = _number(where, row, "num_replicas")
+        local = _number(where, row, "local_bsz")
+        step = _number(where, row, "step_time")
+        if not 1 <= nodes <= gpus or nodes != int(nodes) or gpus != int(gpus):
+            raise TraceError(f"{where}: num_nodes and num_replicas must be 1 <= nodes <= GPUs")
+        if local < 1 or step <= 0:
+            raise TraceError(f"{where}: local_bsz >= 1 and step_time > 0")
+        by_size.setdefault(f"{int(gpus)}/{int(nodes)}", []).append((int(local), step))
+    return Placements({k: sorted(v) for k, v in by_size.items()})
+
+
 @dataclass(frozen=True)
 class Application:
-    """What the profiles say about one application: placements per type and its curves."""
+    """What the profiles say about one application: placements and scalability per type,
+    and its curves."""
 
     name: str
     placements: Mapping[str, Placements]
     curves: Mapping[int, float]
+    scalability: Mapping[str, Placements] = field(default_factory=dict)
 
 
 def read_application(profiles: Path, name: str, gpu_types: Sequence[str]) -> Application:
@@ -242,7 +270,12 @@ def read_application(profiles: Path, name: str, gpu_types: Sequence[str]) -> App
     curves = read_validation(folder)
     if not curves:
         raise TraceError(f"{folder}: no validation-<batch>.csv")
-    return Application(name, placements, curves)
+    scalability = {
+        t: read_scalability(folder / f"scalability-{t}.csv")
+        for t in placements
+        if (folder / f"scalability-{t}.csv").is_file()
+    }
+    return Application(name, placements, curves, scalability)
 
 
 def _gpu_caps(app: Application, batch: int, gpu_types: Sequence[str]) -> dict[str, int]:
@@ -270,6 +303,38 @@ def _params(app: Application, local: int, cluster: Cluster) -> float:
         comm = fitted_comm_s(one, one / step)
         fitted.append(comm * cluster.gpu_types[t].b_link * k / (k - 1))
     return statistics.median(fitted) if fitted else 0.0
+
+
+def _measured(app: Application, local: int, caps: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    """Samples/s Sia measured at ``local`` per GPU on each type, keyed as the truth's
+    ``measured_throughput``: each placement (the orders of one shape averaged), its GPUs
+    on its servers (the placements of as many averaged), then the scalability rows."""
+    out: dict[str, dict[str, float]] = {}
+    for t, table in app.placements.items():
+        if caps.get(t, 0) <= 0:
+            continue
+        steps: dict[str, list[float]] = {}
+        for shape in table.rows:
+            gpus, step = sum(int(c) for c in shape), table.step_time(shape, local)
+            if gpus < 2 or step is None:
+                continue
+            steps.setdefault(f"{gpus}/{len(shape)}", []).append(step)
+            if len(shape) > 1:
+                steps.setdefault(measured_key("+".join(shape)), []).append(step)
+        extra = app.scalability.get(t, Placements({}))
+        for size in extra.rows:
+            gpus, step = int(size.split("/")[0]), extra.step_time(size, local)
+            if gpus > 1 and step is not None:
+                steps.setdefault(size, [step])  # where no placement measured as many
+        measured = {k: _gpus(k) * local / statistics.fmean(v) for k, v in steps.items()}
+        if measured:
+            out[t] = measured
+    return out
+
+
+def _gpus(key: str) -> int:
+    """GPUs of a ``"N/K"`` or ``"A+B+..."`` placement key."""
+    return sum(int(c) for c in key.split("+")) if "+" in key else int(key.split("/")[0])
 
 
 def _demands(job: SiaJob, caps: Mapping[str, int], cluster: Cluster) -> tuple[int, ...]:
@@ -316,6 +381,7 @@ def sia_inputs(
                 dataset="sia",
                 restore_s=RESTORE_S.get(row.application, DEFAULT_RESTORE_S),
                 max_gpus=caps,
+                measured_throughput=_measured(app, local, caps),
             )
         demands = _demands(row, caps, cluster)
         if not any(demands[0] <= min(c, cluster.gpus_of_type(t)) for t, c in caps.items()):

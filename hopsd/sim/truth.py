@@ -68,6 +68,14 @@ class ModelSpec:
     ``max_gpus`` caps, per GPU type, the GPUs one job
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
+    ``measured_throughput`` holds, per GPU type, what a source measured a job
+    of the model doing on 2 or more GPUs of the type (total samples/s on hosts
+    of factor 1.0), keyed by placement (:func:`measured_key`): ``"4"`` whatever
+    the placement, ``"4/2"`` on two servers, ``"3+1"`` three GPUs on one server
+    and one on another. The truth runs a configuration at the most specific
+    measurement that matches it and derives the others from ``params`` and
+    ``comm_scale``. Only the truth reads it; the scheduler learns it by
+    measuring, as it learns everything else of a job's scaling.
     """
 
     name: str
@@ -87,6 +95,7 @@ class ModelSpec:
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
     max_gpus: Mapping[str, int] = field(default_factory=dict)
+    measured_throughput: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params < 0 or self.batch_size <= 0:
@@ -101,6 +110,29 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
         if any(limit < 0 for limit in self.max_gpus.values()):
             raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
+        for gpu_type, table in self.measured_throughput.items():
+            where = f"model {self.name!r}: measured_throughput on {gpu_type!r}"
+            for key, rate in table.items():
+                try:
+                    canonical = measured_key(key)
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"{where}: {exc}") from None
+                if canonical != key or rate <= 0:
+                    raise InvalidInputError(f"{where}: write {canonical!r}, a rate > 0")
+
+    def measured(self, gpu_type: str, *per_server: int) -> float | None:
+        """Total samples/s a source measured with these GPUs on each server of the type:
+        of exactly that placement, else of as many GPUs on as many servers, else of as
+        many GPUs whatever the placement; None when nobody measured it."""
+        table = self.measured_throughput.get(gpu_type)
+        if not table:
+            return None
+        gpus, servers = sum(per_server), len(per_server)
+        shape = "+".join(str(g) for g in sorted(per_server, reverse=True))
+        for key in (shape if servers > 1 else "", f"{gpus}/{servers}", str(gpus)):
+            if key in table:
+                return table[key]
+        return None
 
     def limits(self) -> tuple[tuple[str, int], ...]:
         """``max_gpus`` as the planner's ``Job.max_gpus`` (sorted by type)."""
@@ -140,6 +172,30 @@ class ModelSpec:
             pattern=self.pattern,
             data=self.data_mixture(data_factor, batch_size),
         )
+
+
+def measured_key(key: str) -> str:
+    """The canonical spelling of a placement a source measured, checked.
+
+    ``"N"``: N GPUs whatever the placement; ``"N/K"``: N GPUs on K servers;
+    ``"A+B+..."``: A GPUs on one server, B on another... (largest first). One
+    GPU is the model's ``throughput``, so every key counts 2 GPUs or more.
+    """
+    fields = key.split("+") if "+" in key else key.split("/")
+    if not all(f.isdigit() and int(f) > 0 for f in fields) or (len(fields) > 2 and "/" in key):
+        raise InvalidInputError(f"{key!r} is not N, N/servers or A+B+... GPUs")
+    counts = [int(f) for f in fields]
+    if "+" in key:
+        canonical = "+".join(str(c) for c in sorted(counts, reverse=True))
+        gpus = sum(counts)
+    else:
+        canonical = "/".join(str(c) for c in counts)
+        gpus = counts[0]
+        if len(counts) == 2 and counts[1] > gpus:
+            raise InvalidInputError(f"{key!r}: more servers than GPUs")
+    if gpus < 2:
+        raise InvalidInputError(f"{key!r}: measured placements count 2 GPUs or more")
+    return canonical
 
 
 def expected_iteration(
@@ -220,10 +276,10 @@ class GroundTruth:
         batch_size: int | None = None,
     ) -> float:
         """Per-GPU samples/s on one GPU of a type, on a host of the given factor."""
-        spec = self.model(model)
-        batch = batch_size or spec.batch_size
-        t_iter = expected_iteration(spec.profile(gpu_type, data_factor, batch), 0.0)
-        return batch / t_iter
+        known = self._known_single_gpu(model, gpu_type)
+        if known is not None:
+            return known
+        return _one_gpu(self.model(model), gpu_type, data_factor, batch_size)
 
     def _lookup(
         self, model: str, config: Configuration, batch_size: int | None
@@ -235,9 +291,20 @@ class GroundTruth:
             self._memo[key] = found
         return found
 
+    def _known_rates(self, model: str, config: Configuration) -> tuple[float, ...] | None:
+        """Per-node rates a subclass knows better than the model's theory (None: it does not)."""
+        return None
+
+    def _known_single_gpu(self, model: str, gpu_type: str) -> float | None:
+        """A single-GPU rate a subclass knows better than the model's theory (None: it does not)."""
+        return None
+
     def _compute(
         self, model: str, config: Configuration, batch_size: int | None
     ) -> tuple[float, tuple[float, ...]]:
+        known = self._known_rates(model, config)
+        if known is not None:
+            return min(known) * config.total_gpus, known
         spec = self.model(model)
         batch = batch_size or spec.batch_size
         gpu = self.cluster.gpu_types[config.gpu_type]
@@ -247,11 +314,39 @@ class GroundTruth:
                 f"model {model!r} cannot run on {config.total_gpus} GPUs of "
                 f"{config.gpu_type!r} (at most {limit})"
             )
-        t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
-        rates = []
         for node_id, _ in config.parts:
             if self._nodes[node_id].gpu_type != config.gpu_type:
                 raise InvalidInputError(f"node {node_id!r} is not of type {config.gpu_type!r}")
-            profile = spec.profile(config.gpu_type, self.factor(node_id), batch)
-            rates.append(batch / expected_iteration(profile, t_c))
-        return min(rates) * config.total_gpus, tuple(rates)
+        measured = spec.measured(config.gpu_type, *(gpus for _, gpus in config.parts))
+        if measured is not None:
+            rates = self._measured_rates(spec, config, measured, batch)
+        else:
+            t_c = spec.comm_scale * comm_time(spec.params, config.total_gpus, config.n_nodes, gpu)
+            rates = tuple(
+                batch
+                / expected_iteration(spec.profile(config.gpu_type, self.factor(node), batch), t_c)
+                for node, _ in config.parts
+            )
+        return min(rates) * config.total_gpus, rates
+
+    def _measured_rates(
+        self, spec: ModelSpec, config: Configuration, measured: float, batch: int
+    ) -> tuple[float, ...]:
+        """Per-GPU pace of each node in a configuration whose size a source measured.
+
+        The measurement holds at the model's batch on hosts of factor 1.0; a
+        slower host, or a job's own batch, changes it as much as it changes one
+        GPU's pace (a source that measured scaling measured no host factors).
+        """
+        per_gpu = measured / config.total_gpus
+        nominal = _one_gpu(spec, config.gpu_type, 1.0, spec.batch_size)
+        return tuple(
+            per_gpu * _one_gpu(spec, config.gpu_type, self.factor(node), batch) / nominal
+            for node, _ in config.parts
+        )
+
+
+def _one_gpu(spec: ModelSpec, gpu_type: str, data_factor: float, batch_size: int | None) -> float:
+    """Samples/s of the model on one GPU of a type, on a host of the given factor."""
+    batch = batch_size or spec.batch_size
+    return batch / expected_iteration(spec.profile(gpu_type, data_factor, batch), 0.0)

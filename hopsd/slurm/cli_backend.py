@@ -154,19 +154,25 @@ class CliSlurm:
         return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
-        if not job_ids:
-            return []
-        ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
-        argv = ["sacct", "-X", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(SACCT_FIELDS)]
-        return self._read(argv, lambda r: parse_accounting(r.stdout))
+        return self._sacct("-X", job_ids, SACCT_FIELDS, parse_accounting)
 
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         """Every run and its batch step (``sacct -D`` with steps), one call for all ids."""
+        return self._sacct("-D", job_ids, RUN_FIELDS, parse_runs)
+
+    def _sacct(
+        self,
+        scope: str,
+        job_ids: Sequence[int],
+        fields: Sequence[str],
+        parse: Callable[[str], list[T]],
+    ) -> list[T]:
+        """One ``sacct`` of every user's jobs ``job_ids`` (none: no call)."""
         if not job_ids:
             return []
         ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
-        argv = ["sacct", "-D", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(RUN_FIELDS)]
-        return self._read(argv, lambda r: parse_runs(r.stdout))
+        argv = ["sacct", scope, "--allusers", "--parsable2", "-j", ids, "-o", ",".join(fields)]
+        return self._read(argv, lambda r: parse(r.stdout))
 
     # ----------------------------------------------------------------- helpers
     def _call(self, argv: Sequence[str]) -> CompletedRun:
@@ -184,6 +190,47 @@ class CliSlurm:
         except SlurmUnavailableError as exc:
             log.warning("%s: %s; retrying once", argv[0], exc)
             return parse(self._call(argv))
+
+
+class CliFallback:
+    """The operations a backend leaves to the commands, for it to inherit.
+
+    pyslurm and slurmrestd each lack some (``sbatch`` as the user with its
+    ``#SBATCH`` lines, a node-count update, a requeue, per-run ``sacct``); a
+    backend inherits these and overrides those it does through its own API.
+    """
+
+    def __init__(self, cli: CliSlurm | None = None) -> None:
+        self._cli = cli or CliSlurm()
+
+    def submit(
+        self,
+        script_path: str,
+        *,
+        sbatch_args: Sequence[str] = (),
+        tag: HopsTag,
+        as_user: str | None = None,
+    ) -> int:
+        return self._cli.submit(script_path, sbatch_args=sbatch_args, tag=tag, as_user=as_user)
+
+    def update_pending(self, job_id: int, placement: Placement) -> None:
+        self._cli.update_pending(job_id, placement)
+
+    def make_eligible(self, job_id: int) -> None:
+        self._cli.make_eligible(job_id)
+
+    def requeue_hold(self, job_id: int) -> None:
+        self._cli.requeue_hold(job_id)
+
+    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
+        self._cli.signal(job_id, signal, batch_only=batch_only)
+
+    def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
+        return self._cli.accounting(job_ids)
+
+    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
+        """Per-run batch-step records come from ``sacct -D``."""
+        return self._cli.runs(job_ids)
 
 
 def update_argv(job_id: int, placement: Placement) -> list[str]:

@@ -81,6 +81,13 @@ def mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def mappings(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a list (anything else in it skipped), none when it is no list."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, Mapping)]
+
+
 def string_list(value: Any) -> tuple[str, ...]:
     """A list of strings, or a comma-separated string, as a tuple."""
     if isinstance(value, str):

@@ -41,12 +41,9 @@ def nodes_from_document(doc: Mapping[str, Any]) -> list[SlurmNode]:
 
 
 def _node_records(doc: Mapping[str, Any]) -> list[SlurmNode]:
-    records = doc.get("nodes")
-    if not isinstance(records, list):
-        return []
     out = []
-    for rec in records:
-        if not isinstance(rec, Mapping) or not jsonshape.text(rec.get("name")):
+    for rec in jsonshape.mappings(doc.get("nodes")):
+        if not jsonshape.text(rec.get("name")):
             continue
         words = jsonshape.states(rec.get("state"))
         flags = words[1:] + jsonshape.states(rec.get("state_flags"))
@@ -67,13 +64,8 @@ def _node_records(doc: Mapping[str, Any]) -> list[SlurmNode]:
 
 def _group_records(doc: Mapping[str, Any]) -> list[SlurmNode]:
     """23.02+ ``sinfo --json``: groups of nodes sharing partition, state and GRES."""
-    groups = doc.get("sinfo")
-    if not isinstance(groups, list):
-        return []
     out = []
-    for group in groups:
-        if not isinstance(group, Mapping):
-            continue
+    for group in jsonshape.mappings(doc.get("sinfo")):
         names = _group_names(group.get("nodes"))
         gres_info = jsonshape.mapping(group.get("gres"))
         total = jsonshape.text(gres_info.get("total"))

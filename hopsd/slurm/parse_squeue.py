@@ -31,10 +31,7 @@ def parse_jobs(text: str) -> list[SlurmJob]:
 
 def jobs_from_document(doc: Mapping[str, Any]) -> list[SlurmJob]:
     """The jobs of a decoded reply: ``squeue --json`` and slurmrestd's ``GET .../jobs`` alike."""
-    records = doc.get("jobs")
-    if not isinstance(records, list):
-        return []
-    jobs = (job_from_record(r) for r in records if isinstance(r, Mapping))
+    jobs = (job_from_record(r) for r in jsonshape.mappings(doc.get("jobs")))
     return [j for j in jobs if j is not None]
 
 

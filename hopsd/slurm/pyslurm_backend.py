@@ -18,42 +18,21 @@ import hostlist
 import pyslurm
 
 from hopsd.slurm import gres
-from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.cli_backend import CliFallback
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
 from hopsd.slurm.port import (
     HELD_REASONS,
     AccountingRecord,
-    Placement,
-    RunRecord,
     SlurmJob,
     SlurmNode,
 )
-from hopsd.slurm.tag import HopsTag, try_decode
+from hopsd.slurm.tag import try_decode
 
 
-class PyslurmSlurm:
+class PyslurmSlurm(CliFallback):
     """:class:`~hopsd.slurm.port.SlurmPort` through pyslurm, with the CLI for writes it lacks."""
 
     name = "pyslurm"
-
-    def __init__(self, cli: CliSlurm | None = None) -> None:
-        self._cli = cli or CliSlurm()
-
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
-        return self._cli.submit(script_path, sbatch_args=sbatch_args, tag=tag, as_user=as_user)
-
-    def update_pending(self, job_id: int, placement: Placement) -> None:
-        self._cli.update_pending(job_id, placement)
-
-    def make_eligible(self, job_id: int) -> None:
-        self._cli.make_eligible(job_id)
 
     def release(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).release())
@@ -72,9 +51,6 @@ class PyslurmSlurm:
             return
         _rpc(lambda: pyslurm.Job(int(job_id)).cancel())
 
-    def signal(self, job_id: int, signal: str = "USR1", *, batch_only: bool = True) -> None:
-        self._cli.signal(job_id, signal, batch_only=batch_only)
-
     def list_jobs(self) -> list[SlurmJob]:
         jobs = _rpc(lambda: pyslurm.Jobs.load(preload_passwd_info=True))
         return [job_from_pyslurm(j) for j in _values(jobs)]
@@ -90,10 +66,6 @@ class PyslurmSlurm:
         jobs = _rpc(lambda: pyslurm.db.Jobs.load(flt))
         by_id = {r.job_id: r for r in (record_from_pyslurm(j) for j in _values(jobs))}
         return [by_id[i] for i in sorted(by_id)]
-
-    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
-        """Per-run batch-step records come from ``sacct -D``, as in the CLI backend."""
-        return self._cli.runs(job_ids)
 
 
 def job_from_pyslurm(job: Any) -> SlurmJob:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hopsd.slurm.classify import Failure, failure_of
-from hopsd.slurm.cli_backend import CliSlurm, check_sbatch_args
+from hopsd.slurm.cli_backend import CliFallback, CliSlurm, check_sbatch_args
 from hopsd.slurm.errors import (
     SlurmAuthError,
     SlurmCommandError,
@@ -36,9 +36,7 @@ from hopsd.slurm.errors import (
 from hopsd.slurm.parse_sinfo import nodes_from_document
 from hopsd.slurm.parse_squeue import jobs_from_document
 from hopsd.slurm.port import (
-    AccountingRecord,
     Placement,
-    RunRecord,
     SlurmJob,
     SlurmNode,
     job_id_arg,
@@ -51,14 +49,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class RestSlurm:
-    """:class:`~hopsd.slurm.port.SlurmPort` through slurmrestd, with the CLI for what it lacks."""
+class RestSlurm(CliFallback):
+    """:class:`~hopsd.slurm.port.SlurmPort` through slurmrestd, with the CLI for what it lacks.
+
+    The commands requeue (slurmrestd 24.11 has no requeue operation) and read
+    accounting and runs (``sacct``).
+    """
 
     name = "rest"
 
     def __init__(self, client: RestClient, cli: CliSlurm | None = None) -> None:
+        super().__init__(cli)
         self.client = client
-        self._cli = cli or CliSlurm()
 
     # ------------------------------------------------------------------ writes
     def submit(
@@ -108,10 +110,6 @@ class RestSlurm:
     def hold(self, job_id: int) -> None:
         self.client.post(f"job/{int(job_id)}", {"hold": True})
 
-    def requeue_hold(self, job_id: int) -> None:
-        """Through the commands: slurmrestd 24.11 has no requeue operation."""
-        self._cli.requeue_hold(job_id)
-
     def make_eligible(self, job_id: int) -> None:
         """Begin time two seconds from now (see ``CliSlurm.make_eligible`` for why not now)."""
         begin = {"set": True, "infinite": False, "number": int(time.time()) + 2}
@@ -138,12 +136,6 @@ class RestSlurm:
 
     def list_nodes(self) -> list[SlurmNode]:
         return self._read(lambda: nodes_from_document(self.client.get("nodes")))
-
-    def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
-        return self._cli.accounting(job_ids)
-
-    def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
-        return self._cli.runs(job_ids)
 
     def _read(self, read: Callable[[], T]) -> T:
         """An idempotent read, retried once when slurmrestd or slurmctld did not answer."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from hopsd.holder import local_dead
@@ -48,12 +48,7 @@ class DaemonState:
     last_round_at: float | None
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "holder": self.holder,
-            "heartbeat_at": self.heartbeat_at,
-            "last_round_at": self.last_round_at,
-        }
+        return asdict(self)
 
 
 def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) -> DaemonState:

@@ -218,16 +218,22 @@ def _gpu_types(cluster: list[dict[str, Any]]) -> str:
     )
 
 
+#: The first columns of every table of jobs: which job, whose, and its state.
+_JOB = ("job", "user", "state")
+
+
+def _job(j: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return j["job_id"], j["user"], j["state"]
+
+
 def _queue(queued: list[dict[str, Any]]) -> str:
     """The jobs holding no GPUs, with their expected start."""
     return table(
         "queue",
-        ("job", "user", "state", "demands", "wait", "LR", "START", "reason"),
+        (*_JOB, "demands", "wait", "LR", "START", "reason"),
         (
             (
-                j["job_id"],
-                j["user"],
-                j["state"],
+                *_job(j),
                 demands(j["demands"]),
                 duration(j["wait_s"]),
                 ratio(j["latency_ratio"]),
@@ -244,12 +250,10 @@ def _running(running: list[dict[str, Any]]) -> str:
     """The jobs holding GPUs, with their expected end."""
     return table(
         "running",
-        ("job", "user", "state", "type", "nodes", "LR", "ETA", "reason"),
+        (*_JOB, "type", "nodes", "LR", "ETA", "reason"),
         (
             (
-                j["job_id"],
-                j["user"],
-                j["state"],
+                *_job(j),
                 j["gpu_type"] or "",
                 placement(j["nodes"]),
                 ratio(j["latency_ratio"]),
@@ -266,12 +270,10 @@ def _fairness_jobs(jobs: list[dict[str, Any]]) -> str:
     """Each job's latency ratio, finish-time fairness and whether it starves."""
     return table(
         "fairness-jobs",
-        ("job", "user", "state", "LR", "rho", "starving"),
+        (*_JOB, "LR", "rho", "starving"),
         (
             (
-                j["job_id"],
-                j["user"],
-                j["state"],
+                *_job(j),
                 ratio(j["latency_ratio"]),
                 ratio(j["ftf_rho"]),
                 "yes" if j["starving"] else "",

@@ -7,7 +7,7 @@ tables are a view of the same numbers.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hopsd.core.fairshare import standings
@@ -41,14 +41,7 @@ class TypeSummary:
     queued: int
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "gpu_type": self.gpu_type,
-            "nodes": self.nodes,
-            "gpus_total": self.gpus_total,
-            "gpus_busy": self.gpus_busy,
-            "gpus_idle": self.gpus_idle,
-            "queued": self.queued,
-        }
+        return asdict(self)
 
 
 def type_summaries(

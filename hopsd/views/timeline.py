@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,17 +38,7 @@ class Bar:
     open: bool
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "lane": self.lane,
-            "gpus": self.gpus,
-            "job_id": self.job_id,
-            "run": self.run,
-            "kind": self.kind,
-            "start": self.start,
-            "end": self.end,
-            "open": self.open,
-        }
+        return asdict(self)
 
 
 #: How long before its start a release still counts as this run's (older: a stale intent).

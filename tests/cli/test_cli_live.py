@@ -6,16 +6,14 @@ Slurm itself decides who may cancel what; hops must relay its refusal clearly.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_live import need_cluster_and_root, temp_dir
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
@@ -33,10 +31,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def users() -> None:
-    if not os.environ.get("SLURM_CONF"):
-        pytest.skip("SLURM_CONF is not set: start the test cluster with docker/cluster.sh up")
-    if os.geteuid() != 0:
-        pytest.skip("creating test users needs root")
+    need_cluster_and_root("creating test users")
     ensure_user(OWNER)
     ensure_user(OTHER)
 
@@ -56,10 +51,8 @@ def as_user(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory both test users can read and write (pytest's own tmp is root-only)."""
-    work = Path(tempfile.mkdtemp(prefix="hops-cli-live-"))
-    work.chmod(0o777)
-    yield work
-    shutil.rmtree(work, ignore_errors=True)
+    with temp_dir("hops-cli-live-", 0o777) as work:
+        yield work
 
 
 def _script(work: Path) -> Path:
@@ -67,6 +60,16 @@ def _script(work: Path) -> Path:
     path.write_text("#!/bin/bash\n#SBATCH -J hops-cli-live\n#SBATCH -o /dev/null\nsleep 30\n")
     path.chmod(0o755)
     return path
+
+
+def _submitted(work: Path, gpus: str) -> str:
+    """``hops submit`` of a short job asking ``gpus``; its job id."""
+    path = _script(work)
+    submitted = runner.invoke(
+        app, ["submit", str(path), "--gpus", gpus, "--samples", "100", "--parsable"]
+    )
+    assert submitted.exit_code == 0, submitted.output
+    return submitted.stdout.strip()
 
 
 def _job_state(job_id: str) -> str:
@@ -79,12 +82,7 @@ def _job_state(job_id: str) -> str:
 def test_other_user_cannot_cancel_and_is_told_why(
     users: None, as_user: list[str], shared_dir: Path
 ) -> None:
-    path = _script(shared_dir)
-    submitted = runner.invoke(
-        app, ["submit", str(path), "--gpus", "1,2", "--samples", "100", "--parsable"]
-    )
-    assert submitted.exit_code == 0, submitted.output
-    job_id = submitted.stdout.strip()
+    job_id = _submitted(shared_dir, "1,2")
     try:
         assert _job_state(job_id) == f"PENDING {OWNER}"
         as_user[0] = OTHER
@@ -104,12 +102,7 @@ def test_other_user_cannot_cancel_and_is_told_why(
 def test_cancel_is_honest_about_finished_unknown_and_array_ids(
     users: None, as_user: list[str], shared_dir: Path
 ) -> None:
-    path = _script(shared_dir)
-    submitted = runner.invoke(
-        app, ["submit", str(path), "--gpus", "1", "--samples", "100", "--parsable"]
-    )
-    assert submitted.exit_code == 0, submitted.output
-    job_id = submitted.stdout.strip()
+    job_id = _submitted(shared_dir, "1")
     array = subprocess.run(
         [
             "runuser",

@@ -13,11 +13,9 @@ import hashlib
 import json
 import os
 import pwd
-import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_live import need_cluster_and_root, temp_dir
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -46,10 +45,7 @@ PG_URL = os.environ.get("HOPS_TEST_PG_URL", "postgresql+psycopg://postgres@127.0
 
 @pytest.fixture(scope="module")
 def reader() -> str:
-    if not os.environ.get("SLURM_CONF"):
-        pytest.skip("SLURM_CONF is not set: start the test cluster with docker/cluster.sh up")
-    if os.geteuid() != 0:
-        pytest.skip("creating the test user needs root")
+    need_cluster_and_root("creating the test user")
     try:
         pwd.getpwnam(READER)
     except KeyError:
@@ -160,10 +156,8 @@ def check_reads(conf: Path, user: str, facts: dict[str, Any], running: bool = Fa
 @pytest.fixture
 def root_dir() -> Iterator[Path]:
     """A directory only root may write, as /var/lib/hops is."""
-    where = Path(tempfile.mkdtemp(prefix="hops-ro-"))
-    where.chmod(0o755)
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
+    with temp_dir("hops-ro-", 0o755) as where:
+        yield where
 
 
 def _digest(path: Path) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -242,13 +242,9 @@ def test_sacct_time_formats(text: str, expected: str) -> None:
 
 
 @pytest.fixture
-def new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def new_york(set_zone: Callable[[str], None]) -> None:
     """US Eastern time with its daylight-saving rule, as a POSIX TZ (no zone database)."""
-    monkeypatch.setenv("TZ", "EST5EDT,M3.2.0,M11.1.0")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+    set_zone("EST5EDT,M3.2.0,M11.1.0")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
 from daemon_live import LiveEnv
 from hops_conf import FAKE, merged, render
+from live_users import ATTACKER, ensure_user
 
 from hopsd.config import HopsConfig, parse_config
 
@@ -38,3 +39,9 @@ def live_env(tmp_path: Path) -> Iterator[LiveEnv]:
     live = LiveEnv.create(tmp_path)
     yield live
     live.cleanup()
+
+
+@pytest.fixture(scope="module")
+def attacker() -> str:
+    """The unprivileged user whose jobs attack hopsd (made on first use; live tests only)."""
+    return ensure_user(ATTACKER)

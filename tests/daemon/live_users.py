@@ -18,10 +18,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from daemon_live import LiveEnv
+from typer.testing import CliRunner
 
+from hops_cli.main import app
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.runner import CompletedRun, SubprocessRunner
+
+#: The unprivileged users of the multi-user live tests: one attacks hopsd, one is attacked.
+ATTACKER = "hopsmallory"
+VICTIM = "hopsvictor"
 
 
 @dataclass(frozen=True)
@@ -75,3 +82,23 @@ def shared_env(prefix: str, scheduler: str = "") -> Iterator[LiveEnv]:
     finally:
         live.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def hops_submit_as(
+    env: LiveEnv, monkeypatch: pytest.MonkeyPatch, user: str, script: Path, args: Sequence[str]
+) -> int:
+    """``hops submit script args`` with ``user``'s identity for Slurm; the job's id.
+
+    The CLI runs inside this (root) test process: its Slurm port acts as ``user``
+    and it believes ``user`` is who runs it.
+    """
+    script.chmod(0o755)
+    port = slurm_as(env, user)
+    monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: port)
+    monkeypatch.setattr("hops_cli.submit_env.current_user", lambda: user, raising=False)
+    argv = ["--config", str(env.config_path), "submit", str(script), *args, "--parsable"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    job = int(result.stdout.strip())
+    env.submitted.append(job)
+    return job

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive
-from live_users import AsUser, shared_env
-from test_live_two_users import VICTIM, shell_as, users  # noqa: F401 - a fixture
+from live_users import VICTIM, AsUser, shared_env
+from test_live_two_users import shell_as, users  # noqa: F401 - a fixture
 from tick_steps import observe_and_reconcile
 
 from hopsd.daemon.holds import UNPLANNED_RUN

@@ -17,8 +17,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
-from live_users import ensure_user, shared_env, slurm_as
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
+from live_users import shared_env, slurm_as
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -26,14 +26,10 @@ from hopsd.ledger.models import JobState
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
+    *LIVE,
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the attacker's account needs root"),
 ]
 
-ATTACKER = "hopsmallory"
 NESTED = "head -c {n} /dev/zero | tr '\\0' '['"
 ATTACKS = {
     # one write of the file hopsd parses for jobs without the probe
@@ -43,11 +39,6 @@ ATTACKS = {
     "report": f"line=$({NESTED.format(n=10000)})\n"
     'while true; do echo "$line" >> "$HOPS_SPOOL_DIR/$SLURM_JOB_ID.jsonl"; sleep 0.5; done\n',
 }
-
-
-@pytest.fixture(scope="module")
-def attacker() -> str:
-    return ensure_user(ATTACKER)
 
 
 @pytest.fixture

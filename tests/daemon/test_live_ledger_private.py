@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
-from live_users import AsUser, ensure_user, shared_env, slurm_as
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
+from live_users import ATTACKER, VICTIM, AsUser, ensure_user, shared_env, slurm_as
 
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import JobState
@@ -38,15 +38,10 @@ from hopsd.ledger.private_copy import socket_path
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
+    *LIVE,
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the users' accounts needs root"),
 ]
 
-ATTACKER = "hopsmallory"
-VICTIM = "hopsvictor"
 SYSTEM_PYTHON = "/usr/bin/python3"
 LOCKER = """\
 import fcntl, os, sys, time

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive
-from live_users import shared_env, slurm_as
-from test_live_two_users import ATTACKER, VICTIM, users  # noqa: F401 - a fixture
+from live_users import ATTACKER, VICTIM, hops_submit_as, shared_env
+from test_live_two_users import users  # noqa: F401 - a fixture
 from typer.testing import CliRunner
 
 from hops_cli.main import app
@@ -56,19 +56,8 @@ def submit_as(
         f"#!/bin/bash\n#SBATCH -J {env.prefix}{label}\n#SBATCH -o /dev/null\n"
         "#SBATCH -t 10\nsleep 600\n"
     )
-    script.chmod(0o755)
-    port = slurm_as(env, user)
-    monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: port)
-    monkeypatch.setattr("hops_cli.submit_env.current_user", lambda: user, raising=False)
-    result = CliRunner().invoke(
-        app,
-        ["--config", str(env.config_path), "submit", str(script), "--gpus", "2",
-         "--types", "k80", "--samples", str(samples), "--parsable"],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    job = int(result.stdout.strip())
-    env.submitted.append(job)
-    return job
+    args = ["--gpus", "2", "--types", "k80", "--samples", str(samples)]
+    return hops_submit_as(env, monkeypatch, user, script, args)
 
 
 def running(env: LiveEnv) -> set[int]:

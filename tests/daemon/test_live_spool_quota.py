@@ -15,19 +15,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
-from live_users import ensure_user, shared_env, slurm_as
-from test_live_hostile import ATTACKER, status_of
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
+from live_users import shared_env, slurm_as
+from test_live_hostile import status_of
 
 from hopsd.daemon.sensing import MAX_FILE_BYTES
 from hopsd.ledger.models import JobState
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
+    *LIVE,
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the attacker's account needs root"),
 ]
 
@@ -41,11 +38,6 @@ FLOOD = (
     '  printf "%s\\n" "$chunk" >> "$HOPS_SPOOL_DIR/$SLURM_JOB_ID.jsonl"; sleep 0.2\n'
     "done\nsleep 300\n"
 )
-
-
-@pytest.fixture(scope="module")
-def attacker() -> str:
-    return ensure_user(ATTACKER)
 
 
 @pytest.fixture
@@ -65,13 +57,12 @@ def submit_flood(env: LiveEnv, user: str) -> int:
     return job
 
 
-def test_a_report_past_its_quota_is_emptied_while_the_job_runs(
-    env: LiveEnv, attacker: str
-) -> None:
+def test_a_report_past_its_quota_is_emptied_while_the_job_runs(env: LiveEnv, attacker: str) -> None:
     daemon = hopsd_process(env)
     try:
         job = submit_flood(env, attacker)
         report = env.spool_of(attacker) / f"{job}.jsonl"
+
         def running() -> bool:
             row = env.rows().get(job)
             return row is not None and row.state == JobState.RUNNING

@@ -32,20 +32,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hopsd_process
-from live_users import AsUser, ensure_user, shared_env, slurm_as, traversable_home
-from typer.testing import CliRunner
+from daemon_live import LIVE, LiveEnv, drive, hopsd_process
+from live_users import (
+    ATTACKER,
+    VICTIM,
+    AsUser,
+    ensure_user,
+    hops_submit_as,
+    shared_env,
+    traversable_home,
+)
 
-from hops_cli.main import app
 from hopsd.ledger.models import JobState
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
+    *LIVE,
     pytest.mark.skipif(os.geteuid() != 0, reason="creating the users' accounts needs root"),
 ]
 # The victim's job runs this checkout's probe with the host's Python: not there for a
@@ -54,8 +57,6 @@ HOST_JOBS = pytest.mark.skipif(
     bool(os.environ.get("HOPS_SLURM_EXEC")), reason="jobs run inside a Slurm release root"
 )
 
-ATTACKER = "hopsmallory"
-VICTIM = "hopsvictor"
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
 VICTIM_JOB = """\
@@ -148,20 +149,8 @@ def submit_as_victim(env: LiveEnv, monkeypatch: pytest.MonkeyPatch) -> int:
         "export HOPS_PROBE_FLUSH_S=1\n"
         f"exec {SYSTEM_PYTHON} {env.root / 'victim_job.py'}\n"
     )
-    script.chmod(0o755)
-    port = slurm_as(env, VICTIM)
-    monkeypatch.setattr("hopsd.slurm.factory.make_port", lambda *a, **k: port)
-    # the CLI runs inside this (root) test process; the user it submits as is the victim
-    monkeypatch.setattr("hops_cli.submit_env.current_user", lambda: VICTIM, raising=False)
-    result = CliRunner().invoke(
-        app,
-        ["--config", str(env.config_path), "submit", str(script), "--gpus", "1,2",
-         "--samples", "4800", "--lr", "0.1", "--lr-scale", "linear", "--parsable"],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    job = int(result.stdout.strip())
-    env.submitted.append(job)
-    return job
+    args = ["--gpus", "1,2", "--samples", "4800", "--lr", "0.1", "--lr-scale", "linear"]
+    return hops_submit_as(env, monkeypatch, VICTIM, script, args)
 
 
 def run_to_the_end(env: LiveEnv, job: int) -> None:
@@ -216,6 +205,7 @@ def test_the_owner_cannot_release_a_job_hops_requeue_held(users: None) -> None:
     job = victim.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
     try:
         hops.release(job)
+
         def running() -> bool:
             return any(j.job_id == job and j.state == "RUNNING" for j in hops.list_jobs())
 

@@ -158,18 +158,24 @@ def placements_of_round(env: LiveEnv) -> dict[str, Configuration]:
     return out
 
 
-def test_fast_type_goes_to_the_job_that_gains_most(env):
-    """Contention: one free a100 node, one free v100 node, two rigid 4-GPU jobs."""
-    blocker = block_nodes("a100n2,v100n2", 4, f"{env.prefix}block")
-    env.blockers.append(blocker)
-    flat = env.submit((4,), 1e6, type_speed="a100=1.1,v100=1.0", label="flat")
-    gainer = env.submit((4,), 1e6, type_speed="a100=8", label="gainer")
+def tick_once_running(env: LiveEnv, blocker: int) -> Tick:
+    """The test's tick, handed over once ``blocker`` holds its nodes."""
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
     assert drive(
         lambda: None,
         lambda: any(j.job_id == blocker and j.running for j in env.port.list_jobs()),
         20,
     )
+    return tick
+
+
+def test_fast_type_goes_to_the_job_that_gains_most(env):
+    """Contention: one free a100 node, one free v100 node, two rigid 4-GPU jobs."""
+    blocker = block_nodes("a100n2,v100n2", 4, f"{env.prefix}block")
+    env.blockers.append(blocker)
+    flat = env.submit((4,), 1e6, type_speed="a100=1.1,v100=1.0", label="flat")
+    gainer = env.submit((4,), 1e6, type_speed="a100=8", label="gainer")
+    tick = tick_once_running(env, blocker)
     adopted = observe_and_reconcile(tick).adopted
     assert set(adopted) == {str(flat), str(gainer)}
     seed(env, gainer, {"k80": 100.0, "v100": 200.0, "a100": 800.0})
@@ -186,12 +192,7 @@ def test_a_job_moved_by_requeue_finishes_exactly_once(env):
     blocker = block_nodes("a100n1,a100n2,v100n1,v100n2", 4, f"{env.prefix}block")
     env.blockers.append(blocker)
     mover = env.submit((2,), 5000, type_speed="a100=8", label="mover")
-    tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
-    assert drive(
-        lambda: None,
-        lambda: any(j.job_id == blocker and j.running for j in env.port.list_jobs()),
-        20,
-    )
+    tick = tick_once_running(env, blocker)
     assert observe_and_reconcile(tick).adopted == [str(mover)]
     seed(env, mover, {"k80": 100.0, "v100": 200.0, "a100": 800.0})
     tick.run_once()

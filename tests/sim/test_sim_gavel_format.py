@@ -9,6 +9,10 @@ import pytest
 from sim_helpers import assert_replays_under_every_policy
 
 from hopsd.core.model import Configuration
+from hopsd.core.settings import Settings
+from hopsd.plugins import get_policy
+from hopsd.sim.engine import Engine
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.gavel_format import batch_of, fitted_comm_s, read_gavel_trace
 from hopsd.sim.run import load_inputs
 from hopsd.sim.trace import TraceError
@@ -110,15 +114,99 @@ def test_a_gavel_trace_replays_under_every_policy(files: tuple[Path, Path, Path]
     assert_replays_under_every_policy(cluster, trace, thr, "gavel", n_jobs=2)
 
 
-def test_bad_gavel_inputs_name_the_line(files: tuple[Path, Path, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [("A3C\tcmd\tdir\t--n\t0\tmany\t1\t1\t-1\t0\n", "line 1"), ("A3C\tcmd\n", "10 or 11")],
+)
+def test_bad_gavel_trace_lines_are_named(tmp_path: Path, line: str, message: str) -> None:
+    trace = tmp_path / "jobs.trace"
+    trace.write_text(line)
+    with pytest.raises(TraceError, match=message):
+        read_gavel_trace(trace)
+
+
+def test_a_worker_type_without_throughputs_is_named(files: tuple[Path, Path, Path]) -> None:
     cluster, trace, thr = files
-    trace.write_text("A3C\tcmd\tdir\t--n\t0\tmany\t1\t1\t-1\t0\n")
-    with pytest.raises(TraceError, match="line 1"):
-        read_gavel_trace(trace)
-    trace.write_text("A3C\tcmd\n")
-    with pytest.raises(TraceError, match="10 or 11"):
-        read_gavel_trace(trace)
-    trace.write_text(TRACE)
     thr.write_text(json.dumps({"v100": THROUGHPUTS["v100"]}))
     with pytest.raises(TraceError, match="no worker type"):
         load_inputs(None, cluster, trace, thr, 0, "gavel")
+
+
+GAVEL = Path(__file__).parents[1] / "fixtures" / "gavel"
+
+
+def test_every_job_of_gavels_trace_runs_alone_as_long_as_gavels_table_says() -> None:
+    # Gavel's own trace and throughputs on 16 one-GPU servers per type: a job of scale
+    # factor n runs total_steps / (Gavel's steps/s for (job type, n)) on n GPUs of any
+    # type, spread over n servers (Gavel measured, and simulates, no placement).
+    truth, jobs = load_inputs(
+        None,
+        GAVEL / "cluster.toml",
+        GAVEL / "max_min_fairness.trace",
+        GAVEL / "throughputs.json",
+        0,
+        "gavel",
+    )
+    table = json.loads((GAVEL / "throughputs.json").read_text())
+    lines = (GAVEL / "max_min_fairness.trace").read_text().splitlines()
+    by_id = {j.job_id: j for j in jobs}
+    checked = set()
+    for number, line in enumerate(lines, start=1):
+        fields = line.split("\t")
+        job_type, steps, scale = fields[0], int(fields[5]), int(fields[6])
+        job = by_id[f"g{number:05d}"]
+        for gpu_type in ("v100", "p100", "k80"):
+            servers = [n.id for n in truth.cluster.nodes_of_type(gpu_type)][:scale]
+            cfg = Configuration.of(gpu_type, dict.fromkeys(servers, 1))
+            gavels = table[gpu_type][f"('{job_type}', {scale})"]["null"]
+            if gavels == 0:  # Gavel cannot run it there (ResNet-50, batch 128, on k80s)
+                assert truth.model(job.model).max_gpus[gpu_type] < scale
+                continue
+            ours = job.total_samples / truth.throughput(job.model, cfg)
+            assert ours == pytest.approx(steps / gavels, rel=1e-9), (number, gpu_type)
+            checked.add((gpu_type, scale))
+    assert len(checked) == 9
+    assert truth.model("ResNet-50 (batch size 128)").max_gpus == {"k80": 1}
+
+
+def test_the_scheduler_is_not_told_gavels_scaling() -> None:
+    # The estimator sees the model's single-GPU figures and fitted parameter count only:
+    # with one-GPU servers nothing is fitted, so it first expects linear scaling and
+    # learns Gavel's by measuring.
+    truth, _ = load_inputs(
+        None,
+        GAVEL / "cluster.toml",
+        GAVEL / "max_min_fairness.trace",
+        GAVEL / "throughputs.json",
+        0,
+        "gavel",
+    )
+    model = truth.model("ResNet-50 (batch size 64)")
+    assert model.params == 0.0
+    assert model.measured("v100", 4) is not None
+    assert model.measured("v100", 4) < 0.8 * 4 * model.throughput["v100"]
+
+
+def test_a_multi_gpu_job_alone_in_the_simulator_runs_as_long_as_in_gavels() -> None:
+    # End to end: the engine runs each 4-GPU job type of the trace alone (no profiling,
+    # free restarts), spread over four one-GPU servers, as long as Gavel's table says.
+    truth, jobs = load_inputs(
+        None,
+        GAVEL / "cluster.toml",
+        GAVEL / "max_min_fairness.trace",
+        GAVEL / "throughputs.json",
+        0,
+        "gavel",
+    )
+    table = json.loads((GAVEL / "throughputs.json").read_text())
+    config = EngineConfig(settings=Settings(restart_penalty_s=0.0), profile_s=0.0)
+    one_per_type = {j.model: j for j in jobs if j.demands == (4,)}
+    assert len(one_per_type) >= 5
+    for job in one_per_type.values():
+        engine = Engine(truth, [job], get_policy("fifo"), config)
+        engine.run()
+        done = engine.jobs[0]
+        (gpu_type,) = done.types_used
+        steps = job.total_samples / batch_of(job.model)
+        gavels = steps / table[gpu_type][f"('{job.model}', 4)"]["null"]
+        assert done.run_time == pytest.approx(gavels, rel=1e-9), job.model

@@ -73,6 +73,31 @@ def test_converted_truth_reproduces_sias_step_times() -> None:
     assert truth.throughput(cifar, aws_one) == pytest.approx(128 / 0.160, rel=1e-9)
 
 
+def test_the_truth_runs_sias_measured_placements_as_sia_measured_them() -> None:
+    truth, jobs = load_inputs(None, CLUSTER, WORKLOAD, TRACES, 0, "sia")
+    cifar = next(j.model for j in jobs if j.job_id == "cifar10-0")  # local batch 128
+    model = truth.model(cifar)
+
+    def rate(parts: dict[str, int]) -> float:
+        return truth.throughput(cifar, Configuration.of("rtx", parts))
+
+    assert rate({"rtx00": 2}) == pytest.approx(2 * 128 / 0.104)  # placement "2"
+    assert rate({"rtx00": 4}) == pytest.approx(4 * 128 / 0.112)  # placement "4"
+    # "11": two servers, profiled up to local batch 64, so its per-sample rate beyond;
+    # the scalability file's two-server row for 2 GPUs gives way to the placement
+    assert rate({"rtx00": 1, "rtx01": 1}) == pytest.approx(2 * 128 / (0.110 * 2))
+    # 4 and 16 GPUs on two servers: no placement, the scalability file's rows
+    assert rate({"rtx00": 2, "rtx01": 2}) == pytest.approx(4 * 128 / 0.150)
+    assert rate({"rtx00": 3, "rtx01": 1}) == pytest.approx(4 * 128 / 0.150)
+    assert model.measured("rtx", 8, 8) == pytest.approx(16 * 128 / 0.190)
+    # 8 GPUs on one server: nobody measured it, the fitted all-reduce answers
+    assert model.measured("rtx", 8) is None
+    assert 4 * 128 / 0.112 < rate({"rtx00": 8}) < 8 * 128 / 0.095
+    aws = {k: round(v, 6) for k, v in model.measured_throughput["aws"].items()}
+    assert aws == {"2/1": round(2 * 128 / 0.172, 6), "4/1": round(4 * 128 / 0.181, 6)}
+    assert set(model.measured_throughput["rtx"]) == {"2/1", "4/1", "2/2", "1+1", "4/2", "16/2"}
+
+
 def test_a_sia_workload_replays_under_every_policy() -> None:
     assert_replays_under_every_policy(CLUSTER, WORKLOAD, TRACES, "sia", n_jobs=4)
 
@@ -107,5 +132,11 @@ def test_bad_sia_inputs_are_named(tmp_path: Path) -> None:
         "local_bsz,step_time,sync_time,placement\n32,0.04,0.0,1x\n"
     )
     with pytest.raises(TraceError, match="placement must list GPUs per node"):
+        load_inputs(None, CLUSTER, WORKLOAD, traces, 0, "sia")
+    shutil.copy(TRACES / "cifar10" / "placements-rtx.csv", traces / "cifar10")
+    (traces / "cifar10" / "scalability-rtx.csv").write_text(
+        "local_bsz,step_time,sync_time,num_nodes,num_replicas\n32,0.1,0.05,4,2\n"
+    )
+    with pytest.raises(TraceError, match=r"scalability-rtx\.csv line 2: num_nodes"):
         load_inputs(None, CLUSTER, WORKLOAD, traces, 0, "sia")
     assert isinstance(read_placements(TRACES / "imagenet" / "placements-rtx.csv"), Placements)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from hopsd.ledger.migrations.added_columns import added_columns
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -22,10 +23,6 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def upgrade() -> None:
-    op.add_column("jobs", sa.Column("ftf_rho", sa.Float(), nullable=True))
-
-
-def downgrade() -> None:
-    # Native DROP COLUMN (SQLite >= 3.35), as in 0002: no batch table copy.
-    op.drop_column("jobs", "ftf_rho")
+upgrade, downgrade = added_columns(
+    "jobs", lambda: [sa.Column("ftf_rho", sa.Float(), nullable=True)]
+)

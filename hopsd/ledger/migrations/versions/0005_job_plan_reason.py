@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from alembic import op
+from hopsd.ledger.migrations.added_columns import added_columns, text_columns
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -22,10 +21,4 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def upgrade() -> None:
-    op.add_column("jobs", sa.Column("plan_reason", sa.Text(), nullable=False, server_default=""))
-
-
-def downgrade() -> None:
-    # Native DROP COLUMN (SQLite >= 3.35), as in 0002: no batch table copy.
-    op.drop_column("jobs", "plan_reason")
+upgrade, downgrade = added_columns("jobs", lambda: text_columns("plan_reason"))

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
+
+from hopsd.ledger.migrations.added_columns import added_columns
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -24,11 +25,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def upgrade() -> None:
-    op.add_column(
-        "daemon_lease", sa.Column("token", sa.Integer(), nullable=False, server_default="0")
-    )
-
-
-def downgrade() -> None:
-    op.drop_column("daemon_lease", "token")
+upgrade, downgrade = added_columns(
+    "daemon_lease",
+    lambda: [sa.Column("token", sa.Integer(), nullable=False, server_default="0")],
+)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from alembic import op
+from hopsd.ledger.migrations.added_columns import added_columns, text_columns
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -25,11 +24,4 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def upgrade() -> None:
-    op.add_column("jobs", sa.Column("adopted_tag", sa.Text(), nullable=False, server_default=""))
-    op.add_column("jobs", sa.Column("name", sa.Text(), nullable=False, server_default=""))
-
-
-def downgrade() -> None:
-    op.drop_column("jobs", "name")
-    op.drop_column("jobs", "adopted_tag")
+upgrade, downgrade = added_columns("jobs", lambda: text_columns("adopted_tag", "name"))
