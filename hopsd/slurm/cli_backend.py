@@ -20,6 +20,16 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
+from hopsd.slurm.parse_limits import (
+    ASSOC_FIELDS,
+    QOS_FIELDS,
+    SHARE_FIELDS,
+    ShareRow,
+    SlurmLimits,
+    parse_assocs,
+    parse_qos,
+    parse_shares,
+)
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
@@ -167,6 +177,23 @@ class CliSlurm:
         ids = ",".join(str(int(i)) for i in sorted(set(job_ids)))
         argv = ["sacct", "-D", "--allusers", "--parsable2", "-j", ids, "-o", ",".join(RUN_FIELDS)]
         return self._read(argv, lambda r: parse_runs(r.stdout))
+
+    def gpu_limits(self) -> SlurmLimits:
+        """Every association's and QOS's GPU limits: two ``sacctmgr`` reads.
+
+        Raises ``SlurmCommandError`` where no accounting database is kept.
+        """
+        assoc = ["sacctmgr", "-n", "-P", "show", "assoc", f"format={','.join(ASSOC_FIELDS)}"]
+        qos = ["sacctmgr", "-n", "-P", "show", "qos", f"format={','.join(QOS_FIELDS)}"]
+        return SlurmLimits(
+            self._read(assoc, lambda r: parse_assocs(r.stdout)),
+            self._read(qos, lambda r: parse_qos(r.stdout)),
+        )
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares, every account and user (``sshare -a``)."""
+        argv = ["sshare", "-n", "-P", "-a", "-o", ",".join(SHARE_FIELDS)]
+        return self._read(argv, lambda r: parse_shares(r.stdout))
 
     # ----------------------------------------------------------------- helpers
     def _call(self, argv: Sequence[str]) -> CompletedRun:

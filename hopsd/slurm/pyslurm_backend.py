@@ -20,6 +20,7 @@ import pyslurm
 from hopsd.slurm import gres
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
+from hopsd.slurm.parse_limits import ShareRow, SlurmLimits
 from hopsd.slurm.port import (
     HELD_REASONS,
     AccountingRecord,
@@ -90,6 +91,14 @@ class PyslurmSlurm:
         jobs = _rpc(lambda: pyslurm.db.Jobs.load(flt))
         by_id = {r.job_id: r for r in (record_from_pyslurm(j) for j in _values(jobs))}
         return [by_id[i] for i in sorted(by_id)]
+
+    def gpu_limits(self) -> SlurmLimits:
+        """GPU limits from ``sacctmgr``, as in the CLI backend (pyslurm is not asked)."""
+        return self._cli.gpu_limits()
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares from ``sshare``, as in the CLI backend."""
+        return self._cli.shares()
 
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         """Per-run batch-step records come from ``sacct -D``, as in the CLI backend."""

@@ -33,6 +33,7 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
+from hopsd.slurm.parse_limits import ShareRow, SlurmLimits
 from hopsd.slurm.parse_sinfo import nodes_from_document
 from hopsd.slurm.parse_squeue import jobs_from_document
 from hopsd.slurm.port import (
@@ -141,6 +142,14 @@ class RestSlurm:
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         return self._cli.accounting(job_ids)
+
+    def gpu_limits(self) -> SlurmLimits:
+        """GPU limits from ``sacctmgr``, as in the CLI backend (slurmrestd is not asked)."""
+        return self._cli.gpu_limits()
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares from ``sshare``, as in the CLI backend."""
+        return self._cli.shares()
 
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         return self._cli.runs(job_ids)
