@@ -24,7 +24,9 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.gains import hears_notice
 from hopsd.core.model import Plan
+from hopsd.core.policies import Policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
+from hopsd.core.quota import with_quota
 from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions
@@ -56,6 +58,7 @@ from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
+from hopsd.daemon.slurm_policy import SlurmPolicy, planned_ids, quota_of
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -132,6 +135,7 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
+        self.slurm_policy = _slurm_policy_of(config, port)
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -147,6 +151,7 @@ class Tick:
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
+        self.slurm_policy = _slurm_policy_of(config, self.port)
 
     def _checked_spool(self, config: HopsConfig) -> Path | None:
         """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
@@ -285,8 +290,9 @@ class Tick:
             self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
+                policy = self._within_limits(obs, built)
                 decision, clock = decide(
-                    snap, self.round_clock, self.policy, self.settings, self._step_options()
+                    snap, self.round_clock, policy, self.settings, self._step_options()
                 )
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
@@ -334,13 +340,24 @@ class Tick:
         given = measured_input(unit, self.config, snap, clock, self._step_options(), plan)
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
+    def _within_limits(self, obs: Observation, built: Assembled) -> Policy:
+        """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``)."""
+        limits = self.slurm_policy.gpu_limits()
+        if limits is None:
+            return self.policy
+        planned = planned_ids(built.handles, [j.id for j in built.snapshot.jobs])
+        return with_quota(self.policy, quota_of(limits, obs, planned))
+
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        shares = self.slurm_policy.share_table()
         return StepOptions(
             spare_guard_s=guard,
             profiling=self.profiler.options.rules,
-            fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+            fairshare=FairShareRule(
+                self.config.shares if shares is None else shares, self.config.fairshare_weight
+            ),
             sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
         )
 
@@ -560,3 +577,13 @@ def _note(kind: str, actions: Sequence[Action], plan: Plan) -> str:
         "notes": list(plan.notes)[:5],
     }
     return json.dumps(summary, separators=(",", ":"))
+
+
+def _slurm_policy_of(config: HopsConfig, port: SlurmPort) -> SlurmPolicy:
+    """What hops.conf asks hopsd to read of the centre's policy in Slurm (limits, shares)."""
+    return SlurmPolicy.of(
+        port,
+        limits=config.slurm_limits,
+        shares=config.fairshare_source == "slurm",
+        ttl_s=config.slurm_policy_refresh_s,
+    )

@@ -1,0 +1,161 @@
+"""GPU quotas: the centre's limits on the GPUs a user, account or QOS may hold at once.
+
+Slurm keeps a job pending past an association's or QOS's GPU limit however
+free the GPUs are (``AssocGrpGRES``, ``QOSMaxGRESPerUser``...). A plan that
+starts such a job would hold GPUs back for nothing, so no plan may take a
+group past its limit, counting the GPUs its jobs hops does not plan already
+hold (other jobs of the user, profiling runs).
+
+The rule is laid around a policy (:class:`QuotaPolicy`), so every policy keeps
+it without knowing of it: before planning, each job's demands are cut to what
+its groups have left (a job no demand of which fits is not offered); after
+planning, starts that together take a group past its limit are dropped, last
+first. The step's refill then offers the GPUs they left to other jobs.
+
+Groups are plain keys; :func:`group_keys` names those of a job's user,
+account and QOS, the way :mod:`hopsd.daemon.slurm_policy` names Slurm's limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hopsd.core.model import Job, Plan
+from hopsd.core.policies import Policy
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+
+
+def group_keys(user: str, account: str, qos: str = "") -> tuple[str, ...]:
+    """The groups a job of ``user`` in ``account`` under ``qos`` counts towards."""
+    keys = [f"account:{account}", f"assoc:{account}/{user}"]
+    if qos:
+        keys += [f"qos:{qos}", f"qos-user:{qos}/{user}", f"qos-account:{qos}/{account}"]
+    return tuple(keys)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits per group, and what holds GPUs against them outside the plan.
+
+    ``limits``: most GPUs a group's running jobs may hold together.
+    ``job_caps``: most GPUs any one job of the group may hold.
+    ``foreign``: GPUs a group's jobs hold that no plan moves (other jobs, runs).
+    ``groups``: each planned job's groups (a job not listed is in none).
+    """
+
+    limits: Mapping[str, int] = field(default_factory=dict)
+    job_caps: Mapping[str, int] = field(default_factory=dict)
+    foreign: Mapping[str, int] = field(default_factory=dict)
+    groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.limits and not self.job_caps
+
+    def left(self, key: str, taken: Mapping[str, int]) -> int | None:
+        """GPUs ``key`` may still take beside ``taken`` (None: unlimited)."""
+        limit = self.limits.get(key)
+        if limit is None:
+            return None
+        return max(limit - self.foreign.get(key, 0) - taken.get(key, 0), 0)
+
+    def job_room(self, job_id: str, taken: Mapping[str, int]) -> int | None:
+        """Most GPUs one job may hold beside ``taken`` (None: unlimited)."""
+        room: int | None = None
+        for key in self.groups.get(job_id, ()):
+            for bound in (self.left(key, taken), self.job_caps.get(key)):
+                if bound is not None:
+                    room = bound if room is None else min(room, bound)
+        return room
+
+
+def held_by_group(quota: Quota, placed: Mapping[str, int]) -> dict[str, int]:
+    """GPUs each group's jobs hold, from ``{job: gpus}``."""
+    out: dict[str, int] = {}
+    for job_id, gpus in placed.items():
+        for key in quota.groups.get(job_id, ()):
+            out[key] = out.get(key, 0) + gpus
+    return out
+
+
+def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
+    """The snapshot with each queued job's demands cut to what its groups have left.
+
+    In a round plan running jobs may be moved or preempted, so only foreign GPUs
+    count against a group; in a fragment plan running jobs stay, so theirs count
+    too. A queued job none of whose demands fits is left out of the plan.
+    """
+    taken: dict[str, int] = {}
+    if fragment:
+        running = {j.id: j.current.total_gpus for j in snapshot.running if j.current is not None}
+        taken = held_by_group(quota, running)
+    jobs: list[Job] = []
+    for job in snapshot.jobs:
+        room = quota.job_room(job.id, taken)
+        if room is None or job.current is not None:
+            jobs.append(job)
+            continue
+        fits = tuple(d for d in job.demands if d <= room)
+        if fits:
+            jobs.append(job if fits == job.demands else dataclasses.replace(job, demands=fits))
+    if len(jobs) == len(snapshot.jobs) and all(
+        a is b for a, b in zip(jobs, snapshot.jobs, strict=True)
+    ):
+        return snapshot
+    return dataclasses.replace(snapshot, jobs=tuple(jobs))
+
+
+def within(plan: Plan, quota: Quota) -> Plan:
+    """``plan`` without the starts that take a group past its limit, last first.
+
+    Moves and keeps are left alone: a running job already holds its GPUs.
+    """
+    starts = list(plan.start)
+    staying = {a.job_id: a.config.total_gpus for a in (*plan.keep, *plan.move)}
+    while starts:
+        placed = dict(staying)
+        placed.update({a.job_id: a.config.total_gpus for a in starts})
+        held = held_by_group(quota, placed)
+        over = {k for k, v in held.items() if _over(quota, k, v)}
+        if not over:
+            break
+        culprit = [a for a in starts if set(quota.groups.get(a.job_id, ())) & over]
+        if not culprit:
+            break  # running jobs alone pass it (the limit fell); no start is to blame
+        starts.remove(culprit[-1])
+    if len(starts) == len(plan.start):
+        return plan
+    return dataclasses.replace(plan, start=tuple(starts))
+
+
+def _over(quota: Quota, key: str, held: int) -> bool:
+    limit = quota.limits.get(key)
+    return limit is not None and held + quota.foreign.get(key, 0) > limit
+
+
+@dataclass(frozen=True)
+class QuotaPolicy:
+    """A policy whose plans keep ``quota``: demands cut before, excess starts dropped after."""
+
+    inner: Policy
+    quota: Quota
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        plan = self.inner.plan(offered(snapshot, self.quota, fragment=False), settings)
+        return within(plan, self.quota)
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        plan = self.inner.plan_fragment(offered(snapshot, self.quota, fragment=True), settings)
+        return within(plan, self.quota)
+
+
+def with_quota(policy: Policy, quota: Quota) -> Policy:
+    """``policy`` keeping ``quota`` (the policy itself when no limit applies)."""
+    return policy if quota.empty else QuotaPolicy(policy, quota)

@@ -1,0 +1,145 @@
+"""The centre's policy as Slurm keeps it: GPU limits and fair shares, read and cached.
+
+Limits and shares change when an administrator runs ``sacctmgr``, not every
+tick, so they are read at most once per ``[slurm] policy_refresh_s``. A read
+that fails (no accounting database, slurmdbd down) is logged once and the last
+good answer kept: hops then plans as it did before, never refusing to plan.
+
+:func:`quota_of` turns the limits into the core's :class:`~hopsd.core.quota.Quota`
+for one tick: each planned job's groups (its account, its user in the account,
+its QOS and its user and account in the QOS) and the GPUs that jobs hops does
+not plan hold in each group.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from hopsd.core.quota import Quota, group_keys
+from hopsd.daemon.views import Observation, ObservedJob
+from hopsd.slurm.errors import SlurmError
+from hopsd.slurm.parse_limits import SlurmLimits, hops_shares
+from hopsd.slurm.port import SlurmPolicyReads
+
+log = logging.getLogger("hopsd.slurm_policy")
+T = TypeVar("T")
+
+
+@dataclass
+class Cached(Generic[T]):
+    """One read of Slurm, trusted for ``ttl_s``; a failed read keeps the last good answer."""
+
+    read: Callable[[], T]
+    ttl_s: float
+    what: str
+    clock: Callable[[], float] = time.monotonic
+    value: T | None = None
+    read_at: float | None = None
+    failing: bool = field(default=False)
+
+    def get(self) -> T | None:
+        now = self.clock()
+        if self.read_at is not None and now - self.read_at < self.ttl_s:
+            return self.value
+        self.read_at = now
+        try:
+            self.value = self.read()
+        except SlurmError as exc:
+            if not self.failing:
+                log.warning("event=slurm-policy-unread what=%s error=%r", self.what, str(exc))
+            self.failing = True
+            return self.value
+        if self.failing:
+            log.info("event=slurm-policy-read what=%s", self.what)
+        self.failing = False
+        return self.value
+
+
+@dataclass
+class SlurmPolicy:
+    """GPU limits and shares from Slurm, when hops.conf asks for them."""
+
+    limits: Cached[SlurmLimits] | None = None
+    shares: Cached[dict[str, float]] | None = None
+
+    @staticmethod
+    def of(port: object, *, limits: bool, shares: bool, ttl_s: float) -> SlurmPolicy:
+        """The reads hops.conf asks for, through a port that offers them (else none)."""
+        if not isinstance(port, SlurmPolicyReads):
+            if limits or shares:
+                log.warning("event=slurm-policy-unsupported backend=%r", type(port).__name__)
+            return SlurmPolicy()
+        reads = port
+        return SlurmPolicy(
+            Cached(reads.gpu_limits, ttl_s, "limits") if limits else None,
+            Cached(lambda: hops_shares(reads.shares()), ttl_s, "shares") if shares else None,
+        )
+
+    def gpu_limits(self) -> SlurmLimits | None:
+        return self.limits.get() if self.limits is not None else None
+
+    def share_table(self) -> dict[str, float] | None:
+        """hops.conf-style shares from Slurm (None: not asked, or never read)."""
+        return self.shares.get() if self.shares is not None else None
+
+
+def quota_of(limits: SlurmLimits, obs: Observation, planned: Mapping[str, int]) -> Quota:
+    """The core's quota for one tick.
+
+    ``planned`` maps each job of the snapshot to its Slurm id; every other job
+    Slurm runs holds GPUs against its groups (``foreign``). Associations limited
+    to one partition are not applied (hops plans across partitions).
+    """
+    grp: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    for a in limits.assocs:
+        if a.partition:
+            continue
+        key = f"account:{a.account}" if not a.user else f"assoc:{a.account}/{a.user}"
+        _put(grp, key, a.grp_gpus)
+        _put(caps, key, a.job_gpus)
+    jobs = obs.job_map()
+    owners = {j.slurm_id: (j.user, j.account, j.qos) for j in obs.jobs}
+    for q in limits.qos:
+        _put(grp, f"qos:{q.name}", q.grp_gpus)
+        _put(caps, f"qos:{q.name}", q.job_gpus)
+        for user, account, qos in owners.values():
+            if qos == q.name:
+                _put(grp, f"qos-user:{qos}/{user}", q.user_gpus)
+                _put(grp, f"qos-account:{qos}/{account}", q.account_gpus)
+    groups = {
+        job_id: _keys(jobs[slurm_id]) for job_id, slurm_id in planned.items() if slurm_id in jobs
+    }
+    foreign = _held(j for j in obs.jobs if j.busy and j.slurm_id not in set(planned.values()))
+    return Quota(limits=grp, job_caps=caps, foreign=foreign, groups=groups)
+
+
+def planned_ids(handles: Mapping[str, object], job_ids: Collection[str]) -> dict[str, int]:
+    """Each snapshot job's Slurm id, from the assembled jobs' handles."""
+    out: dict[str, int] = {}
+    for job_id in job_ids:
+        slurm_id = getattr(handles.get(job_id), "slurm_id", None)
+        if isinstance(slurm_id, int):
+            out[job_id] = slurm_id
+    return out
+
+
+def _keys(job: ObservedJob) -> tuple[str, ...]:
+    return group_keys(job.user, job.account, job.qos)
+
+
+def _held(jobs: Iterable[ObservedJob]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for job in jobs:
+        for key in _keys(job):
+            out[key] = out.get(key, 0) + job.gpus
+    return out
+
+
+def _put(table: dict[str, int], key: str, value: int | None) -> None:
+    if value is not None:
+        table[key] = min(value, table.get(key, value))

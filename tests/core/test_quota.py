@@ -1,0 +1,89 @@
+"""GPU quotas: no plan takes a user, account or QOS past the limit Slurm would enforce."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
+from hopsd.core.quota import Quota, QuotaPolicy, group_keys, offered, with_quota, within
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import RoundClock, schedule_step
+from hopsd.plugins import get_policy
+
+CLUSTER = Cluster.build(
+    [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
+    [Node("k1", "k80", 4), Node("a1", "a100", 4)],
+)
+SETTINGS = Settings(round_length_s=100.0, time_limit_s=5.0)
+
+
+def job(job_id: str, demands: tuple[int, ...], account: str, **kw: object) -> Job:
+    return Job(job_id, demands, 1e6, user="u", account=account, **kw)  # type: ignore[arg-type]
+
+
+def cfg(node: str, gpus: int) -> Configuration:
+    return Configuration(CLUSTER.node(node).gpu_type, ((node, gpus),))
+
+
+def quota_of(jobs: list[Job], **kw: object) -> Quota:
+    groups = {j.id: group_keys(j.user, j.account, "normal") for j in jobs}
+    return Quota(groups=groups, **kw)  # type: ignore[arg-type]
+
+
+def gpus_of(plan: Plan, jobs: list[Job], account: str) -> int:
+    mine = {j.id for j in jobs if j.account == account}
+    return sum(c.total_gpus for j, c in plan.placements().items() if j in mine)
+
+
+@pytest.mark.parametrize("name", ["hops", "fifo", "gavel", "sia"])
+def test_an_accounts_jobs_are_never_planned_past_its_limit(name: str) -> None:
+    jobs = [job(f"a{i}", (1, 2, 4), "lim") for i in range(4)] + [job("b0", (1, 2), "free")]
+    quota = quota_of(jobs, limits={"account:lim": 3})
+    step = schedule_step(
+        Snapshot(0.0, CLUSTER, tuple(jobs)), RoundClock(100.0), with_quota(get_policy(name), quota),
+        SETTINGS,
+    )  # fmt: skip
+    assert 0 < gpus_of(step.plan, jobs, "lim") <= 3
+    unlimited = schedule_step(
+        Snapshot(0.0, CLUSTER, tuple(jobs)), RoundClock(100.0), get_policy(name), SETTINGS
+    )
+    assert gpus_of(unlimited.plan, jobs, "lim") > 3  # the limit is what held them back
+
+
+def test_gpus_held_outside_the_plan_count_against_the_limit() -> None:
+    jobs = [job("a0", (1, 2, 4), "lim"), job("a1", (2,), "lim")]
+    quota = quota_of(jobs, limits={"qos-user:normal/u": 4}, foreign={"qos-user:normal/u": 3})
+    seen = offered(Snapshot(0.0, CLUSTER, tuple(jobs)), quota, fragment=False)
+    assert [(j.id, j.demands) for j in seen.jobs] == [("a0", (1,))]
+
+
+def test_a_per_job_cap_cuts_demands() -> None:
+    jobs = [job("a0", (1, 2, 4), "lim")]
+    quota = quota_of(jobs, job_caps={"account:lim": 2})
+    assert offered(Snapshot(0.0, CLUSTER, tuple(jobs)), quota, fragment=True).jobs[0].demands == (
+        1,
+        2,
+    )
+
+
+def test_in_a_fragment_running_jobs_count_against_the_limit() -> None:
+    jobs = [job("r", (2,), "lim", current=cfg("k1", 2)), job("q", (1, 2), "lim")]
+    quota = quota_of(jobs, limits={"account:lim": 3})
+    snap = Snapshot(0.0, CLUSTER, tuple(jobs))
+    assert offered(snap, quota, fragment=True).jobs[1].demands == (1,)
+    assert offered(snap, quota, fragment=False).jobs[1].demands == (1, 2)  # r may be preempted
+
+
+def test_starts_that_together_pass_the_limit_are_dropped_last_first() -> None:
+    jobs = [job("a0", (2,), "lim"), job("a1", (2,), "lim"), job("b0", (2,), "free")]
+    starts = [("a0", "k1"), ("a1", "a1"), ("b0", "k1")]
+    plan = Plan(start=tuple(Assignment(j, cfg(node, 2)) for j, node in starts))
+    kept = within(plan, quota_of(jobs, limits={"account:lim": 3}))
+    assert [a.job_id for a in kept.start] == ["a0", "b0"]
+
+
+def test_no_limit_leaves_the_policy_as_it_is() -> None:
+    policy = get_policy("fifo")
+    assert with_quota(policy, Quota()) is policy
+    assert isinstance(with_quota(policy, Quota(limits={"account:x": 1})), QuotaPolicy)
