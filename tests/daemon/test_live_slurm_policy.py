@@ -1,0 +1,149 @@
+"""Live: the centre's policy as Slurm keeps it -- GPU limits and fair shares -- rules hops.
+
+On the Slurm test cluster a real ``hopsd`` schedules short jobs of root in
+accounts the test makes with ``sacctmgr``:
+
+* **GPU limit** -- account ``hopslim`` has ``GrpTRES=gres/gpu=2``. With
+  ``[slurm] limits = true`` hops never has more than 2 of its GPUs running,
+  although plenty are free and each job takes up to 2 (hops reading no limit
+  starts all three jobs at once: the test cluster does not enforce limits, so
+  what hops plans is what runs).
+* **Fair share from Slurm** -- accounts ``hopsfs3`` and ``hopsfs1`` have shares
+  3 and 1 in Slurm's association tree, and hops.conf none: with
+  ``[fairshare] source = "slurm"`` their GPU-seconds on the two k80 GPUs, both
+  always having work queued, come out near 3:1 (without the shares, near 1:1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import hops_conf
+import pytest
+from daemon_live import LIVE, LiveEnv, hopsd_process
+
+from hopsd.config import parse_config
+from hopsd.slurm.tag import HopsTag
+
+pytestmark = [
+    *LIVE,
+    pytest.mark.skipif(os.geteuid() != 0, reason="sacctmgr changes need root"),
+]
+
+LIMITED = "hopslim"
+FS3, FS1 = "hopsfs3", "hopsfs1"
+
+
+def sacctmgr(*args: str) -> None:
+    subprocess.run(["sacctmgr", "-i", *args], capture_output=True, timeout=30, check=False)
+
+
+@pytest.fixture(scope="module")
+def accounts() -> None:
+    """The test's accounts, root a user in each (made once; changed to the test's values)."""
+    shares = {LIMITED: 1, FS3: 3, FS1: 1}
+    for account, share in shares.items():
+        sacctmgr("add", "account", account, f"fairshare={share}")
+        sacctmgr("modify", "account", account, "set", f"fairshare={share}")
+    sacctmgr("modify", "account", LIMITED, "set", "GrpTRES=gres/gpu=2")
+    sacctmgr("add", "user", "root", f"account={','.join(shares)}")
+    listed = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "assoc", "format=Account,User,GrpTRES"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    assert f"{LIMITED}||gres/gpu=2" in listed and f"{FS1}|root|" in listed, listed
+
+
+def configured(env: LiveEnv, changes: hops_conf.Changes) -> LiveEnv:
+    """``env`` with its hops.conf changed (the ledger and spool stay)."""
+    tables = hops_conf.live(env.config.ledger_url, env.spool_root, changes)
+    text = hops_conf.render(tables)
+    env.config_path.write_text(text)
+    env.config = parse_config(text, str(env.config_path))
+    return env
+
+
+@pytest.fixture
+def env(tmp_path: Path, accounts: None) -> Iterator[LiveEnv]:
+    live = LiveEnv.create(tmp_path)
+    yield live
+    live.cleanup()
+
+
+def submit(env: LiveEnv, account: str, demands: tuple[int, ...], seconds: int, label: str) -> int:
+    script = env.root / f"{label}.sh"
+    script.write_text(f"#!/bin/bash\nsleep {seconds}\n")
+    args = ["-J", f"{env.prefix}{label}", "-A", account, "-o", "/dev/null", "-t", "10"]
+    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, 1e4))
+    env.submitted.append(job)
+    return job
+
+
+def running_gpus(env: LiveEnv, jobs: set[int]) -> dict[int, int]:
+    return {j.job_id: j.gpus for j in env.port.list_jobs() if j.job_id in jobs and j.running}
+
+
+def test_an_accounts_gpu_limit_is_never_planned_past(env: LiveEnv) -> None:
+    configured(env, {"slurm": {"limits": True}})
+    jobs = {submit(env, LIMITED, (1, 2), 12, f"lim{i}") for i in range(3)}
+    daemon = hopsd_process(env)
+    most, ran = 0, set()
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not env.all_terminal():
+            held = running_gpus(env, jobs)
+            ran |= set(held)
+            most = max(most, sum(held.values()))
+            time.sleep(0.5)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    log = (env.root / "hopsd.log").read_text()
+    assert most <= 2, f"account {LIMITED} held {most} GPUs past its limit of 2"
+    assert ran == jobs, f"ran {sorted(ran)} of {sorted(jobs)}\n{log[-3000:]}"
+
+
+def gpu_seconds(job_ids: set[int]) -> float:
+    """GPU-seconds the jobs held, from the accounting database (every run, requeues too)."""
+    ids = ",".join(map(str, sorted(job_ids)))
+    out = subprocess.run(
+        ["sacct", "-D", "-X", "-n", "-P", "-j", ids, "-o", "ElapsedRaw,AllocTRES"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    total = 0.0
+    for line in out.splitlines():
+        elapsed, _, tres = line.partition("|")
+        gpus = next((int(p[9:]) for p in tres.split(",") if p.startswith("gres/gpu=")), 0)
+        total += int(elapsed or 0) * gpus
+    return total
+
+
+def test_shares_read_from_slurm_converge_to_three_to_one(env: LiveEnv) -> None:
+    configured(
+        env,
+        {
+            "slurm": {"partitions": ["k80"]},
+            "scheduler": {"round_length_s": 30.0},
+            "fairshare": {"weight": 4.0, "half_life_h": 1.0, "source": "slurm"},
+        },
+    )
+    by_account: dict[str, set[int]] = {FS3: set(), FS1: set()}
+    for i in range(16):  # more than the window lasts: both accounts always wait
+        for account in (FS3, FS1):
+            by_account[account].add(submit(env, account, (1,), 4, f"{account}-{i}"))
+    daemon = hopsd_process(env)
+    try:
+        time.sleep(75)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        env.cleanup()
+    time.sleep(2)  # the accounting database records the cancelled runs' ends
+    fs3, fs1 = gpu_seconds(by_account[FS3]), gpu_seconds(by_account[FS1])
+    print(f"GPU-seconds: {FS3} {fs3:.0f}, {FS1} {fs1:.0f}, ratio {fs3 / max(fs1, 1):.2f}")
+    assert fs1 > 0, (env.root / "hopsd.log").read_text()[-3000:]
+    assert 2.2 <= fs3 / fs1 <= 4.5, f"GPU-seconds {fs3:.0f}:{fs1:.0f}, not near 3:1"
