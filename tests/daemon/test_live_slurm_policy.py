@@ -123,6 +123,11 @@ def gpu_seconds(job_ids: set[int]) -> float:
     return total
 
 
+def one(env: LiveEnv, account: str, i: int) -> tuple[str, int]:
+    """Job ``i`` of ``account``: a run of 5 to 12 s on one GPU."""
+    return account, submit(env, account, (1,), 5 + i * 5 % 8, f"{account}-{i}")
+
+
 def test_shares_read_from_slurm_converge_to_three_to_one(env: LiveEnv) -> None:
     configured(
         env,
@@ -139,8 +144,7 @@ def test_shares_read_from_slurm_converge_to_three_to_one(env: LiveEnv) -> None:
     daemon = hopsd_process(env)
     try:
         with ThreadPoolExecutor(6) as pool:
-            made = list(pool.map(lambda w: (w[0], submit(env, w[0], (1,), 5 + w[1] * 5 % 8,
-                                                                f"{w[0]}-{w[1]}")), wanted))  # fmt: skip
+            made = list(pool.map(lambda w: one(env, *w), wanted))
         time.sleep(90)
     finally:
         daemon.terminate()
