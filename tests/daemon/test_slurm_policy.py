@@ -1,0 +1,104 @@
+"""Slurm's limits and shares in hopsd: read at most once per refresh, turned into a quota."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopsd.config import ConfigError, parse_config
+from hopsd.daemon.slurm_policy import Cached, SlurmPolicy, quota_of
+from hopsd.daemon.views import Observation, ObservedJob
+from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.parse_limits import SlurmLimits, parse_assocs, parse_qos, parse_shares
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+LIMITS = SlurmLimits(
+    parse_assocs((FIXTURES / "sacctmgr_assoc.22.05.txt").read_text()),
+    parse_qos((FIXTURES / "sacctmgr_qos.22.05.txt").read_text()),
+)
+
+
+def job(slurm_id: int, user: str, account: str, qos: str, gpus: int = 0) -> ObservedJob:
+    state = "RUNNING" if gpus else "PENDING"
+    nodes = {"n1": gpus} if gpus else {}
+    return ObservedJob(slurm_id, user, account, state, nodes=nodes, qos=qos)
+
+
+def test_recorded_limits_become_the_quota_of_the_jobs_groups() -> None:
+    obs = Observation(
+        0.0,
+        (
+            job(1, "nobody", "lim_a", "gpu2"),
+            job(2, "root", "lim_a", "normal"),
+            job(3, "nobody", "lim_a", "gpu2", gpus=1),  # not hops's: held against the groups
+        ),
+        (),
+    )
+    quota = quota_of(LIMITS, obs, {"a": 1, "b": 2})
+    assert quota.limits["account:lim_a"] == 2
+    assert quota.limits["assoc:lim_a/nobody"] == 3
+    assert quota.limits["qos:gpu2"] == 6
+    assert quota.limits["qos-user:gpu2/nobody"] == 2
+    assert quota.limits["qos-account:gpu2/lim_a"] == 4
+    assert quota.job_caps["assoc:lim_a/nobody"] == 1 and quota.job_caps["qos:gpu2"] == 3
+    assert quota.foreign == {
+        "account:lim_a": 1,
+        "assoc:lim_a/nobody": 1,
+        "qos:gpu2": 1,
+        "qos-user:gpu2/nobody": 1,
+        "qos-account:gpu2/lim_a": 1,
+    }
+    assert quota.job_room("a", {}) == 1  # nobody's per-job cap
+    assert quota.job_room("b", {}) == 1  # the account's 2, one held by job 3
+
+
+class Reads:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls = 0
+        self.fail = fail
+
+    def gpu_limits(self) -> SlurmLimits:
+        self.calls += 1
+        if self.fail:
+            raise SlurmCommandError(["sacctmgr"], 1, "no accounting database", "")
+        return LIMITS
+
+    def shares(self) -> tuple[object, ...]:
+        self.calls += 1
+        return parse_shares((FIXTURES / "sshare.22.05.txt").read_text())
+
+
+def test_reads_are_cached_for_the_refresh_and_a_failure_keeps_the_last_answer() -> None:
+    now = [0.0]
+    reads = Reads()
+    cached = Cached(reads.gpu_limits, 60.0, "limits", clock=lambda: now[0])
+    assert cached.get() is LIMITS and cached.get() is LIMITS and reads.calls == 1
+    now[0] = 61.0
+    reads.fail = True
+    assert cached.get() is LIMITS and reads.calls == 2
+    assert Cached(Reads(fail=True).gpu_limits, 60.0, "limits").get() is None
+
+
+def test_only_what_hops_conf_asks_is_read() -> None:
+    reads = Reads()
+    policy = SlurmPolicy.of(reads, limits=False, shares=True, ttl_s=60.0)
+    assert policy.gpu_limits() is None
+    assert policy.share_table() == {
+        "root": 1.0,
+        "account:fs_a": 3.0,
+        "account:fs_b": 1.0,
+        "account:lim_a": 1.0,
+        "nobody": 1.0,
+    }
+    assert reads.calls == 1
+    assert SlurmPolicy.of(object(), limits=True, shares=True, ttl_s=1.0).gpu_limits() is None
+
+
+def test_shares_come_from_one_place() -> None:
+    base = '[ledger]\nurl = "sqlite:////tmp/x.db"\n[fairshare]\n'
+    assert parse_config(base + 'source = "slurm"\n').fairshare_source == "slurm"
+    with pytest.raises(ConfigError, match=r"fairshare\.source"):
+        parse_config(base + 'source = "sshare"\n')
+    with pytest.raises(ConfigError, match=r"fairshare\.shares"):
+        parse_config(base + 'source = "slurm"\nshares = { alice = 2 }\n')
