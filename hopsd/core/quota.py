@@ -44,16 +44,33 @@ class Quota:
     ``job_caps``: most GPUs any one job of the group may hold.
     ``foreign``: GPUs a group's jobs hold that no plan moves (other jobs, runs).
     ``groups``: each planned job's groups (a job not listed is in none).
+    ``max_time_s``: per GPU type, the MaxTime of the partition hops places it
+    through; a job whose own time limit is longer is never placed on that type
+    (Slurm would keep it pending, ``PartitionTimeLimit``), nor moved there.
     """
 
     limits: Mapping[str, int] = field(default_factory=dict)
     job_caps: Mapping[str, int] = field(default_factory=dict)
     foreign: Mapping[str, int] = field(default_factory=dict)
     groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    max_time_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
-        return not self.limits and not self.job_caps
+        return not self.limits and not self.job_caps and not self.max_time_s
+
+    def too_short(self, job: Job) -> tuple[tuple[str, int], ...]:
+        """Per-type limits of 0 where the partition's MaxTime is below the job's time limit.
+
+        A running job keeps its own type: it runs there already, under its limit.
+        """
+        wanted = job.time_limit_s
+        if wanted is None:
+            return ()
+        here = job.current.gpu_type if job.current is not None else None
+        return tuple(
+            (t, 0) for t, most in sorted(self.max_time_s.items()) if wanted > most and t != here
+        )
 
     def left(self, key: str, taken: Mapping[str, int]) -> int | None:
         """GPUs ``key`` may still take beside ``taken`` (None: unlimited)."""
@@ -84,6 +101,9 @@ def held_by_group(quota: Quota, placed: Mapping[str, int]) -> dict[str, int]:
 def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
     """The snapshot with each queued job's demands cut to what its groups have left.
 
+    Every job is also kept off the GPU types whose partition's MaxTime its time
+    limit exceeds (:meth:`Quota.too_short`).
+
     In a round plan running jobs may be moved or preempted, so only foreign GPUs
     count against a group; in a fragment plan running jobs stay, so theirs count
     too. A queued job none of whose demands fits is left out of the plan.
@@ -93,7 +113,8 @@ def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
         running = {j.id: j.current.total_gpus for j in snapshot.running if j.current is not None}
         taken = held_by_group(quota, running)
     jobs: list[Job] = []
-    for job in snapshot.jobs:
+    for given in snapshot.jobs:
+        job = given.with_limits(quota.too_short(given))
         room = quota.job_room(job.id, taken)
         if room is None or job.current is not None:
             jobs.append(job)

@@ -65,6 +65,7 @@ class SlurmPolicy:
 
     limits: Cached[SlurmLimits] | None = None
     shares: Cached[dict[str, float]] | None = None
+    times: Cached[dict[str, float | None]] | None = None
 
     @staticmethod
     def of(port: object, *, limits: bool, shares: bool, ttl_s: float) -> SlurmPolicy:
@@ -77,22 +78,33 @@ class SlurmPolicy:
         return SlurmPolicy(
             Cached(reads.gpu_limits, ttl_s, "limits") if limits else None,
             Cached(lambda: hops_shares(reads.shares()), ttl_s, "shares") if shares else None,
+            Cached(reads.partition_times, ttl_s, "partition-times") if limits else None,
         )
 
     def gpu_limits(self) -> SlurmLimits | None:
         return self.limits.get() if self.limits is not None else None
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime (None: unlimited); empty when not asked or never read."""
+        return (self.times.get() if self.times is not None else None) or {}
 
     def share_table(self) -> dict[str, float] | None:
         """hops.conf-style shares from Slurm (None: not asked, or never read)."""
         return self.shares.get() if self.shares is not None else None
 
 
-def quota_of(limits: SlurmLimits, obs: Observation, planned: Mapping[str, int]) -> Quota:
+def quota_of(
+    limits: SlurmLimits,
+    obs: Observation,
+    planned: Mapping[str, int],
+    max_time_s: Mapping[str, float] | None = None,
+) -> Quota:
     """The core's quota for one tick.
 
     ``planned`` maps each job of the snapshot to its Slurm id; every other job
     Slurm runs holds GPUs against its groups (``foreign``). Associations limited
-    to one partition are not applied (hops plans across partitions).
+    to one partition are not applied (hops plans across partitions). ``max_time_s``
+    is each GPU type's partition MaxTime (:func:`type_max_times`).
     """
     grp: dict[str, int] = {}
     caps: dict[str, int] = {}
@@ -115,7 +127,22 @@ def quota_of(limits: SlurmLimits, obs: Observation, planned: Mapping[str, int]) 
         job_id: _keys(jobs[slurm_id]) for job_id, slurm_id in planned.items() if slurm_id in jobs
     }
     foreign = _held(j for j in obs.jobs if j.busy and j.slurm_id not in set(planned.values()))
-    return Quota(limits=grp, job_caps=caps, foreign=foreign, groups=groups)
+    return Quota(grp, caps, foreign, groups, dict(max_time_s or {}))
+
+
+def type_max_times(
+    partition_of: Mapping[str, str],
+    node_types: Mapping[str, str],
+    times: Mapping[str, float | None],
+) -> dict[str, float]:
+    """Per GPU type, the shortest MaxTime of the partitions hops places its nodes through."""
+    out: dict[str, float] = {}
+    for node, partition in partition_of.items():
+        most = times.get(partition)
+        gpu_type = node_types.get(node)
+        if most is not None and gpu_type is not None:
+            out[gpu_type] = min(most, out.get(gpu_type, most))
+    return out
 
 
 def planned_ids(handles: Mapping[str, object], job_ids: Collection[str]) -> dict[str, int]:

@@ -58,7 +58,7 @@ from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
-from hopsd.daemon.slurm_policy import SlurmPolicy, planned_ids, quota_of
+from hopsd.daemon.slurm_policy import SlurmPolicy, planned_ids, quota_of, type_max_times
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -76,6 +76,7 @@ from hopsd.ledger.records import (
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.plugins import get_policy
 from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.parse_limits import SlurmLimits
 from hopsd.slurm.port import SlurmPort
 
 log = logging.getLogger("hopsd.tick")
@@ -342,11 +343,14 @@ class Tick:
 
     def _within_limits(self, obs: Observation, built: Assembled) -> Policy:
         """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``)."""
-        limits = self.slurm_policy.gpu_limits()
-        if limits is None:
+        if self.slurm_policy.limits is None:
             return self.policy
+        limits = self.slurm_policy.gpu_limits() or SlurmLimits()
+        view = built.view
+        types = {n.id: n.gpu_type for n in view.cluster.nodes}
+        times = type_max_times(view.partition_of, types, self.slurm_policy.partition_times())
         planned = planned_ids(built.handles, [j.id for j in built.snapshot.jobs])
-        return with_quota(self.policy, quota_of(limits, obs, planned))
+        return with_quota(self.policy, quota_of(limits, obs, planned, times))
 
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""

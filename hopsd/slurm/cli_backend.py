@@ -27,6 +27,7 @@ from hopsd.slurm.parse_limits import (
     ShareRow,
     SlurmLimits,
     parse_assocs,
+    parse_partition_times,
     parse_qos,
     parse_shares,
 )
@@ -194,6 +195,11 @@ class CliSlurm:
         """The association tree's shares, every account and user (``sshare -a``)."""
         argv = ["sshare", "-n", "-P", "-a", "-o", ",".join(SHARE_FIELDS)]
         return self._read(argv, lambda r: parse_shares(r.stdout))
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime in seconds, None when unlimited (one ``sinfo``)."""
+        argv = ["sinfo", "-h", "-o", "%R|%l"]
+        return self._read(argv, lambda r: parse_partition_times(r.stdout))
 
     # ----------------------------------------------------------------- helpers
     def _call(self, argv: Sequence[str]) -> CompletedRun:

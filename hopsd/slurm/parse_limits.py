@@ -144,6 +144,38 @@ def parse_shares(text: str) -> tuple[ShareRow, ...]:
     return tuple(out)
 
 
+def slurm_duration_s(text: str) -> float | None:
+    """Slurm's ``[days-]hours:minutes:seconds`` (or ``minutes:seconds``) in seconds.
+
+    None for ``infinite``, ``UNLIMITED`` and ``n/a``: no limit.
+    """
+    text = text.strip()
+    if text.lower() in ("infinite", "unlimited", "n/a", "none", ""):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if not (days == "" or days.isdigit()) or not all(p.isdigit() for p in parts) or len(parts) > 3:
+        raise SlurmParseError(f"bad Slurm duration {text!r}")
+    numbers = [int(p) for p in parts]
+    seconds = 0
+    for unit, number in zip((3600, 60, 1)[-len(numbers) :], numbers, strict=True):
+        seconds += unit * number
+    return float(seconds + 86400 * int(days or 0))
+
+
+def parse_partition_times(text: str) -> dict[str, float | None]:
+    """``sinfo -h -o %R|%l`` into each partition's MaxTime in seconds (None: unlimited)."""
+    out: dict[str, float | None] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        name, sep, limit = line.partition("|")
+        if not sep or not name.strip():
+            raise SlurmParseError(f"sinfo: expected PARTITION|TIMELIMIT, got {line!r}")
+        out[name.strip()] = slurm_duration_s(limit)
+    return out
+
+
 def hops_shares(rows: tuple[ShareRow, ...]) -> dict[str, float]:
     """The tree's shares as hops.conf's ``[fairshare] shares`` would give them.
 

@@ -325,7 +325,7 @@ class SlurmPort(Protocol):
 
 @runtime_checkable
 class SlurmPolicyReads(Protocol):
-    """The centre's policy as Slurm's accounting database keeps it (GPU limits, shares).
+    """The centre's policy as Slurm keeps it: GPU limits, shares, partitions' MaxTime.
 
     Every backend offers it (through ``sacctmgr`` and ``sshare``); a port without
     it is one that cannot read a centre's policy, and hops plans as if none were set.
@@ -337,6 +337,10 @@ class SlurmPolicyReads(Protocol):
 
     def shares(self) -> tuple[ShareRow, ...]:
         """The association tree's shares (``sshare -a``)."""
+        ...
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime in seconds (None: unlimited)."""
         ...
 
 

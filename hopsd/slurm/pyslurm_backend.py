@@ -100,6 +100,10 @@ class PyslurmSlurm:
         """The association tree's shares from ``sshare``, as in the CLI backend."""
         return self._cli.shares()
 
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime from ``sinfo``, as in the CLI backend."""
+        return self._cli.partition_times()
+
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         """Per-run batch-step records come from ``sacct -D``, as in the CLI backend."""
         return self._cli.runs(job_ids)

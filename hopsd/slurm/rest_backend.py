@@ -151,6 +151,10 @@ class RestSlurm:
         """The association tree's shares from ``sshare``, as in the CLI backend."""
         return self._cli.shares()
 
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime from ``sinfo``, as in the CLI backend."""
+        return self._cli.partition_times()
+
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         return self._cli.runs(job_ids)
 

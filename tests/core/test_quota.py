@@ -87,3 +87,21 @@ def test_no_limit_leaves_the_policy_as_it_is() -> None:
     policy = get_policy("fifo")
     assert with_quota(policy, Quota()) is policy
     assert isinstance(with_quota(policy, Quota(limits={"account:x": 1})), QuotaPolicy)
+
+
+def test_a_job_is_kept_off_types_whose_partition_would_not_start_it() -> None:
+    long = job("long", (1,), "x", time_limit_s=600.0)
+    short = job("short", (1,), "x", time_limit_s=60.0)
+    moving = job("moving", (1,), "x", time_limit_s=600.0, current=cfg("a1", 1))
+    quota = Quota(max_time_s={"k80": 300.0, "a100": 300.0})
+    seen = {j.id: j for j in offered(
+        Snapshot(0.0, CLUSTER, (long, short, moving)), quota, fragment=False).jobs}  # fmt: skip
+    assert seen["long"].demands_on("k80") == () and seen["long"].demands_on("a100") == ()
+    assert seen["short"].demands_on("k80") == (1,)
+    # a running job keeps its own type (it runs there) but is moved nowhere too short
+    assert seen["moving"].demands_on("a100") == (1,) and seen["moving"].demands_on("k80") == ()
+    step = schedule_step(
+        Snapshot(0.0, CLUSTER, (long, short)), RoundClock(100.0),
+        with_quota(get_policy("hops"), Quota(max_time_s={"a100": 300.0})), SETTINGS,
+    )  # fmt: skip
+    assert step.plan.placements()["long"].gpu_type == "k80"

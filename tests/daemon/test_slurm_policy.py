@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hopsd.config import ConfigError, parse_config
-from hopsd.daemon.slurm_policy import Cached, SlurmPolicy, quota_of
+from hopsd.daemon.slurm_policy import Cached, SlurmPolicy, quota_of, type_max_times
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.slurm.errors import SlurmCommandError
 from hopsd.slurm.parse_limits import SlurmLimits, parse_assocs, parse_qos, parse_shares
@@ -68,6 +68,10 @@ class Reads:
         self.calls += 1
         return parse_shares((FIXTURES / "sshare.22.05.txt").read_text())
 
+    def partition_times(self) -> dict[str, float | None]:
+        self.calls += 1
+        return {"v100": 300.0, "all": None}
+
 
 def test_reads_are_cached_for_the_refresh_and_a_failure_keeps_the_last_answer() -> None:
     now = [0.0]
@@ -102,3 +106,13 @@ def test_shares_come_from_one_place() -> None:
         parse_config(base + 'source = "sshare"\n')
     with pytest.raises(ConfigError, match=r"fairshare\.shares"):
         parse_config(base + 'source = "slurm"\nshares = { alice = 2 }\n')
+
+
+def test_each_type_takes_the_max_time_of_the_partition_hops_places_it_through() -> None:
+    partition_of = {"v1": "v100", "v2": "v100", "a1": "a100", "k1": "all"}
+    types = {"v1": "v100", "v2": "v100", "a1": "a100", "k1": "k80"}
+    times = {"v100": 300.0, "a100": 7200.0, "all": None}
+    assert type_max_times(partition_of, types, times) == {"v100": 300.0, "a100": 7200.0}
+    reads = Reads()
+    policy = SlurmPolicy.of(reads, limits=True, shares=False, ttl_s=60.0)
+    assert policy.partition_times() == {"v100": 300.0, "all": None}

@@ -24,8 +24,10 @@ from hopsd.slurm.parse_limits import (
     ShareRow,
     hops_shares,
     parse_assocs,
+    parse_partition_times,
     parse_qos,
     parse_shares,
+    slurm_duration_s,
     tres_gpus,
 )
 from hopsd.slurm.port import SlurmPolicyReads
@@ -107,3 +109,19 @@ def test_the_cli_backend_reads_limits_with_two_sacctmgr_calls() -> None:
         ["sacctmgr", "-n", "-P", "show", "qos"],
     ]
     assert len(limits.assocs) == 9 and len(limits.qos) == 2
+
+
+def test_partition_max_times_in_seconds() -> None:
+    # recorded after ``scontrol update PartitionName=... MaxTime=``: k80 90 (minutes),
+    # v100 5, a100 1-02:03:04 (Slurm keeps whole minutes)
+    times = parse_partition_times(recorded("sinfo_partition_time"))
+    assert times == {
+        "k80": 5400.0,
+        "v100": 300.0,
+        "a100": 86400.0 + 2 * 3600 + 4 * 60,
+        "all": None,
+        "hops": None,
+    }
+    assert slurm_duration_s("UNLIMITED") is None and slurm_duration_s("45") == 45.0
+    with pytest.raises(SlurmParseError):
+        slurm_duration_s("1-2-3")
