@@ -108,6 +108,40 @@ def test_an_accounts_gpu_limit_is_never_planned_past(env: LiveEnv) -> None:
     assert ran == jobs, f"ran {sorted(ran)} of {sorted(jobs)}\n{log[-3000:]}"
 
 
+@pytest.fixture
+def short_partitions() -> Iterator[None]:
+    """The a100 and v100 partitions with a MaxTime of 5 minutes (unlimited again after)."""
+    for name in ("a100", "v100"):
+        subprocess.run(["scontrol", "update", f"PartitionName={name}", "MaxTime=5"], check=True)
+    try:
+        yield
+    finally:
+        for name in ("a100", "v100"):
+            subprocess.run(
+                ["scontrol", "update", f"PartitionName={name}", "MaxTime=INFINITE"], check=True
+            )
+
+
+def test_a_job_runs_through_a_partition_whose_max_time_it_fits(
+    env: LiveEnv, short_partitions: None
+) -> None:
+    configured(env, {"slurm": {"limits": True}})
+    job = submit(env, LIMITED, (1,), 5, "long")  # -t 10: past the a100 and v100 MaxTime
+    daemon = hopsd_process(env)
+    seen = None
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end and seen is None:
+            seen = next((j for j in env.port.list_jobs() if j.job_id == job and j.running), None)
+            time.sleep(0.5)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    pending = [(j.partition, j.reason) for j in env.port.list_jobs() if j.job_id == job]
+    assert seen is not None, f"never started: {pending}"
+    assert seen.partition == "k80"
+
+
 def gpu_seconds(job_ids: set[int]) -> float:
     """GPU-seconds the jobs held, from the accounting database (every run, requeues too)."""
     ids = ",".join(map(str, sorted(job_ids)))
