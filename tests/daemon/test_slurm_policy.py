@@ -116,3 +116,18 @@ def test_each_type_takes_the_max_time_of_the_partition_hops_places_it_through() 
     reads = Reads()
     policy = SlurmPolicy.of(reads, limits=True, shares=False, ttl_s=60.0)
     assert policy.partition_times() == {"v100": 300.0, "all": None}
+
+
+def test_hops_fairness_compares_with_the_shares_hopsd_applies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hopsd.views.fairness import configured_shares
+
+    base = '[ledger]\nurl = "sqlite:////tmp/x.db"\n[fairshare]\n'
+    own = parse_config(base + "shares = { alice = 2 }\n")
+    assert configured_shares(own) == ({"alice": 2.0}, None)
+    monkeypatch.setattr("hopsd.slurm.factory.port_from_config", lambda config: Reads())
+    shares, error = configured_shares(parse_config(base + 'source = "slurm"\n'))
+    assert error is None and shares["account:fs_a"] == 3.0 and shares["account:fs_b"] == 1.0
+    monkeypatch.setattr("hopsd.slurm.factory.port_from_config", lambda config: object())
+    assert configured_shares(parse_config(base + 'source = "slurm"\n'))[0] == {}
