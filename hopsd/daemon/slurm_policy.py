@@ -103,11 +103,13 @@ def quota_of(
 
     ``planned`` maps each job of the snapshot to its Slurm id; every other job
     Slurm runs holds GPUs against its groups (``foreign``). Associations limited
-    to one partition are not applied (hops plans across partitions). ``max_time_s``
+    to one partition are not applied (hops plans across partitions). An account's
+    limits cover its sub-accounts' jobs, as in Slurm. ``max_time_s``
     is each GPU type's partition MaxTime (:func:`type_max_times`).
     """
     grp: dict[str, int] = {}
     caps: dict[str, int] = {}
+    parents = {a.account: a.parent for a in limits.assocs if not a.user and a.parent}
     for a in limits.assocs:
         if a.partition:
             continue
@@ -124,9 +126,12 @@ def quota_of(
                 _put(grp, f"qos-user:{qos}/{user}", q.user_gpus)
                 _put(grp, f"qos-account:{qos}/{account}", q.account_gpus)
     groups = {
-        job_id: _keys(jobs[slurm_id]) for job_id, slurm_id in planned.items() if slurm_id in jobs
+        job_id: _keys(jobs[slurm_id], parents)
+        for job_id, slurm_id in planned.items()
+        if slurm_id in jobs
     }
-    foreign = _held(j for j in obs.jobs if j.busy and j.slurm_id not in set(planned.values()))
+    others = (j for j in obs.jobs if j.busy and j.slurm_id not in set(planned.values()))
+    foreign = _held(others, parents)
     return Quota(grp, caps, foreign, groups, dict(max_time_s or {}))
 
 
@@ -155,14 +160,21 @@ def planned_ids(handles: Mapping[str, object], job_ids: Collection[str]) -> dict
     return out
 
 
-def _keys(job: ObservedJob) -> tuple[str, ...]:
-    return group_keys(job.user, job.account, job.qos)
+def _keys(job: ObservedJob, parents: Mapping[str, str]) -> tuple[str, ...]:
+    """The job's groups: its own (:func:`group_keys`) and every ancestor account's."""
+    keys = list(group_keys(job.user, job.account, job.qos))
+    account, seen = job.account, {job.account}
+    while (parent := parents.get(account)) and parent not in seen:
+        keys.append(f"account:{parent}")
+        account = parent
+        seen.add(parent)
+    return tuple(keys)
 
 
-def _held(jobs: Iterable[ObservedJob]) -> dict[str, int]:
+def _held(jobs: Iterable[ObservedJob], parents: Mapping[str, str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for job in jobs:
-        for key in _keys(job):
+        for key in _keys(job, parents):
             out[key] = out.get(key, 0) + job.gpus
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hopsd.slurm.errors import SlurmParseError
 
 #: ``sacctmgr show assoc`` columns, in this order.
-ASSOC_FIELDS = ("Account", "User", "Partition", "GrpTRES", "MaxTRES", "QOS")
+ASSOC_FIELDS = ("Account", "User", "Partition", "GrpTRES", "MaxTRES", "QOS", "ParentName")
 #: ``sacctmgr show qos`` columns, in this order.
 QOS_FIELDS = ("Name", "GrpTRES", "MaxTRESPU", "MaxTRESPA", "MaxTRES")
 #: ``sshare`` columns, in this order.
@@ -39,6 +39,9 @@ class AssocLimit:
     grp_gpus: int | None
     job_gpus: int | None
     qos: tuple[str, ...] = ()
+    #: An account's parent account (empty on user rows and on ``root``): a parent's
+    #: limits cover its sub-accounts' jobs too.
+    parent: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ def _rows(text: str, fields: tuple[str, ...], what: str) -> list[list[str]]:
 def parse_assocs(text: str) -> tuple[AssocLimit, ...]:
     """``sacctmgr -n -P show assoc format=<ASSOC_FIELDS>`` into associations."""
     out = []
-    for account, user, partition, grp, max_job, qos in _rows(text, ASSOC_FIELDS, "assoc"):
+    for account, user, partition, grp, max_job, qos, parent in _rows(text, ASSOC_FIELDS, "assoc"):
         out.append(
             AssocLimit(
                 account=account.strip(),
@@ -106,6 +109,7 @@ def parse_assocs(text: str) -> tuple[AssocLimit, ...]:
                 grp_gpus=tres_gpus(grp),
                 job_gpus=tres_gpus(max_job),
                 qos=tuple(q for q in qos.split(",") if q),
+                parent=parent.strip(),
             )
         )
     return tuple(out)

@@ -44,6 +44,7 @@ def test_recorded_limits_become_the_quota_of_the_jobs_groups() -> None:
     assert quota.job_caps["assoc:lim_a/nobody"] == 1 and quota.job_caps["qos:gpu2"] == 3
     assert quota.foreign == {
         "account:lim_a": 1,
+        "account:root": 1,  # lim_a's parent
         "assoc:lim_a/nobody": 1,
         "qos:gpu2": 1,
         "qos-user:gpu2/nobody": 1,
@@ -51,6 +52,13 @@ def test_recorded_limits_become_the_quota_of_the_jobs_groups() -> None:
     }
     assert quota.job_room("a", {}) == 1  # nobody's per-job cap
     assert quota.job_room("b", {}) == 1  # the account's 2, one held by job 3
+
+
+def test_an_accounts_limit_covers_its_sub_accounts_jobs() -> None:
+    obs = Observation(0.0, (job(1, "nobody", "hopssub", "normal"),), ())
+    quota = quota_of(LIMITS, obs, {"a": 1})
+    assert quota.groups["a"][:2] == ("account:hopssub", "assoc:hopssub/nobody")
+    assert {"account:fs_a", "account:root"} <= set(quota.groups["a"])
 
 
 class Reads:

@@ -7,7 +7,9 @@ The recordings come from the test cluster after:
 * user ``nobody`` in ``lim_a`` with ``GrpTRES=gres/gpu=3 MaxTRES=gres/gpu=1`` and
   QOS ``gpu2,normal``;
 * QOS ``gpu2``: ``GrpTRES=gres/gpu=6 MaxTRESPerUser=gres/gpu=2
-  MaxTRESPerAccount=gres/gpu=4 MaxTRES=cpu=8,gres/gpu=3``.
+  MaxTRESPerAccount=gres/gpu=4 MaxTRES=cpu=8,gres/gpu=3``;
+* (associations only) the live tests' accounts (``hopslim``, ``hopsfs3``,
+  ``hopsfs1``) and ``hopssub``, a sub-account of ``fs_a`` with user ``nobody``.
 """
 
 from __future__ import annotations
@@ -42,14 +44,16 @@ def recorded(name: str) -> str:
 
 def test_associations_with_their_gpu_limits() -> None:
     assocs = {(a.account, a.user): a for a in parse_assocs(recorded("sacctmgr_assoc"))}
-    assert assocs[("lim_a", "")] == AssocLimit("lim_a", "", "", 2, None, ("normal",))
+    assert assocs[("lim_a", "")] == AssocLimit("lim_a", "", "", 2, None, ("normal",), "root")
     assert assocs[("lim_a", "nobody")] == AssocLimit(
         "lim_a", "nobody", "", 3, 1, ("gpu2", "normal")
     )
     # sacctmgr lists the per-job limit a user inherits from the account
     assert assocs[("fs_b", "root")].job_gpus == 4
     assert assocs[("fs_a", "root")] == AssocLimit("fs_a", "root", "", None, None, ("normal",))
-    assert len(assocs) == 9
+    assert assocs[("hopssub", "")].parent == "fs_a"  # a sub-account
+    assert assocs[("hopslim", "")].grp_gpus == 2  # the live tests' account
+    assert len(assocs) == 17
 
 
 def test_qos_with_their_gpu_limits() -> None:
@@ -108,7 +112,7 @@ def test_the_cli_backend_reads_limits_with_two_sacctmgr_calls() -> None:
         ["sacctmgr", "-n", "-P", "show", "assoc"],
         ["sacctmgr", "-n", "-P", "show", "qos"],
     ]
-    assert len(limits.assocs) == 9 and len(limits.qos) == 2
+    assert len(limits.assocs) == 17 and len(limits.qos) == 2
 
 
 def test_partition_max_times_in_seconds() -> None:
