@@ -106,7 +106,8 @@ def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
 
     In a round plan running jobs may be moved or preempted, so only foreign GPUs
     count against a group; in a fragment plan running jobs stay, so theirs count
-    too. A queued job none of whose demands fits is left out of the plan.
+    too. A running job keeps the size it runs at but is never grown past what is
+    left. A queued job none of whose demands fits is left out of the plan.
     """
     taken: dict[str, int] = {}
     if fragment:
@@ -116,9 +117,11 @@ def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
     for given in snapshot.jobs:
         job = given.with_limits(quota.too_short(given))
         room = quota.job_room(job.id, taken)
-        if room is None or job.current is not None:
+        if room is None:
             jobs.append(job)
             continue
+        if job.current is not None:  # it may stay as it runs, never grow past the room
+            room = max(room, job.current.total_gpus)
         fits = tuple(d for d in job.demands if d <= room)
         if fits:
             jobs.append(job if fits == job.demands else dataclasses.replace(job, demands=fits))
@@ -132,7 +135,8 @@ def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
 def within(plan: Plan, quota: Quota) -> Plan:
     """``plan`` without the starts that take a group past its limit, last first.
 
-    Moves and keeps are left alone: a running job already holds its GPUs.
+    Moves and keeps are left alone: a running job already holds its GPUs, and
+    :func:`offered` never let a move grow it past its groups' room.
     """
     starts = list(plan.start)
     staying = {a.job_id: a.config.total_gpus for a in (*plan.keep, *plan.move)}

@@ -105,3 +105,17 @@ def test_a_job_is_kept_off_types_whose_partition_would_not_start_it() -> None:
         with_quota(get_policy("hops"), Quota(max_time_s={"a100": 300.0})), SETTINGS,
     )  # fmt: skip
     assert step.plan.placements()["long"].gpu_type == "k80"
+
+
+def test_a_running_job_is_never_grown_past_its_groups_limit() -> None:
+    running = job("r", (1, 2, 4), "lim", current=cfg("k1", 1))
+    quota = quota_of([running], limits={"account:lim": 1})
+    seen = offered(Snapshot(0.0, CLUSTER, (running,)), quota, fragment=False).jobs[0]
+    assert seen.demands == (1,)
+    step = schedule_step(
+        Snapshot(0.0, CLUSTER, (running,)), RoundClock(100.0),
+        with_quota(get_policy("hops"), quota), SETTINGS,
+    )  # fmt: skip
+    assert step.plan.placements()["r"].total_gpus == 1
+    over = quota_of([running], limits={"account:lim": 0})  # the limit fell below its size
+    assert offered(Snapshot(0.0, CLUSTER, (running,)), over, fragment=False).jobs[0].demands == (1,)

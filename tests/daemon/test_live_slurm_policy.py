@@ -3,11 +3,14 @@
 On the Slurm test cluster a real ``hopsd`` schedules short jobs of root in
 accounts the test makes with ``sacctmgr``:
 
-* **GPU limit** -- account ``hopslim`` has ``GrpTRES=gres/gpu=2``. With
-  ``[slurm] limits = true`` hops never has more than 2 of its GPUs running,
-  although plenty are free and each job takes up to 2 (hops reading no limit
-  starts all three jobs at once: the test cluster does not enforce limits, so
-  what hops plans is what runs).
+* **GPU limit** -- account ``hopslim`` has ``GrpTRES=gres/gpu=2``, QOS
+  ``hopsq1`` ``MaxTRESPerUser=gres/gpu=1``. With ``[slurm] limits = true`` hops
+  never has more GPUs of their jobs running, although plenty are free and each
+  job takes up to 2 (hops reading no limit starts all three jobs at once: the
+  test cluster does not enforce limits, so what hops plans is what runs).
+* **Partition MaxTime** -- with the a100 and v100 partitions' MaxTime at 5
+  minutes, a job of ``-t 10`` runs through k80 (placed on a100, the fastest, it
+  would stay pending for ever: ``PartitionTimeLimit``).
 * **Fair share from Slurm** -- accounts ``hopsfs3`` and ``hopsfs1`` have shares
   3 and 1 in Slurm's association tree, and hops.conf none: with
   ``[fairshare] source = "slurm"`` their GPU-seconds on the two k80 GPUs, both
@@ -37,6 +40,8 @@ pytestmark = [
 
 LIMITED = "hopslim"
 FS3, FS1 = "hopsfs3", "hopsfs1"
+#: A QOS that lets each user hold one GPU (root may use it in account FS1).
+QOS = "hopsq1"
 
 
 def sacctmgr(*args: str) -> None:
@@ -52,11 +57,19 @@ def accounts() -> None:
         sacctmgr("modify", "account", account, "set", f"fairshare={share}")
     sacctmgr("modify", "account", LIMITED, "set", "GrpTRES=gres/gpu=2")
     sacctmgr("add", "user", "root", f"account={','.join(shares)}")
+    sacctmgr("add", "qos", QOS, "MaxTRESPerUser=gres/gpu=1")
+    sacctmgr("modify", "qos", QOS, "set", "MaxTRESPerUser=gres/gpu=1")
+    sacctmgr("modify", "user", "root", "where", f"account={FS1}", "set", f"qos+={QOS}")
     listed = subprocess.run(
         ["sacctmgr", "-n", "-P", "show", "assoc", "format=Account,User,GrpTRES"],
         capture_output=True, text=True, timeout=30, check=True,
     ).stdout  # fmt: skip
     assert f"{LIMITED}||gres/gpu=2" in listed and f"{FS1}|root|" in listed, listed
+    qos = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "qos", QOS, "format=Name,MaxTRESPU"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    assert qos.strip() == f"{QOS}|gres/gpu=1", qos
 
 
 def configured(env: LiveEnv, changes: hops_conf.Changes) -> LiveEnv:
@@ -75,10 +88,13 @@ def env(tmp_path: Path, accounts: None) -> Iterator[LiveEnv]:
     live.cleanup()
 
 
-def submit(env: LiveEnv, account: str, demands: tuple[int, ...], seconds: int, label: str) -> int:
+def submit(
+    env: LiveEnv, account: str, demands: tuple[int, ...], seconds: int, label: str, qos: str = ""
+) -> int:
     script = env.root / f"{label}.sh"
     script.write_text(f"#!/bin/bash\nsleep {seconds}\n")
     args = ["-J", f"{env.prefix}{label}", "-A", account, "-o", "/dev/null", "-t", "10"]
+    args += [f"--qos={qos}"] if qos else []
     job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, 1e4))
     env.submitted.append(job)
     return job
@@ -88,9 +104,16 @@ def running_gpus(env: LiveEnv, jobs: set[int]) -> dict[int, int]:
     return {j.job_id: j.gpus for j in env.port.list_jobs() if j.job_id in jobs and j.running}
 
 
-def test_an_accounts_gpu_limit_is_never_planned_past(env: LiveEnv) -> None:
+@pytest.mark.parametrize(
+    ("account", "qos", "limit"),
+    [(LIMITED, "", 2), (FS1, QOS, 1)],
+    ids=["account-GrpTRES", "qos-MaxTRESPerUser"],
+)
+def test_a_gpu_limit_is_never_planned_past(
+    env: LiveEnv, account: str, qos: str, limit: int
+) -> None:
     configured(env, {"slurm": {"limits": True}})
-    jobs = {submit(env, LIMITED, (1, 2), 12, f"lim{i}") for i in range(3)}
+    jobs = {submit(env, account, (1, 2), 10, f"lim{i}", qos) for i in range(3)}
     daemon = hopsd_process(env)
     most, ran = 0, set()
     try:
@@ -104,7 +127,7 @@ def test_an_accounts_gpu_limit_is_never_planned_past(env: LiveEnv) -> None:
         daemon.terminate()
         daemon.wait(timeout=30)
     log = (env.root / "hopsd.log").read_text()
-    assert most <= 2, f"account {LIMITED} held {most} GPUs past its limit of 2"
+    assert most <= limit, f"{account} {qos} held {most} GPUs past its limit of {limit}"
     assert ran == jobs, f"ran {sorted(ran)} of {sorted(jobs)}\n{log[-3000:]}"
 
 
