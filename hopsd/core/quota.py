@@ -9,8 +9,8 @@ hold (other jobs of the user, profiling runs).
 The rule is laid around a policy (:class:`QuotaPolicy`), so every policy keeps
 it without knowing of it: before planning, each job's demands are cut to what
 its groups have left (a job no demand of which fits is not offered); after
-planning, starts that together take a group past its limit are dropped, last
-first. The step's refill then offers the GPUs they left to other jobs.
+planning, a start that would take a group past its limit with the starts
+before it is dropped. The step's refill then offers the GPUs it left to others.
 
 Groups are plain keys; :func:`group_keys` names those of a job's user,
 account and QOS, the way :mod:`hopsd.daemon.slurm_policy` names Slurm's limits.
@@ -133,27 +133,27 @@ def offered(snapshot: Snapshot, quota: Quota, *, fragment: bool) -> Snapshot:
 
 
 def within(plan: Plan, quota: Quota) -> Plan:
-    """``plan`` without the starts that take a group past its limit, last first.
+    """``plan`` without the starts that would take a group past its limit.
 
-    Moves and keeps are left alone: a running job already holds its GPUs, and
-    :func:`offered` never let a move grow it past its groups' room.
+    Starts are taken in the plan's order (the policy's), each kept while all
+    its groups stay within their limits; moves and keeps are left alone: a
+    running job already holds its GPUs, and :func:`offered` never let a move
+    grow it past its groups' room.
     """
-    starts = list(plan.start)
     staying = {a.job_id: a.config.total_gpus for a in (*plan.keep, *plan.move)}
-    while starts:
-        placed = dict(staying)
-        placed.update({a.job_id: a.config.total_gpus for a in starts})
-        held = held_by_group(quota, placed)
-        over = {k for k, v in held.items() if _over(quota, k, v)}
-        if not over:
-            break
-        culprit = [a for a in starts if set(quota.groups.get(a.job_id, ())) & over]
-        if not culprit:
-            break  # running jobs alone pass it (the limit fell); no start is to blame
-        starts.remove(culprit[-1])
-    if len(starts) == len(plan.start):
+    held = held_by_group(quota, staying)
+    kept = []
+    for start in plan.start:
+        keys = quota.groups.get(start.job_id, ())
+        gpus = start.config.total_gpus
+        if any(_over(quota, k, held.get(k, 0) + gpus) for k in keys):
+            continue
+        kept.append(start)
+        for key in keys:
+            held[key] = held.get(key, 0) + gpus
+    if len(kept) == len(plan.start):
         return plan
-    return dataclasses.replace(plan, start=tuple(starts))
+    return dataclasses.replace(plan, start=tuple(kept))
 
 
 def _over(quota: Quota, key: str, held: int) -> bool:

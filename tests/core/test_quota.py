@@ -75,7 +75,7 @@ def test_in_a_fragment_running_jobs_count_against_the_limit() -> None:
     assert offered(snap, quota, fragment=False).jobs[1].demands == (1, 2)  # r may be preempted
 
 
-def test_starts_that_together_pass_the_limit_are_dropped_last_first() -> None:
+def test_starts_that_together_pass_the_limit_are_dropped_in_plan_order() -> None:
     jobs = [job("a0", (2,), "lim"), job("a1", (2,), "lim"), job("b0", (2,), "free")]
     starts = [("a0", "k1"), ("a1", "a1"), ("b0", "k1")]
     plan = Plan(start=tuple(Assignment(j, cfg(node, 2)) for j, node in starts))
@@ -119,3 +119,11 @@ def test_a_running_job_is_never_grown_past_its_groups_limit() -> None:
     assert step.plan.placements()["r"].total_gpus == 1
     over = quota_of([running], limits={"account:lim": 0})  # the limit fell below its size
     assert offered(Snapshot(0.0, CLUSTER, (running,)), over, fragment=False).jobs[0].demands == (1,)
+
+
+def test_a_later_start_that_still_fits_is_kept() -> None:
+    jobs = [job("big", (2,), "lim"), job("bigger", (4,), "lim"), job("small", (1,), "lim")]
+    starts = [("big", "k1", 2), ("bigger", "a1", 4), ("small", "k1", 1)]
+    plan = Plan(start=tuple(Assignment(j, cfg(node, g)) for j, node, g in starts))
+    kept = within(plan, quota_of(jobs, limits={"account:lim": 3}))
+    assert [a.job_id for a in kept.start] == ["big", "small"]
