@@ -129,3 +129,11 @@ def test_partition_max_times_in_seconds() -> None:
     assert slurm_duration_s("UNLIMITED") is None and slurm_duration_s("45") == 45.0
     with pytest.raises(SlurmParseError):
         slurm_duration_s("1-2-3")
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_squeue_says_each_jobs_qos(release: str) -> None:
+    from hopsd.slurm.parse_squeue import parse_jobs
+
+    jobs = parse_jobs((FIXTURES / f"squeue.{release}.json").read_text())
+    assert jobs and {j.qos for j in jobs} == {"normal"}
