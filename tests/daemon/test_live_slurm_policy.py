@@ -202,7 +202,7 @@ def test_shares_read_from_slurm_converge_to_three_to_one(env: LiveEnv) -> None:
     )
     # more jobs than the window can run: both accounts always have work queued; runs of
     # 5 to 12 s, so GPUs fall free a few at a time and each decision hands out few
-    wanted = [(FS3, i) for i in range(60)] + [(FS1, i) for i in range(30)]
+    wanted = [(FS3, i) for i in range(80)] + [(FS1, i) for i in range(30)]
     wanted.sort(key=lambda w: w[1])
     daemon = hopsd_process(env)
     try:
