@@ -89,6 +89,44 @@ class Quota:
         return room
 
 
+def held_back(snapshot: Snapshot, quota: Quota, plan: Plan) -> dict[str, str]:
+    """Why each queued job ``plan`` leaves waiting is held back by the quota, if it is.
+
+    A job no demand of which fits what its groups have left once the plan is
+    enacted, or whose time limit every GPU type's partition is too short for.
+    """
+    placed = plan.placements()
+    after = {
+        j.id: j.current.total_gpus
+        for j in snapshot.running
+        if j.current is not None and j.id not in plan.preempt
+    }
+    after.update({j: c.total_gpus for j, c in placed.items()})
+    taken = held_by_group(quota, after)
+    out: dict[str, str] = {}
+    for job in snapshot.queued:
+        if job.id in placed:
+            continue
+        if job.time_limit_s is not None and quota.max_time_s:
+            limited = job.with_limits(quota.too_short(job))
+            if not any(limited.demands_on(t) for t in snapshot.cluster.gpu_types):
+                out[job.id] = "waiting: its time limit is above the MaxTime of every partition"
+                continue
+        bounds = [
+            (bound, key)
+            for key in quota.groups.get(job.id, ())
+            for bound in (quota.left(key, taken), quota.job_caps.get(key))
+            if bound is not None
+        ]
+        if bounds and min(bounds)[0] < job.min_demand:
+            room, key = min(bounds)
+            out[job.id] = (
+                f"waiting: Slurm's GPU limit of {key} leaves {room} GPUs, "
+                f"needs at least {job.min_demand}"
+            )
+    return out
+
+
 def held_by_group(quota: Quota, placed: Mapping[str, int]) -> dict[str, int]:
     """GPUs each group's jobs hold, from ``{job: gpus}``."""
     out: dict[str, int] = {}

@@ -13,13 +13,16 @@ not plan hold in each group.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from hopsd.config import HopsConfig
 from hopsd.core.quota import Quota, group_keys
+from hopsd.daemon.decide import Decision
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.parse_limits import SlurmLimits, hops_shares
@@ -182,3 +185,21 @@ def _held(jobs: Iterable[ObservedJob], parents: Mapping[str, str]) -> dict[str, 
 def _put(table: dict[str, int], key: str, value: int | None) -> None:
     if value is not None:
         table[key] = min(value, table.get(key, value))
+
+
+def slurm_policy_of(config: HopsConfig, port: object) -> SlurmPolicy:
+    """What hops.conf asks hopsd to read of the centre's policy in Slurm (limits, shares)."""
+    return SlurmPolicy.of(
+        port,
+        limits=config.slurm_limits,
+        shares=config.fairshare_source == "slurm",
+        ttl_s=config.slurm_policy_refresh_s,
+    )
+
+
+def with_reasons(decision: Decision, waiting: Mapping[str, str]) -> Decision:
+    """The decision, saying why each job Slurm's limits kept out of the plan waits."""
+    told = {j: why for j, why in waiting.items() if j in decision.reasons}
+    if not told:
+        return decision
+    return dataclasses.replace(decision, reasons={**decision.reasons, **told})

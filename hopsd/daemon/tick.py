@@ -26,7 +26,7 @@ from hopsd.core.gains import hears_notice
 from hopsd.core.model import Plan
 from hopsd.core.policies import Policy
 from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
-from hopsd.core.quota import with_quota
+from hopsd.core.quota import held_back, with_quota
 from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions
@@ -58,7 +58,13 @@ from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
-from hopsd.daemon.slurm_policy import SlurmPolicy, planned_ids, quota_of, type_max_times
+from hopsd.daemon.slurm_policy import (
+    planned_ids,
+    quota_of,
+    slurm_policy_of,
+    type_max_times,
+    with_reasons,
+)
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -136,7 +142,7 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
-        self.slurm_policy = _slurm_policy_of(config, port)
+        self.slurm_policy = slurm_policy_of(config, port)
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -152,7 +158,7 @@ class Tick:
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
-        self.slurm_policy = _slurm_policy_of(config, self.port)
+        self.slurm_policy = slurm_policy_of(config, self.port)
 
     def _checked_spool(self, config: HopsConfig) -> Path | None:
         """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
@@ -291,10 +297,11 @@ class Tick:
             self._note_latency(built, result, unit)
             started = time.perf_counter()
             try:
-                policy = self._within_limits(obs, built)
+                policy, waiting = self._within_limits(obs, built)
                 decision, clock = decide(
                     snap, self.round_clock, policy, self.settings, self._step_options()
                 )
+                decision = with_reasons(decision, waiting(decision.plan))
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
                 return
@@ -341,16 +348,20 @@ class Tick:
         given = measured_input(unit, self.config, snap, clock, self._step_options(), plan)
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
-    def _within_limits(self, obs: Observation, built: Assembled) -> Policy:
-        """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``)."""
+    def _within_limits(
+        self, obs: Observation, built: Assembled
+    ) -> tuple[Policy, Callable[[Plan], dict[str, str]]]:
+        """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``),
+        and why each job those limits keep out of the plan waits."""
         if self.slurm_policy.limits is None:
-            return self.policy
+            return self.policy, lambda plan: {}
         limits = self.slurm_policy.gpu_limits() or SlurmLimits()
         view = built.view
         types = {n.id: n.gpu_type for n in view.cluster.nodes}
         times = type_max_times(view.partition_of, types, self.slurm_policy.partition_times())
         planned = planned_ids(built.handles, [j.id for j in built.snapshot.jobs])
-        return with_quota(self.policy, quota_of(limits, obs, planned, times))
+        quota = quota_of(limits, obs, planned, times)
+        return with_quota(self.policy, quota), partial(held_back, built.snapshot, quota)
 
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""
@@ -581,13 +592,3 @@ def _note(kind: str, actions: Sequence[Action], plan: Plan) -> str:
         "notes": list(plan.notes)[:5],
     }
     return json.dumps(summary, separators=(",", ":"))
-
-
-def _slurm_policy_of(config: HopsConfig, port: SlurmPort) -> SlurmPolicy:
-    """What hops.conf asks hopsd to read of the centre's policy in Slurm (limits, shares)."""
-    return SlurmPolicy.of(
-        port,
-        limits=config.slurm_limits,
-        shares=config.fairshare_source == "slurm",
-        ttl_s=config.slurm_policy_refresh_s,
-    )

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
-from hopsd.core.quota import Quota, QuotaPolicy, group_keys, offered, with_quota, within
+from hopsd.core.quota import (
+    Quota,
+    QuotaPolicy,
+    group_keys,
+    held_back,
+    offered,
+    with_quota,
+    within,
+)
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, schedule_step
@@ -127,3 +135,24 @@ def test_a_later_start_that_still_fits_is_kept() -> None:
     plan = Plan(start=tuple(Assignment(j, cfg(node, g)) for j, node, g in starts))
     kept = within(plan, quota_of(jobs, limits={"account:lim": 3}))
     assert [a.job_id for a in kept.start] == ["big", "small"]
+
+
+def test_a_job_the_quota_keeps_out_is_told_why() -> None:
+    jobs = [job("over", (2,), "lim"), job("fits", (1,), "lim"), job("long", (1,), "x",
+            time_limit_s=900.0)]  # fmt: skip
+    quota = quota_of(jobs, limits={"account:lim": 1}, max_time_s={"k80": 60.0, "a100": 60.0})
+    why = held_back(Snapshot(0.0, CLUSTER, tuple(jobs)), quota, Plan())
+    assert why == {
+        "over": "waiting: Slurm's GPU limit of account:lim leaves 1 GPUs, needs at least 2",
+        "long": "waiting: its time limit is above the MaxTime of every partition",
+    }
+
+    # a job that fits alone waits because the plan gave its account's GPUs to another
+    plan = Plan(start=(Assignment("fits", cfg("k1", 1)),))
+    also = [job("also", (1,), "lim"), jobs[1]]
+    why = held_back(
+        Snapshot(0.0, CLUSTER, tuple(also)), quota_of(also, limits={"account:lim": 1}), plan
+    )
+    assert why == {
+        "also": "waiting: Slurm's GPU limit of account:lim leaves 0 GPUs, needs at least 1"
+    }

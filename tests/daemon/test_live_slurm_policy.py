@@ -121,13 +121,14 @@ def test_a_gpu_limit_is_never_planned_past(
     configured(env, {"slurm": {"limits": True}})
     jobs = {submit(env, account, (1, 2), 10, f"lim{i}", qos) for i in range(3)}
     daemon = hopsd_process(env)
-    most, ran = 0, set()
+    most, ran, told = 0, set(), set()
     try:
         end = time.monotonic() + 120
         while time.monotonic() < end and not env.all_terminal():
             held = running_gpus(env, jobs)
             ran |= set(held)
             most = max(most, sum(held.values()))
+            told |= {r.plan_reason for r in env.rows().values() if r.plan_reason}
             time.sleep(0.5)
     finally:
         daemon.terminate()
@@ -135,6 +136,8 @@ def test_a_gpu_limit_is_never_planned_past(
     log = (env.root / "hopsd.log").read_text()
     assert most <= limit, f"{account} {qos} held {most} GPUs past its limit of {limit}"
     assert ran == jobs, f"ran {sorted(ran)} of {sorted(jobs)}\n{log[-3000:]}"
+    # a job the limit holds back says so (hops status shows it)
+    assert any("Slurm's GPU limit" in why for why in told), told
 
 
 @pytest.fixture
