@@ -21,6 +21,8 @@ from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
 from hopsd.core.model import Job, Plan
+from hopsd.core.policies import Policy
+from hopsd.core.quota import held_back, with_quota
 from hopsd.core.reserve import reserve
 from hopsd.core.scoring import Scores, score_jobs
 from hopsd.core.sizeclaim import SizeRule
@@ -53,6 +55,13 @@ from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
+from hopsd.daemon.slurm_policy import (
+    planned_ids,
+    quota_of,
+    slurm_policy_of,
+    type_max_times,
+    with_reasons,
+)
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -70,6 +79,7 @@ from hopsd.ledger.records import (
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.plugins import get_policy
 from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.parse_limits import SlurmLimits
 from hopsd.slurm.port import SlurmPort
 
 log = logging.getLogger("hopsd.tick")
@@ -129,6 +139,7 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
+        self.slurm_policy = slurm_policy_of(config, port)
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -144,6 +155,7 @@ class Tick:
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
+        self.slurm_policy = slurm_policy_of(config, self.port)
 
     def _checked_spool(self, config: HopsConfig) -> Path | None:
         """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
@@ -288,9 +300,11 @@ class Tick:
             options = dataclasses.replace(self._step_options(), score=True)
             started = time.perf_counter()
             try:
+                policy, held = self._within_limits(obs, built)
                 decision, clock = decide(
-                    given, self.round_clock, self.policy, self.settings, options
+                    given, self.round_clock, policy, self.settings, options
                 )
+                decision = with_reasons(decision, held(decision.plan))
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
                 self._note_latency(built, result, unit, scored(given, self.settings, options))
@@ -339,14 +353,32 @@ class Tick:
         given = measured_input(unit, self.config, snap, clock, self._step_options(), plan)
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
+    def _within_limits(
+        self, obs: Observation, built: Assembled
+    ) -> tuple[Policy, Callable[[Plan], dict[str, str]]]:
+        """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``),
+        and why each job those limits keep out of the plan waits."""
+        if self.slurm_policy.limits is None:
+            return self.policy, lambda plan: {}
+        limits = self.slurm_policy.gpu_limits() or SlurmLimits()
+        view = built.view
+        types = {n.id: n.gpu_type for n in view.cluster.nodes}
+        times = type_max_times(view.partition_of, types, self.slurm_policy.partition_times())
+        planned = planned_ids(built.handles, [j.id for j in built.snapshot.jobs])
+        quota = quota_of(limits, obs, planned, times)
+        return with_quota(self.policy, quota), partial(held_back, built.snapshot, quota)
+
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        shares = self.slurm_policy.share_table()
         return StepOptions(
             spare_guard_s=guard,
             notice=notice_of(self.config) is not None,
             profiling=self.profiler.options.rules,
-            fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+            fairshare=FairShareRule(
+                self.config.shares if shares is None else shares, self.config.fairshare_weight
+            ),
             sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
         )
 
