@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.ledger.engine import make_engine, make_sessionmaker
@@ -91,3 +92,10 @@ def _settled_cluster(request: pytest.FixtureRequest) -> None:
                 capture_output=True,
                 timeout=20,
             )
+
+
+# Hypothesis's per-example deadline is a timer: on a loaded machine a 0.03 ms
+# example can take 0.3 s and fail a property that holds. Properties are checked
+# here, speed is measured in benchmarks/.
+hypothesis_settings.register_profile("hops", deadline=None)
+hypothesis_settings.load_profile("hops")
