@@ -8,7 +8,7 @@ from functools import cached_property
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.fairshare import Usage
-from hopsd.core.model import Cluster, Job
+from hopsd.core.model import Cluster, Job, NodeClosing
 from hopsd.core.profiling import Profilee
 from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
 
@@ -26,6 +26,9 @@ class Snapshot:
     their profiling phase (not in ``jobs``: the profiling queue owns them, see
     :mod:`hopsd.core.profiling`); ``usage`` is the owners' decayed usage the
     step turns into fair-share factors (None: every factor stays as given).
+    ``closing`` names nodes that stop taking work (drained, or under a
+    reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
+    them and moves jobs that would not finish in time.
     """
 
     now: float
@@ -37,6 +40,7 @@ class Snapshot:
     finished_lrs: tuple[float, ...] = ()
     profiling: tuple[Profilee, ...] = ()
     usage: Usage | None = None
+    closing: Mapping[str, NodeClosing] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]
@@ -50,6 +54,9 @@ class Snapshot:
                 raise InvalidInputError(
                     f"capacity {cap} of node {node_id!r} outside 0..{nodes[node_id].gpus}"
                 )
+        unknown = sorted(n for n in self.closing if n not in nodes)
+        if unknown:
+            raise InvalidInputError(f"closing given for unknown nodes {unknown}")
         for job in self.jobs:
             if job.current is None:
                 continue

@@ -21,9 +21,10 @@ from typing import Any
 from hopsd.config import HopsConfig
 from hopsd.core.capacity import held_gpus, node_sizes
 from hopsd.core.gains import restart_price_s
-from hopsd.core.model import Configuration, Job
+from hopsd.core.model import Configuration, Job, NodeClosing
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
+from hopsd.daemon.closings import closings
 from hopsd.daemon.decide import JobHandle
 from hopsd.daemon.snapshot_builder import (
     ClusterView,
@@ -34,6 +35,7 @@ from hopsd.daemon.snapshot_builder import (
 )
 from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
+from hopsd.slurm.parse_reservations import SlurmReservation
 
 Guard = Callable[[int, str, Callable[[], Any]], Any]
 
@@ -60,12 +62,14 @@ def assemble(
     store: ThroughputStore,
     now: float,
     guard: Guard | None = None,
+    reservations: Sequence[SlurmReservation] = (),
 ) -> Assembled:
     """Build the planner's input; see the module docstring for the job classes.
 
     With ``guard`` (:meth:`hopsd.daemon.problems.InputProblems.guard`), a job
     whose row cannot be turned into a core job is left out of this tick's
-    plan instead of failing the whole plan.
+    plan instead of failing the whole plan. Drained nodes and ``reservations``
+    give the snapshot's closing nodes (:mod:`hopsd.daemon.closings`).
     """
     observed = obs.job_map()
     plain = build_cluster_view(obs.nodes, config, {})
@@ -122,12 +126,18 @@ def assemble(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
     view = build_cluster_view(obs.nodes, config, held_running)
-    snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt)
+    closing = closings(obs.nodes, reservations, sizes, config, now)
+    snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)
     return Assembled(snapshot, view, handles, frozenset(starting))
 
 
 def _snapshot(
-    view: ClusterView, jobs: Sequence[Job], store: ThroughputStore, now: float, pin: set[str]
+    view: ClusterView,
+    jobs: Sequence[Job],
+    store: ThroughputStore,
+    now: float,
+    pin: set[str],
+    closing: Mapping[str, NodeClosing],
 ) -> tuple[Snapshot, ClusterView]:
     """The planner's snapshot: capacity never below what hops jobs hold, the jobs some
     configuration can hold, and ``pin`` (starting, or not to be preempted) pinned."""
@@ -142,6 +152,7 @@ def _snapshot(
         store=store,
         capacity=capacity,
         pinned=frozenset(s for s in pin if any(j.id == s for j in jobs)),
+        closing=closing,
     )
     return snapshot, view
 

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
 from hopsd.core.capacity import free_gpus, node_capacity
+from hopsd.core.closing import ClosingAware
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
@@ -29,6 +30,7 @@ from hopsd.core.sizeclaim import SizeRule, check_sizes
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions
 from hopsd.daemon.assemble import Assembled, assemble
+from hopsd.daemon.closings import Reservations
 from hopsd.daemon.decide import (
     Action,
     Decision,
@@ -128,7 +130,8 @@ class Tick:
         self.round_clock = RoundClock(self.settings.round_length_s)
         # the policy's own settings ([policies.NAME]): a change on reload rebuilds it
         self.own_settings = policy_settings(config)
-        self.policy = get_policy(config.policy, self.own_settings)
+        self.policy = ClosingAware(get_policy(config.policy, self.own_settings))
+        self.reservations = Reservations(port, min(config.queue_refresh_s, config.round_length_s))
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
@@ -140,7 +143,7 @@ class Tick:
         self.round_clock = RoundClock(self.settings.round_length_s, self.round_clock.last_round_at)
         own = policy_settings(config)
         if config.policy != self.policy.name or own != self.own_settings:
-            self.policy = get_policy(config.policy, own)
+            self.policy = ClosingAware(get_policy(config.policy, own))
         self.own_settings = own
         self.reconciler.config = config
         self.reconciler.sensing.spools.shared = self._checked_spool(config)
@@ -273,6 +276,7 @@ class Tick:
                 unit.throughput_snapshot(ids),
                 now,
                 self.reconciler.problems.guard,
+                self.reservations.current(now),
             )
             built = self._hold_back(unit, built)
             profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)

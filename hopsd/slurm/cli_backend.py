@@ -20,6 +20,7 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
+from hopsd.slurm.parse_reservations import SlurmReservation, parse_reservations
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
@@ -152,6 +153,11 @@ class CliSlurm:
 
     def list_nodes(self) -> list[SlurmNode]:
         return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))
+
+    def list_reservations(self) -> list[SlurmReservation]:
+        """Every reservation in one ``scontrol -o show reservation`` (see the parser)."""
+        argv = ["scontrol", "-o", "show", "reservation"]
+        return self._read(argv, lambda r: parse_reservations(r.stdout))
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         if not job_ids:
