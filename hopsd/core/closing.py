@@ -15,8 +15,9 @@ them without knowing about them:
   moves are allowed, and never a job the snapshot pins itself;
 * the policy never sees a closing node's free GPUs, so neither a start nor a
   move lands there; a second fragment pass then offers those GPUs to queued
-  jobs, and keeps only starts whose estimated run time ends before the node
-  closes (a drained node, closed for good, takes none).
+  jobs, and keeps only starts whose estimated run time and Slurm time limit
+  both end before the node closes (Slurm itself launches no job whose time
+  limit reaches into a reservation; a drained node, closed for good, takes none).
 
 Estimates are the core estimator's: a job whose throughput cannot be estimated
 is taken not to finish in time.
@@ -93,6 +94,18 @@ def finishes_in_time(job: Job, config: Configuration, snapshot: Snapshot, est: E
     """Whether ``job`` run in ``config`` ends before any of its nodes closes."""
     at = closes_at(config, snapshot.closing)
     return at == math.inf or snapshot.now + remaining_s(job, config, est) <= at
+
+
+def may_start_before(job: Job, config: Configuration, snapshot: Snapshot, est: Estimator) -> bool:
+    """Whether a start of ``job`` in ``config`` ends before its nodes close, and Slurm will
+    launch it there: Slurm starts no job on a reservation's nodes whose time limit reaches
+    into the reservation (an unlimited one always does), whatever hops expects of it."""
+    at = closes_at(config, snapshot.closing)
+    if at == math.inf:
+        return True
+    limit = job.time_limit_s
+    fits_limit = limit is not None and snapshot.now + limit <= at
+    return fits_limit and finishes_in_time(job, config, snapshot, est)
 
 
 @dataclass(frozen=True)
@@ -183,7 +196,7 @@ def fill_closing(policy: Policy, snapshot: Snapshot, plan: Plan, settings: Setti
 
 
 def _in_time(a: Assignment, jobs: Mapping[str, Job], snapshot: Snapshot, est: Estimator) -> bool:
-    return finishes_in_time(jobs[a.job_id], a.config, snapshot, est)
+    return may_start_before(jobs[a.job_id], a.config, snapshot, est)
 
 
 class ClosingAware:

@@ -5,7 +5,9 @@ its running hops jobs finish there (``finish``, the default) or move off at the
 next round (``move``). A reservation closes its nodes at its start: hops jobs
 are not submitted into reservations, so from then on they cannot run there.
 Jobs that would not finish by then are moved off from ``2 * round_length_s +
-checkpoint_grace_s`` before it, so the notice and the requeue are done in time.
+checkpoint_grace_s`` plus :data:`RELAUNCH_MARGIN_S` before it: the move is
+decided at the first round in that lead, and its notice, requeue and relaunch
+elsewhere are done before the reservation begins.
 The rules themselves are the core's (:mod:`hopsd.core.closing`).
 
 Reservations are read at most every ``queue_refresh_s`` (they change rarely,
@@ -27,6 +29,9 @@ from hopsd.slurm.parse_reservations import SlurmReservation
 from hopsd.slurm.reservations import read_reservations
 
 log = logging.getLogger(__name__)
+
+#: Seconds a requeue takes to settle and the job to start elsewhere, beyond its notice.
+RELAUNCH_MARGIN_S = 60.0
 
 
 class Reservations:
@@ -72,7 +77,7 @@ def closings(
     now: float,
 ) -> dict[str, NodeClosing]:
     """The closing nodes among ``managed`` (see the module docstring)."""
-    notice_s = 2 * config.round_length_s + config.checkpoint_grace_s
+    notice_s = 2 * config.round_length_s + config.checkpoint_grace_s + RELAUNCH_MARGIN_S
     windows = [Window(r.start, r.end, r.nodes) for r in reservations]
     unusable = [n.name for n in nodes if not n.usable]
     found = node_closings(

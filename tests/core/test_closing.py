@@ -77,7 +77,10 @@ def test_only_jobs_that_finish_before_the_reservation_start_on_its_nodes():
     # a2 is taken by another user: the reserved a1 is the only room
     capacity = {"a2": 0}
     soon = {"a1": NodeClosing(NOW + 3000.0, NOW + 1000.0)}
-    long_job, short_job = job("long", LONG), job("short", SHORT)
+    long_job, short_job = (
+        job("long", LONG, time_limit_s=600.0),
+        job("short", SHORT, time_limit_s=600.0),
+    )
     result = step(long_job, short_job, closing=soon, capacity=capacity)
     assert nodes_of(result, "short") == {"a1"}
     assert nodes_of(result, "long") == set()
@@ -99,3 +102,13 @@ def test_node_closings_take_drains_and_the_earliest_reservation_not_over():
     }
     moving = node_closings(NOW, ["d1"], [], move_on_drain=True, notice_s=60.0)
     assert moving == {"d1": NodeClosing(NOW, NOW)}
+
+
+def test_slurm_launches_no_start_whose_time_limit_reaches_into_the_reservation():
+    capacity = {"a2": 0}
+    soon = {"a1": NodeClosing(NOW + 3000.0, NOW + 1000.0)}
+    for limit in (None, 3600.0):  # unlimited, or past the start: Slurm would never launch it
+        result = step(job("short", SHORT, time_limit_s=limit), closing=soon, capacity=capacity)
+        assert nodes_of(result, "short") == set()
+    result = step(job("short", SHORT, time_limit_s=2900.0), closing=soon, capacity=capacity)
+    assert nodes_of(result, "short") == {"a1"}
