@@ -4,7 +4,9 @@ A hops job is shown to the planner as *running* when Slurm runs it on managed
 nodes, as *starting* (running, and pinned) when hops released it and Slurm has
 not launched it yet, and as *queued* when it waits held. Anything else (a job
 completing, running where hops did not put it, or in its profiling runs, which
-the profiling queue owns) is left out, and its GPUs count as occupied.
+the profiling queue owns) is left out, and its GPUs count as occupied. So is a
+released job whose target GPUs another job took before Slurm launched it
+(:func:`~hopsd.daemon.snapshot_builder.crowded_out`): those GPUs are not hops's.
 
 Fair-share factors are the scheduling step's to set, from the usage the tick
 adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
@@ -13,6 +15,7 @@ adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -30,6 +33,7 @@ from hopsd.daemon.snapshot_builder import (
     ClusterView,
     adopted_tag,
     build_cluster_view,
+    crowded_out,
     observed_config,
     with_tag_rules,
 )
@@ -37,6 +41,7 @@ from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
 from hopsd.slurm.parse_reservations import SlurmReservation
 
+log = logging.getLogger("hopsd.assemble")
 Guard = Callable[[int, str, Callable[[], Any]], Any]
 
 
@@ -125,6 +130,15 @@ def assemble(
         handles[row.id] = JobHandle(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
+    crowded = crowded_out(
+        {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
+        obs.nodes,
+        held_running,
+    )
+    if crowded:
+        log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
+        jobs = [j for j in jobs if j.id not in crowded]
+        starting -= crowded
     view = build_cluster_view(obs.nodes, config, held_running)
     closing = closings(obs.nodes, reservations, sizes, config, now)
     snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)

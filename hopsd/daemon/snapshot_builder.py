@@ -101,3 +101,31 @@ def with_tag_rules(job: Job, tag: HopsTag | None, cluster: Cluster) -> Job:
         return job
     managed = sorted(cluster.gpu_types)
     return job.with_limits(type_limits(tag.types, tag.exclude_types, managed))
+
+
+def crowded_out(
+    targets: Mapping[str, Configuration],
+    nodes: Sequence[ObservedNode],
+    hops_running: Mapping[str, int],
+) -> set[str]:
+    """Released jobs whose target GPUs another job took before Slurm launched them.
+
+    Between hopsd's release and Slurm's next scheduling pass, a job hops does
+    not manage may start on the GPUs the release named; the released job then
+    waits for them. Counted as hops's own, those GPUs would be planned as if
+    hops held them. Such jobs (``targets``: job id to target) are given, in
+    order, the room left by other jobs and hops's running ones; those that do
+    not fit are returned, and sit the plan out until they start or the room is back.
+    """
+    room: dict[str, int] = {}
+    for node in nodes:
+        foreign = left(node.gpus_used, hops_running.get(node.name, 0))
+        room[node.name] = left(left(node.gpus, foreign), hops_running.get(node.name, 0))
+    out: set[str] = set()
+    for job_id, config in targets.items():
+        if all(gpus <= room.get(node, 0) for node, gpus in config.parts):
+            for node, gpus in config.parts:
+                room[node] -= gpus
+        else:
+            out.add(job_id)
+    return out
