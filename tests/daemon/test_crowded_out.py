@@ -23,4 +23,4 @@ def test_a_release_whose_gpus_another_job_took_is_crowded_out_in_order():
     nodes[0] = ObservedNode("v100n1", "v100", 4, gpus_used=1)
     assert crowded_out(targets, nodes, {"v100n1": 1}) == set()
     # a target spanning nodes is crowded out by either
-    assert crowded_out({"d": on(("v100n1", 3), ("v100n2", 1))}, nodes, {"v100n1": 1}) == {"d"}
+    assert crowded_out({"d": on(("v100n1", 4), ("v100n2", 1))}, nodes, {"v100n1": 1}) == {"d"}
