@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 from daemon_live import LiveEnv
+
+from hopsd.core.capacity import held_gpus
+from hopsd.daemon.decide import Decision
 
 
 def scontrol(*args: str) -> None:
@@ -104,3 +107,69 @@ def reserved(name: str, nodes: str, start_in_s: int, minutes: int = 30) -> Itera
             timeout=20,
             check=False,
         )
+
+
+def running_on(env: LiveEnv, job: int) -> dict[str, int]:
+    """GPUs per node of ``job`` if Slurm runs it now (empty otherwise)."""
+    state, _, placement = slurm_states(env).get(job, ("", False, {}))
+    return placement if state == "RUNNING" else {}
+
+
+def started_on(env: LiveEnv, job: int) -> list[list[str]]:
+    """The nodes of each run of ``job``, from its own start reports."""
+    return [list(e["nodes"]) for e in env.events(job) if e["event"] == "start"]  # type: ignore[call-overload]
+
+
+def done_count(env: LiveEnv, job: int) -> int:
+    return [e["event"] for e in env.events(job)].count("done")
+
+
+def finished_once(env: LiveEnv, job: int) -> bool:
+    return done_count(env, job) == 1
+
+
+def others_running(env: LiveEnv, hops: Collection[int]) -> dict[int, dict[str, int]]:
+    """GPUs per node of every running job that is not one of the given hops jobs."""
+    jobs = env.port.list_jobs()
+    return {j.job_id: j.placement for j in jobs if j.running and j.job_id not in hops}
+
+
+def held_throughout(
+    before: dict[int, dict[str, int]], after: dict[int, dict[str, int]]
+) -> dict[str, int]:
+    """GPUs per node of other jobs that ran from before a tick to after it."""
+    out: dict[str, int] = {}
+    for job, placement in before.items():
+        if job in after:
+            for node, gpus in placement.items():
+                out[node] = out.get(node, 0) + gpus
+    return out
+
+
+def planned_gpus(decision: Decision) -> dict[str, int]:
+    """GPUs per node of hops jobs once the decision is enacted (running ones it left alone too)."""
+    plan = decision.plan
+    placements = plan.placements()
+    assert decision.planned is not None
+    for job in decision.planned.running:
+        if job.id not in placements and job.id not in plan.preempt and job.current is not None:
+            placements[job.id] = job.current
+    return held_gpus(placements.values())
+
+
+def overbooked(
+    sizes: dict[str, int], decision: Decision, steady: dict[str, int]
+) -> dict[str, tuple[int, int]]:
+    """Nodes where hops's plan and other jobs' GPUs held throughout the tick exceed the node."""
+    planned = planned_gpus(decision)
+    return {
+        n: (planned.get(n, 0), steady.get(n, 0))
+        for n in sizes
+        if planned.get(n, 0) + steady.get(n, 0) > sizes[n]
+    }
+
+
+def names_any(argv: Sequence[str], jobs: Collection[int]) -> bool:
+    """Whether a command names one of ``jobs`` (``123`` or ``JobId=123``)."""
+    ids = {str(j) for j in jobs}
+    return any(word in ids or word.rpartition("=")[2] in ids for word in argv)

@@ -13,7 +13,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from centre_live import drained, foreign, slurm_states, wait_running
+from centre_live import (
+    drained,
+    finished_once,
+    foreign,
+    running_on,
+    slurm_states,
+    started_on,
+    wait_running,
+)
 from daemon_live import LIVE, LiveEnv, drive
 
 from hopsd.daemon.tick import Tick
@@ -37,19 +45,6 @@ def hold_all_but_v100(env: LiveEnv, v100n2_gpus: int) -> None:
     foreign(env, "-p", "k80", "--gres=gpu:2")
     foreign(env, "-p", "v100", "-w", "v100n2", f"--gres=gpu:{v100n2_gpus}")
     wait_running(env, env.blockers)
-
-
-def running_on(env: LiveEnv, job: int) -> dict[str, int]:
-    state, _, placement = slurm_states(env).get(job, ("", False, {}))
-    return placement if state == "RUNNING" else {}
-
-
-def started_on(env: LiveEnv, job: int) -> list[list[str]]:
-    return [list(e["nodes"]) for e in env.events(job) if e["event"] == "start"]  # type: ignore[call-overload]
-
-
-def finished_once(env: LiveEnv, job: int) -> bool:
-    return [e["event"] for e in env.events(job)].count("done") == 1
 
 
 def test_a_drained_node_lets_its_job_finish_and_takes_no_new_one_until_resumed(env):

@@ -11,16 +11,20 @@ finishes once. Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped othe
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
 
 import pytest
-from centre_live import foreign, wait_running
+from centre_live import (
+    finished_once,
+    foreign,
+    held_throughout,
+    names_any,
+    others_running,
+    overbooked,
+    wait_running,
+)
 from daemon_live import LIVE, LiveEnv
 from live_users import ensure_user
-from test_live_drain import finished_once
 
-from hopsd.core.capacity import held_gpus
-from hopsd.daemon.decide import Decision
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
 
@@ -35,41 +39,6 @@ def env(tmp_path):
     live = LiveEnv.create(tmp_path)
     yield live
     live.cleanup()
-
-
-def others_running(env: LiveEnv, hops: Collection[int]) -> dict[int, dict[str, int]]:
-    """GPUs per node of every running job that is not one of the test's hops jobs."""
-    return {
-        j.job_id: j.placement for j in env.port.list_jobs() if j.running and j.job_id not in hops
-    }
-
-
-def held_throughout(
-    before: dict[int, dict[str, int]], after: dict[int, dict[str, int]]
-) -> dict[str, int]:
-    """GPUs per node of other jobs that ran from before the tick to after it."""
-    out: dict[str, int] = {}
-    for job, placement in before.items():
-        if job in after:
-            for node, gpus in placement.items():
-                out[node] = out.get(node, 0) + gpus
-    return out
-
-
-def planned_gpus(decision: Decision) -> dict[str, int]:
-    """GPUs per node of hops jobs once the decision is enacted (running ones it left alone too)."""
-    plan = decision.plan
-    placements = plan.placements()
-    assert decision.planned is not None
-    for job in decision.planned.running:
-        if job.id not in placements and job.id not in plan.preempt and job.current is not None:
-            placements[job.id] = job.current
-    return held_gpus(placements.values())
-
-
-def names_any(argv: Sequence[str], jobs: Collection[int]) -> bool:
-    ids = {str(j) for j in jobs}
-    return any(word in ids or word.rpartition("=")[2] in ids for word in argv)
 
 
 def test_other_users_jobs_are_never_planned_over_nor_touched(env):
@@ -92,13 +61,7 @@ def test_other_users_jobs_are_never_planned_over_nor_touched(env):
         result = tick.run_once()
         after = others_running(env, hops)
         if result.decision is not None:
-            planned = planned_gpus(result.decision)
-            steady = held_throughout(before, after)
-            over = {
-                n: (planned.get(n, 0), steady.get(n, 0))
-                for n in sizes
-                if planned.get(n, 0) + steady.get(n, 0) > sizes[n]
-            }
+            over = overbooked(sizes, result.decision, held_throughout(before, after))
             assert not over, (
                 f"tick {i}: hops planned on GPUs other jobs hold: {over}",
                 result.decision.reasons,

@@ -14,9 +14,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from centre_live import foreign, reserved, slurm_states, wait_running
+from centre_live import (
+    finished_once,
+    foreign,
+    reserved,
+    running_on,
+    slurm_states,
+    started_on,
+    wait_running,
+)
 from daemon_live import LIVE, LiveEnv, drive
-from test_live_drain import finished_once, running_on, started_on
 
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
