@@ -118,14 +118,14 @@ def crowded_out(
     not fit are returned, and sit the plan out until they start or the room is back.
     """
     room: dict[str, int] = {}
-    for node in nodes:
-        foreign = left(node.gpus_used, hops_running.get(node.name, 0))
-        room[node.name] = left(left(node.gpus, foreign), hops_running.get(node.name, 0))
+    for seen in nodes:
+        foreign = left(seen.gpus_used, hops_running.get(seen.name, 0))
+        room[seen.name] = left(left(seen.gpus, foreign), hops_running.get(seen.name, 0))
     out: set[str] = set()
     for job_id, config in targets.items():
-        if all(gpus <= room.get(node, 0) for node, gpus in config.parts):
-            for node, gpus in config.parts:
-                room[node] -= gpus
+        if all(gpus <= room.get(name, 0) for name, gpus in config.parts):
+            for name, gpus in config.parts:
+                room[name] -= gpus
         else:
             out.add(job_id)
     return out
