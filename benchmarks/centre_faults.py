@@ -49,6 +49,7 @@ from centre_live import (
     scontrol,
 )
 from daemon_live import LiveEnv
+from live_replay import quietly
 from live_users import ensure_user
 
 from hopsd.daemon.tick import Tick
@@ -114,7 +115,7 @@ def step_faults(run: Run, elapsed: float, user: str) -> None:
 def tick_once(run: Run, tick: Tick, sizes: dict[str, int], reservation_at: float) -> None:
     env = run.env
     before = others_running(env, run.hops)
-    result = tick.run_once()
+    result = quietly(tick.run_once)  # the solver's banner must not reach --json's stdout
     after = others_running(env, run.hops)
     if result.decision is not None and result.decision.planned is not None:
         run.overbooked += len(overbooked(sizes, result.decision, held_throughout(before, after)))

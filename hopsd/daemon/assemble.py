@@ -4,9 +4,10 @@ A hops job is shown to the planner as *running* when Slurm runs it on managed
 nodes, as *starting* (running, and pinned) when hops released it and Slurm has
 not launched it yet, and as *queued* when it waits held. Anything else (a job
 completing, running where hops did not put it, or in its profiling runs, which
-the profiling queue owns) is left out, and its GPUs count as occupied. So is a
-released job whose target GPUs another job took before Slurm launched it
-(:func:`~hopsd.daemon.snapshot_builder.crowded_out`): those GPUs are not hops's.
+the profiling queue owns) is left out, and its GPUs count as occupied. A
+released job Slurm cannot launch where hops put it (another job took the GPUs,
+the node went down: :func:`~hopsd.daemon.snapshot_builder.crowded_out`) is
+queued again: those GPUs are not hops's, and the job is placed anew.
 
 Fair-share factors are the scheduling step's to set, from the usage the tick
 adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
@@ -137,8 +138,10 @@ def assemble(
     )
     if crowded:
         log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
-        jobs = [j for j in jobs if j.id not in crowded]
+        jobs = [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
         starting -= crowded
+        for job_id in crowded:
+            handles[job_id] = dataclasses.replace(handles[job_id], released=True)
     view = build_cluster_view(obs.nodes, config, held_running)
     closing = closings(obs.nodes, reservations, sizes, config, now)
     snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)

@@ -108,19 +108,22 @@ def crowded_out(
     nodes: Sequence[ObservedNode],
     hops_running: Mapping[str, int],
 ) -> set[str]:
-    """Released jobs whose target GPUs another job took before Slurm launched them.
+    """Released jobs Slurm cannot launch where hops put them: another job took the GPUs,
+    or the node went down or was drained before the launch.
 
     Between hopsd's release and Slurm's next scheduling pass, a job hops does
     not manage may start on the GPUs the release named; the released job then
-    waits for them. Counted as hops's own, those GPUs would be planned as if
-    hops held them. Such jobs (``targets``: job id to target) are given, in
-    order, the room left by other jobs and hops's running ones; those that do
-    not fit are returned, and sit the plan out until they start or the room is back.
+    waits for them. A job Slurm requeued itself when its node failed waits,
+    released, for that node. Counted as hops's own, those GPUs would be planned
+    as if hops held them. Such jobs (``targets``: job id to target) are given,
+    in order, the room left by other jobs and hops's running ones on usable
+    nodes; those that do not fit are returned, to be planned again as queued.
     """
     room: dict[str, int] = {}
     for seen in nodes:
         foreign = left(seen.gpus_used, hops_running.get(seen.name, 0))
-        room[seen.name] = left(left(seen.gpus, foreign), hops_running.get(seen.name, 0))
+        free = left(left(seen.gpus, foreign), hops_running.get(seen.name, 0))
+        room[seen.name] = free if seen.usable else 0
     out: set[str] = set()
     for job_id, config in targets.items():
         if all(gpus <= room.get(name, 0) for name, gpus in config.parts):

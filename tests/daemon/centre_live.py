@@ -7,10 +7,14 @@ test cluster as it found it.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from daemon_live import LiveEnv
 
@@ -173,3 +177,62 @@ def names_any(argv: Sequence[str], jobs: Collection[int]) -> bool:
     """Whether a command names one of ``jobs`` (``123`` or ``JobId=123``)."""
     ids = {str(j) for j in jobs}
     return any(word in ids or word.rpartition("=")[2] in ids for word in argv)
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ.get("HOPS_CLUSTER_DIR", "/var/tmp/hops-cluster"))
+
+
+def _pids_where(match: Callable[[str, bytes], bool]) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if match(cmdline, environ):
+            out.append(int(entry.name))
+    return out
+
+
+def power_off(node: str, job: int) -> None:
+    """``node`` fails as a machine does: its slurmd and the job's processes there die at once.
+
+    On the test cluster every node is a ``slurmd -N NODE`` on this host; the
+    job's ``slurmstepd`` and its script are killed first, so nothing of the
+    job reports to slurmctld, then the node's slurmd (its pid from the cluster's
+    ``pids`` file). slurmctld marks the node down after ``SlurmdTimeout``.
+    """
+    tag = f"[{job}.".encode()
+    job_env = f"SLURM_JOB_ID={job}\0".encode()
+    steps = _pids_where(lambda cmd, env: "slurmstepd" in cmd and tag.decode() in cmd)
+    procs = _pids_where(lambda cmd, env: env.startswith(job_env) or b"\0" + job_env in env)
+    for pid in steps + procs + [slurmd_pid(node)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def slurmd_pid(node: str) -> int:
+    for line in (cluster_dir() / "pids").read_text().splitlines():
+        name, _, pid = line.partition(" ")
+        if name == f"slurmd-{node}":
+            return int(pid)
+    raise LookupError(f"no slurmd of {node} in the cluster's pids file")
+
+
+def power_on(node: str) -> None:
+    """Start ``node``'s slurmd again, recorded in the cluster's ``pids`` file as ``up`` does."""
+    log = open(cluster_dir() / "log" / f"slurmd-{node}.out", "ab")  # noqa: SIM115 - the child's
+    child = subprocess.Popen(
+        ["slurmd", "-D", "-f", os.environ["SLURM_CONF"], "-N", node],
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        cwd=cluster_dir(),  # as the cluster's own daemons: nothing pins the caller's directory
+    )
+    pids = cluster_dir() / "pids"
+    lines = [ln for ln in pids.read_text().splitlines() if not ln.startswith(f"slurmd-{node} ")]
+    pids.write_text("\n".join([*lines, f"slurmd-{node} {child.pid}"]) + "\n")

@@ -24,3 +24,9 @@ def test_a_release_whose_gpus_another_job_took_is_crowded_out_in_order():
     assert crowded_out(targets, nodes, {"v100n1": 1}) == set()
     # a target spanning nodes is crowded out by either
     assert crowded_out({"d": on(("v100n1", 4), ("v100n2", 1))}, nodes, {"v100n1": 1}) == {"d"}
+
+
+def test_a_release_onto_a_node_that_went_down_or_was_drained_is_crowded_out():
+    nodes = [ObservedNode("v100n1", "v100", 4, usable=False), ObservedNode("v100n2", "v100", 4)]
+    targets = {"a": on(("v100n1", 1)), "b": on(("v100n2", 2))}
+    assert crowded_out(targets, nodes, {}) == {"a"}
