@@ -65,6 +65,8 @@ class HopsConfig:
     slurm_rest_url: str = ""
     slurm_rest_token_file: str = ""
     slurm_rest_version: str = "v0.0.42"
+    # Running hops jobs on a drained node: "finish" there, or "move" off at the next round.
+    on_drain: str = "finish"
     partitions: tuple[str, ...] = ()
     node_types: Mapping[str, str] = field(default_factory=dict)
     round_length_s: float = 300.0
@@ -157,6 +159,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "rest_url": ("slurm_rest_url", str),
         "rest_token_file": ("slurm_rest_token_file", str),
         "rest_version": ("slurm_rest_version", str),
+        "on_drain": ("on_drain", str),
         "partitions": ("partitions", list),
         "node_types": ("node_types", dict),
         "limits": ("slurm_limits", bool),
@@ -274,6 +277,8 @@ def _check(config: HopsConfig) -> None:
             f"slurm.backend: must be 'cli', 'pyslurm' or 'rest', got {config.slurm_backend!r}"
         )
     _check_rest(config)
+    if config.on_drain not in ("finish", "move"):
+        raise ConfigError(f"slurm.on_drain: must be 'finish' or 'move', got {config.on_drain!r}")
     if not all(isinstance(word, str) and word for word in config.slurm_command_prefix):
         raise ConfigError(
             "slurm.command_prefix: must be a list of non-empty strings, "

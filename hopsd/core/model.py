@@ -324,3 +324,23 @@ class Plan:
     def gpus_used(self) -> dict[str, int]:
         """GPUs taken per node after the plan is applied."""
         return held_gpus(self.placements().values())
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClosing:
+    """A node that stops taking work: drained, or held by a reservation that begins soon.
+
+    ``at`` is when jobs can no longer run there (``math.inf`` for a drained node
+    whose jobs may finish; the drain instant when they are to move).
+    ``move_from`` is when the planner starts moving running jobs that would not
+    finish by ``at``: early enough that their checkpoint notice and requeue are
+    done before it.
+    """
+
+    at: float
+    move_from: float
+
+    @staticmethod
+    def drained(now: float, move: bool) -> NodeClosing:
+        """A drained node: its jobs finish there, or move off at the next round."""
+        return NodeClosing(now, now) if move else NodeClosing(math.inf, math.inf)

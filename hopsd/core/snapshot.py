@@ -8,7 +8,7 @@ from functools import cached_property
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.fairshare import Usage
-from hopsd.core.model import Cluster, Job
+from hopsd.core.model import Cluster, Job, NodeClosing
 from hopsd.core.profiling import Profilee
 from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
 
@@ -45,6 +45,9 @@ class Snapshot:
     GPUs they hold or will take out of planning. ``listening`` names the jobs
     that can hear a checkpoint notice before a move or preemption (None: all;
     :mod:`hopsd.core.act`).
+    ``closing`` names nodes that stop taking work (drained, or under a
+    reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
+    them and moves jobs that would not finish in time.
     """
 
     now: float
@@ -58,6 +61,7 @@ class Snapshot:
     usage: Usage | None = None
     in_flight: tuple[InFlight, ...] = ()
     listening: frozenset[str] | None = None
+    closing: Mapping[str, NodeClosing] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]
@@ -74,6 +78,9 @@ class Snapshot:
                 raise InvalidInputError(
                     f"capacity {cap} of node {node_id!r} outside 0..{nodes[node_id].gpus}"
                 )
+        unknown = sorted(n for n in self.closing if n not in nodes)
+        if unknown:
+            raise InvalidInputError(f"closing given for unknown nodes {unknown}")
         for job in self.jobs:
             if job.current is None:
                 continue

@@ -4,7 +4,10 @@ A hops job is shown to the planner as *running* when Slurm runs it on managed
 nodes, as *starting* (running, and pinned) when hops released it and Slurm has
 not launched it yet, and as *queued* when it waits held. Anything else (a job
 completing, running where hops did not put it, or in its profiling runs, which
-the profiling queue owns) is left out, and its GPUs count as occupied.
+the profiling queue owns) is left out, and its GPUs count as occupied. A
+released job Slurm cannot launch where hops put it (another job took the GPUs,
+the node went down: :func:`~hopsd.daemon.snapshot_builder.crowded_out`) is
+queued again: those GPUs are not hops's, and the job is placed anew.
 
 Fair-share factors are the scheduling step's to set, from the usage the tick
 adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
@@ -13,6 +16,7 @@ adds to the snapshot (:func:`hopsd.core.fairshare.apply_fair_share`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -21,20 +25,24 @@ from typing import Any
 from hopsd.config import HopsConfig
 from hopsd.core.capacity import held_gpus, node_sizes
 from hopsd.core.gains import hears_notice, restart_price_s
-from hopsd.core.model import Configuration, Job
+from hopsd.core.model import Configuration, Job, NodeClosing
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
+from hopsd.daemon.closings import closings
 from hopsd.daemon.decide import JobHandle
 from hopsd.daemon.snapshot_builder import (
     ClusterView,
     adopted_tag,
     build_cluster_view,
+    crowded_out,
     observed_config,
     with_tag_rules,
 )
 from hopsd.daemon.views import RUNNING, Observation
 from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
+from hopsd.slurm.parse_reservations import SlurmReservation
 
+log = logging.getLogger("hopsd.assemble")
 Guard = Callable[[int, str, Callable[[], Any]], Any]
 
 
@@ -60,12 +68,14 @@ def assemble(
     store: ThroughputStore,
     now: float,
     guard: Guard | None = None,
+    reservations: Sequence[SlurmReservation] = (),
 ) -> Assembled:
     """Build the planner's input; see the module docstring for the job classes.
 
     With ``guard`` (:meth:`hopsd.daemon.problems.InputProblems.guard`), a job
     whose row cannot be turned into a core job is left out of this tick's
-    plan instead of failing the whole plan.
+    plan instead of failing the whole plan. Drained nodes and ``reservations``
+    give the snapshot's closing nodes (:mod:`hopsd.daemon.closings`).
     """
     observed = obs.job_map()
     plain = build_cluster_view(obs.nodes, config, {})
@@ -121,8 +131,20 @@ def assemble(
         handles[row.id] = JobHandle(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
+    crowded = crowded_out(
+        {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
+        obs.nodes,
+        held_running,
+    )
+    if crowded:
+        log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
+        jobs = [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
+        starting -= crowded
+        for job_id in crowded:
+            handles[job_id] = dataclasses.replace(handles[job_id], released=True)
     view = build_cluster_view(obs.nodes, config, held_running)
-    snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt)
+    closing = closings(obs.nodes, reservations, sizes, config, now)
+    snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)
     # only jobs whose probe has reported can take a checkpoint notice (hopsd.core.act)
     listening = frozenset(r.id for r in rows if hears_notice(r.startup_s))
     snapshot = dataclasses.replace(snapshot, listening=listening)
@@ -130,7 +152,12 @@ def assemble(
 
 
 def _snapshot(
-    view: ClusterView, jobs: Sequence[Job], store: ThroughputStore, now: float, pin: set[str]
+    view: ClusterView,
+    jobs: Sequence[Job],
+    store: ThroughputStore,
+    now: float,
+    pin: set[str],
+    closing: Mapping[str, NodeClosing],
 ) -> tuple[Snapshot, ClusterView]:
     """The planner's snapshot: capacity never below what hops jobs hold, the jobs some
     configuration can hold, and ``pin`` (starting, or not to be preempted) pinned."""
@@ -145,6 +172,7 @@ def _snapshot(
         store=store,
         capacity=capacity,
         pinned=frozenset(s for s in pin if any(j.id == s for j in jobs)),
+        closing=closing,
     )
     return snapshot, view
 

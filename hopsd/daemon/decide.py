@@ -59,6 +59,8 @@ class JobHandle:
     restarts: int
     was_requeued: bool
     cpus_per_gpu: int = 0
+    #: released already, but Slurm cannot launch it there (a start holds it again first)
+    released: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Action:
     restarts: int
     was_requeued: bool
     cpus_per_gpu: int = 0
+    released: bool = False
 
     def describe(self) -> str:
         if self.config is None:
@@ -129,6 +132,7 @@ def actions_from_plan(
                 handle.restarts,
                 handle.was_requeued,
                 handle.cpus_per_gpu,
+                handle.released,
             )
         )
 
@@ -174,7 +178,8 @@ def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> l
         chain.append(
             IntentRequest(action.job_id, A.REQUEUE_HOLD, {**base, "restarts": action.restarts})
         )
-    if action.kind == HOLD:
+    if action.kind == HOLD or (action.kind == START and action.released):
+        # a released job placed anew is held first: its update must not race a launch
         chain.append(IntentRequest(action.job_id, A.HOLD, base))
     if action.kind == RELAUNCH:
         again = {**base, "relaunch": True, "restarts": action.restarts}

@@ -101,3 +101,34 @@ def with_tag_rules(job: Job, tag: HopsTag | None, cluster: Cluster) -> Job:
         return job
     managed = sorted(cluster.gpu_types)
     return job.with_limits(type_limits(tag.types, tag.exclude_types, managed))
+
+
+def crowded_out(
+    targets: Mapping[str, Configuration],
+    nodes: Sequence[ObservedNode],
+    hops_running: Mapping[str, int],
+) -> set[str]:
+    """Released jobs Slurm cannot launch where hops put them: another job took the GPUs,
+    or the node went down or was drained before the launch.
+
+    Between hopsd's release and Slurm's next scheduling pass, a job hops does
+    not manage may start on the GPUs the release named; the released job then
+    waits for them. A job Slurm requeued itself when its node failed waits,
+    released, for that node. Counted as hops's own, those GPUs would be planned
+    as if hops held them. Such jobs (``targets``: job id to target) are given,
+    in order, the room left by other jobs and hops's running ones on usable
+    nodes; those that do not fit are returned, to be planned again as queued.
+    """
+    room: dict[str, int] = {}
+    for seen in nodes:
+        foreign = left(seen.gpus_used, hops_running.get(seen.name, 0))
+        free = left(left(seen.gpus, foreign), hops_running.get(seen.name, 0))
+        room[seen.name] = free if seen.usable else 0
+    out: set[str] = set()
+    for job_id, config in targets.items():
+        if all(gpus <= room.get(name, 0) for name, gpus in config.parts):
+            for name, gpus in config.parts:
+                room[name] -= gpus
+        else:
+            out.add(job_id)
+    return out

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
+from hopsd.core.closing import ClosingAware
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
@@ -29,6 +30,7 @@ from hopsd.core.sizeclaim import SizeRule
 from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
+from hopsd.daemon.closings import Reservations
 from hopsd.daemon.decide import (
     Action,
     Decision,
@@ -135,7 +137,8 @@ class Tick:
         self.round_clock = RoundClock(self.settings.round_length_s)
         # the policy's own settings ([policies.NAME]): a change on reload rebuilds it
         self.own_settings = policy_settings(config)
-        self.policy = get_policy(config.policy, self.own_settings)
+        self.policy = ClosingAware(get_policy(config.policy, self.own_settings))
+        self.reservations = Reservations(port, min(config.queue_refresh_s, config.round_length_s))
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
@@ -148,7 +151,7 @@ class Tick:
         self.round_clock = RoundClock(self.settings.round_length_s, self.round_clock.last_round_at)
         own = policy_settings(config)
         if config.policy != self.policy.name or own != self.own_settings:
-            self.policy = get_policy(config.policy, own)
+            self.policy = ClosingAware(get_policy(config.policy, own))
         self.own_settings = own
         self.reconciler.config = config
         self.reconciler.sensing.spools.shared = self._checked_spool(config)
@@ -282,6 +285,7 @@ class Tick:
                 unit.throughput_snapshot(ids),
                 now,
                 self.reconciler.problems.guard,
+                self.reservations.current(now),
             )
             in_flight = self._in_flight(unit)
             waiting = frozenset(f.job_id for f in in_flight)

@@ -31,6 +31,7 @@ from hopsd.slurm.parse_limits import (
     parse_qos,
     parse_shares,
 )
+from hopsd.slurm.parse_reservations import SlurmReservation, parse_reservations
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
@@ -163,6 +164,11 @@ class CliSlurm:
 
     def list_nodes(self) -> list[SlurmNode]:
         return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))
+
+    def list_reservations(self) -> list[SlurmReservation]:
+        """Every reservation in one ``scontrol -o show reservation`` (see the parser)."""
+        argv = ["scontrol", "-o", "show", "reservation"]
+        return self._read(argv, lambda r: parse_reservations(r.stdout))
 
     def accounting(self, job_ids: Sequence[int]) -> list[AccountingRecord]:
         return self._sacct("-X", job_ids, SACCT_FIELDS, parse_accounting)

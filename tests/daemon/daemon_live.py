@@ -132,6 +132,7 @@ class LiveEnv:
         batch: int = 32,
         type_speed: str = "",
         label: str = "j",
+        minutes: int = 10,
     ) -> int:
         script = self.root / f"{label}.sh"
         script.write_text(
@@ -147,7 +148,7 @@ class LiveEnv:
             str(self.root / "%j.out"),
             "--open-mode=append",
             "-t",
-            "10",
+            str(minutes),
         ]
         job = self.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, samples, batch))
         self.submitted.append(job)

@@ -71,7 +71,15 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
         call_count=lambda: len(env.runner.calls),
     )
     results = []
-    assert drive(lambda: results.append(tick.run_once()), env.all_terminal, deadline_s=120)
+    reservation_reads: list[int] = []
+
+    def step() -> None:
+        first = len(env.runner.calls)
+        results.append(tick.run_once())
+        made = env.runner.calls[first:]
+        reservation_reads.append(sum(1 for argv in made if "reservation" in argv))
+
+    assert drive(step, env.all_terminal, deadline_s=120)
 
     rows = env.rows()
     for job in jobs:
@@ -88,14 +96,16 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
     # before requeueing them), plus one call per action taken, the intents resumed
     # right after reconcile included (the hold hopsd makes its own at adoption; two for
     # a requeue: the operator's hold follows it), plus two batched reads (queue,
-    # accounting) per round of waiting for requeued jobs to leave their nodes
-    for r in results:
+    # accounting) per round of waiting for requeued jobs to leave their nodes, plus the
+    # reservations, read again at most every queue_refresh_s
+    for r, reads in zip(results, reservation_reads, strict=True):
+        assert reads <= 1
         enacted = [e for e in (r.enacted, r.resumed) if e is not None]
         actions = sum(len(e.done) + len(e.failed) for e in enacted)
         taken = [s for e in enacted for s in e.done]
         requeues = sum(1 for s in taken if s.action == IntentAction.REQUEUE_HOLD)
         polls = sum(e.settle_polls for e in (r.enacted, r.resumed) if e is not None)
-        bound = 3 + actions + requeues + 2 * polls + (2 if r.resumed else 0)
+        bound = 3 + actions + requeues + 2 * polls + (2 if r.resumed else 0) + reads
         assert r.slurm_calls <= bound
     # accounting agrees on the nodes, when slurmdbd is there
     try:
