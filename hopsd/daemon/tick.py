@@ -50,6 +50,7 @@ from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
+from hopsd.daemon.node_speeds import NodeSpeeds
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
@@ -132,6 +133,7 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
+        self.node_speeds = NodeSpeeds()
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -265,15 +267,17 @@ class Tick:
         with self.ledger.unit() as unit:
             rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
             ids = [r.id for r in rows]
+            store = unit.throughput_snapshot(ids)
             built = assemble(
                 rows,
                 obs,
                 self.config,
                 unit.latest_targets(ids),
-                unit.throughput_snapshot(ids),
+                store,
                 now,
                 self.reconciler.problems.guard,
             )
+            store.set_node_speeds(self.node_speeds.prior(unit, built.view.cluster, now))
             built = self._hold_back(unit, built)
             profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)
             snap = dataclasses.replace(
