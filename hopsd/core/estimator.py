@@ -12,6 +12,11 @@ the first layer that knows it:
 4. ``table`` -- the admin's reference table,
    ``settings.reference_throughput * gpu_type.speed``.
 
+Below the entity layer the figure does not depend on the node; it is scaled by
+the node's speed prior learned from other jobs (:mod:`hopsd.core.nodespeed`),
+against the server the figure came from, so a server other jobs found slow is
+not offered at its faster siblings' value. Without a prior the factor is 1.
+
 The configuration then runs at the pace of its slowest node:
 ``min_i(per_gpu_i) * sum_i(gpus_i)``.
 
