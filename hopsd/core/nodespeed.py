@@ -34,8 +34,9 @@ from hopsd.core.learning import ENTITY_AGGREGATED
 from hopsd.core.model import Cluster
 from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
 
-#: Speed factors at least ``1 - TOLERANCE`` are taken as full speed (noise).
-TOLERANCE = 0.1
+#: Speed factors at least ``1 - TOLERANCE`` are taken as full speed (noise, and the
+#: spread of a type's servers that only some jobs feel).
+TOLERANCE = 0.2
 #: Granularity of a slower server's prior (fewer distinct classes of nodes).
 STEP = 0.05
 #: A prior never goes below this (a factor is a ratio of positive throughputs).

@@ -113,7 +113,9 @@ def test_factors_compare_only_jobs_measured_on_two_servers_of_a_type_at_one_size
 
 
 def test_prior_ignores_noise_and_rounds_slower_servers() -> None:
-    prior = speed_prior({"a": (1.0, 3), "b": (0.93, 2), "c": (0.492, 1), "d": (0.001, 1)})
+    prior = speed_prior(
+        {"a": (1.0, 3), "b": (0.93, 2), "e": (0.85, 4), "c": (0.492, 1), "d": (0.001, 1)}
+    )
     assert prior == {"c": pytest.approx(0.5), "d": pytest.approx(0.05)}
 
 
