@@ -8,6 +8,7 @@ from hopsd.core.estimator import Estimator
 from hopsd.core.learning import ENTITY_AGGREGATED, TYPE_AGGREGATED
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.nodespeed import SpeedEvidence, SpeedLearner, speed_factors, speed_prior
+from hopsd.core.profiling import Profilee
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, schedule_step
@@ -84,6 +85,30 @@ def test_demo_v100_sweep_runs_go_to_the_server_other_jobs_found_fast(
     store.set_node_speeds(demo_prior(BEFORE_SWEEP))
     jobs = (sweep_job("39", "v100", 8000), sweep_job("40", "v100", 8000))
     assert placed_nodes(store, jobs, capacity) == {"39": "v100n1", "40": "v100n1"}
+
+
+def test_jobs_whose_profiling_just_ended_are_planned_with_the_prior() -> None:
+    """As in the demo, the sweep runs were planned in the very step that ended their
+    profiling, through the store that adds their derived profiles."""
+    store = InMemoryThroughputStore()
+    measured(store, "39", "v100n1", 395.6)
+    measured(store, "40", "v100n2", 198.6)
+    store.set_node_speeds(demo_prior(BEFORE_SWEEP))
+    profilees = tuple(
+        Profilee(
+            job_id,
+            submit_time=990.0,
+            since=990.0,
+            profiled=frozenset({"v100"}),
+            runs=1,
+            job=sweep_job(job_id, "v100", 8000),
+        )
+        for job_id in ("39", "40")
+    )
+    snapshot = Snapshot(now=1000.0, cluster=DEMO, jobs=(), store=store, profiling=profilees)
+    result = schedule_step(snapshot, RoundClock(8.0), get_policy("hops"), SETTINGS)
+    placed = {job_id: cfg.node_ids[0] for job_id, cfg in result.plan.placements().items()}
+    assert placed == {"39": "v100n1", "40": "v100n1"}
 
 
 def test_demo_a100_sweep_runs_avoid_a100n2_once_its_speed_is_known() -> None:
