@@ -12,12 +12,15 @@ be packed onto the slow one.
 measured on at least two servers of one GPU type at the same GPU count, of the
 job's per-GPU throughput there divided by its best server's.
 
-**Prior**: for a (job, node) pair without an entity-layer figure, the
-lower-layer figure is scaled by ``speed(node) / speed(reference)``, where the
-reference is the server that figure came from: the job's best measured server
-of the type at that size (type layer), its best one-GPU server (the profiling
-run behind the theory layer), or a full-speed server (the admin's table).
-Factors within :data:`TOLERANCE` of 1 count as full speed and the rest are
+**Prior** of a node: the *largest* such ratio, i.e. the slowdown every compared
+job felt (an impairment such as a slow disk hurts data-bound jobs only, and a
+prior must not misjudge the others). For a (job, node) pair without an
+entity-layer figure, the lower-layer figure is scaled by
+``speed(node) / speed(reference)``, where the reference is the server that
+figure came from: the job's best measured server of the type at that size
+(type layer), its best one-GPU server (the profiling run behind the theory
+layer), or a full-speed server (the admin's table).
+Priors within :data:`TOLERANCE` of 1 count as full speed and the rest are
 rounded to :data:`STEP`: measurement noise must not split interchangeable
 servers into classes of their own. Measured (job, node) pairs keep their own
 figure.
@@ -57,32 +60,50 @@ class SpeedEvidence:
         if per_gpu > 0:
             self._groups.setdefault((job_id, gpu_type, gpus), {})[node_id] = per_gpu
 
-    def factors(self) -> dict[str, tuple[float, int]]:
-        """Per node: (median ratio to the job's best server of the type, jobs compared)."""
-        ratios: dict[str, list[float]] = {}
+    def ratios(self) -> dict[str, list[float]]:
+        """Per node: its ratio to the job's best server of the type, one per job compared."""
+        out: dict[str, list[float]] = {}
         for per_node in self._groups.values():
             if len(per_node) < 2:
                 continue
             best = max(per_node.values())
             for node, per_gpu in per_node.items():
-                ratios.setdefault(node, []).append(per_gpu / best)
-        return {node: (median(values), len(values)) for node, values in ratios.items()}
+                out.setdefault(node, []).append(per_gpu / best)
+        return out
+
+    def factors(self) -> dict[str, tuple[float, int]]:
+        """Per node: (median ratio to the job's best server of the type, jobs compared)."""
+        return {node: (median(values), len(values)) for node, values in self.ratios().items()}
+
+
+def evidence_of(
+    rows: Iterable[tuple[str, str, int, float]], node_type: Mapping[str, str]
+) -> SpeedEvidence:
+    """Evidence from entity-layer one-node rows ``(job, node, gpus, per_gpu)``."""
+    evidence = SpeedEvidence()
+    for job_id, node_id, gpus, per_gpu in rows:
+        evidence.note(job_id, node_type.get(node_id, ""), gpus, node_id, per_gpu)
+    return evidence
 
 
 def speed_factors(
     rows: Iterable[tuple[str, str, int, float]], node_type: Mapping[str, str]
 ) -> dict[str, tuple[float, int]]:
-    """Factors from entity-layer one-node rows ``(job, node, gpus, per_gpu)``."""
-    evidence = SpeedEvidence()
-    for job_id, node_id, gpus, per_gpu in rows:
-        evidence.note(job_id, node_type.get(node_id, ""), gpus, node_id, per_gpu)
-    return evidence.factors()
+    """The factors ``hops nodes`` shows, from entity-layer one-node rows."""
+    return evidence_of(rows, node_type).factors()
 
 
-def speed_prior(factors: Mapping[str, tuple[float, int]]) -> dict[str, float]:
-    """The estimator's prior: only nodes clearly slower than their best sibling, rounded."""
+def speed_prior(evidence: SpeedEvidence) -> dict[str, float]:
+    """The estimator's prior: nodes clearly slower than their best sibling for *every*
+    job compared there (the largest ratio), rounded.
+
+    How much a server's impairment costs depends on the job (a slow disk hurts
+    data-bound jobs only), so the prior takes the slowdown every compared job
+    felt, not the typical one: a job it would misjudge must be unlike all of them.
+    """
     out: dict[str, float] = {}
-    for node, (factor, _) in factors.items():
+    for node, values in evidence.ratios().items():
+        factor = max(values)
         if factor < 1.0 - TOLERANCE:
             out[node] = max(round(factor / STEP) * STEP, FLOOR)
     return out
@@ -188,7 +209,7 @@ class SpeedLearner:
         if not self._stale:
             return
         self._stale = False
-        factors = self.evidence.factors()
-        prior = {n: s for n, s in self._seed.items() if n not in factors}
-        prior.update(speed_prior(factors))
+        compared = self.evidence.ratios()
+        prior = {n: s for n, s in self._seed.items() if n not in compared}
+        prior.update(speed_prior(self.evidence))
         store.set_node_speeds(prior)

@@ -12,17 +12,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hopsd.core.model import Cluster
-from hopsd.core.nodespeed import speed_factors, speed_prior
+from hopsd.core.nodespeed import SpeedEvidence, evidence_of, speed_prior
 from hopsd.ledger.records import ThroughputLayer
 
 if TYPE_CHECKING:
     from hopsd.ledger.unit import Unit
 
 
-def ledger_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
-    """Per node: (speed factor, jobs compared) from the ledger's entity-layer one-node rows."""
+def ledger_evidence(unit: Unit, node_type: dict[str, str]) -> SpeedEvidence:
+    """What the ledger's entity-layer one-node rows say of each server."""
     rows = unit.throughputs(ThroughputLayer.ENTITY_AGGREGATED)
-    return speed_factors(((r.job_id, r.place, r.size, r.per_gpu) for r in rows), node_type)
+    return evidence_of(((r.job_id, r.place, r.size, r.per_gpu) for r in rows), node_type)
+
+
+def ledger_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[float, int]]:
+    """Per node: (speed factor, jobs compared), as ``hops nodes`` shows them."""
+    return ledger_evidence(unit, node_type).factors()
 
 
 class NodeSpeeds:
@@ -36,6 +41,6 @@ class NodeSpeeds:
     def prior(self, unit: Unit, cluster: Cluster, now: float) -> dict[str, float]:
         if self._at is None or now - self._at >= self.every_s or now < self._at:
             types = {n.id: n.gpu_type for n in cluster.nodes}
-            self._prior = speed_prior(ledger_factors(unit, types))
+            self._prior = speed_prior(ledger_evidence(unit, types))
             self._at = now
         return dict(self._prior)

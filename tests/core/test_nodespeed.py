@@ -7,7 +7,13 @@ import pytest
 from hopsd.core.estimator import Estimator
 from hopsd.core.learning import ENTITY_AGGREGATED, TYPE_AGGREGATED
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
-from hopsd.core.nodespeed import SpeedEvidence, SpeedLearner, speed_factors, speed_prior
+from hopsd.core.nodespeed import (
+    SpeedEvidence,
+    SpeedLearner,
+    evidence_of,
+    speed_factors,
+    speed_prior,
+)
 from hopsd.core.profiling import Profilee
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
@@ -45,7 +51,7 @@ def measured(store: InMemoryThroughputStore, job_id: str, node: str, per_gpu: fl
 
 
 def demo_prior(rows: list[tuple[str, str, int, float]]) -> dict[str, float]:
-    return speed_prior(speed_factors(rows, DEMO_TYPES))
+    return speed_prior(evidence_of(rows, DEMO_TYPES))
 
 
 # Ledger rows of the demo run learned before the sweep: job 35 ran on both v100
@@ -137,11 +143,27 @@ def test_factors_compare_only_jobs_measured_on_two_servers_of_a_type_at_one_size
     assert factors["v100n2"] == (pytest.approx(0.55), 2)  # median of 0.5 and 0.6
 
 
+def ratios(**per_node: list[float]) -> SpeedEvidence:
+    """Evidence giving each node the listed ratios to a sibling running at 100."""
+    evidence = SpeedEvidence()
+    for node, values in per_node.items():
+        for i, ratio in enumerate(values):
+            evidence.note(f"{node}-{i}", "t", 1, "best", 100.0)
+            evidence.note(f"{node}-{i}", "t", 1, node, 100.0 * ratio)
+    return evidence
+
+
 def test_prior_ignores_noise_and_rounds_slower_servers() -> None:
-    prior = speed_prior(
-        {"a": (1.0, 3), "b": (0.93, 2), "e": (0.85, 4), "c": (0.492, 1), "d": (0.001, 1)}
-    )
+    prior = speed_prior(ratios(b=[0.93], e=[0.85, 0.85], c=[0.492], d=[0.001]))
     assert prior == {"c": pytest.approx(0.5), "d": pytest.approx(0.05)}
+
+
+def test_prior_takes_the_slowdown_every_compared_job_felt() -> None:
+    """A slow disk halves data-bound jobs and leaves compute-bound ones alone: the
+    median says 0.5, but a compute-bound job would be misjudged by half."""
+    evidence = ratios(disk=[0.5, 0.45, 1.0], cpu=[0.5, 0.55, 0.6])
+    assert evidence.factors()["disk"] == (0.5, 3)  # what hops nodes shows
+    assert speed_prior(evidence) == {"cpu": pytest.approx(0.6)}
 
 
 def test_measured_pairs_keep_their_figure_and_others_are_scaled_from_their_source() -> None:

@@ -42,7 +42,7 @@ def test_finished_jobs_rows_give_the_prior_and_it_is_read_again_only_after_a_whi
     speeds = NodeSpeeds(every_s=30.0)
     assert speeds.prior(cast(Any, unit), CLUSTER, 100.0) == {"v100n2": pytest.approx(0.5)}
     unit.rows.append(record("39", "v100n1", 395.6))
-    unit.rows.append(record("39", "v100n2", 395.0))  # a second job: median 0.74
+    unit.rows.append(record("39", "v100n2", 300.0))  # a second job, slowed less
     assert speeds.prior(cast(Any, unit), CLUSTER, 120.0) == {"v100n2": pytest.approx(0.5)}
     assert unit.reads == 1
     assert speeds.prior(cast(Any, unit), CLUSTER, 131.0) == {"v100n2": pytest.approx(0.75)}
