@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hopsd.core.act import Act
 from hopsd.core.model import GpuType, Plan
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, StepResult
@@ -105,10 +106,10 @@ class Watched(Engine):
             self._foresee(snap, step)
         return step
 
-    def _apply(self, plan: Plan) -> None:
+    def _apply(self, plan: Plan, actions: Sequence[Act] = ()) -> None:
         for a in plan.start:
             self.starts[a.job_id].append(self.now)
-        super()._apply(plan)
+        super()._apply(plan, actions)
 
     def _arrive(self, job: JobState) -> None:
         if job.spec.job_id not in self.resumed:

@@ -1,9 +1,19 @@
 """Wall time of the simulator: paper-512 under four policies, a 300-job 48-GPU trace under
 Gavel, and a 10,000-job trace, each against an older version of hops measured in the same run.
 
-Goals (2-core machine): the four paper-512 runs within 60 s one after the other, and
+Goals (2-core machine): the four paper-512 runs within 60 s one after the other,
 the 300-job, 48-GPU trace under ``gavel`` within 6 s (what Gavel's own simulator
-needs for such a trace).
+needs for such a trace), and hops's planning on the planning case within 3x of
+Sia's.
+
+The planning case (``--plan-gpus 256 --plan-jobs 640``) is paper-512 scaled: the
+same five GPU types in the same proportions (``--plan-gpus`` a multiple of 64, in
+eight-GPU servers), jobs drawn like paper-512's at ``--plan-rate`` jobs/h (by
+default paper-512's load per GPU). It reports, per policy, the seconds spent
+inside the policy's ``plan`` and ``plan_fragment`` calls (the simulator's own
+work left out), the ratio hops / sia, and a digest of every plan the policy
+made: with a baseline, equal digests show that the faster hops decided exactly
+as the old one did. ``--planning-only`` runs this case alone.
 
 Every measurement runs in a fresh process (imports and memo tables are not shared)
 and reports its CPU time beside its wall time: on a shared machine the wall time
@@ -21,12 +31,14 @@ The 48-GPU cluster holds two eight-GPU servers of each paper-512 GPU type
 
     .venv/bin/python benchmarks/simulate_speed.py [--policies hops,sia,gavel,fifo] [--seed 0]
         [--baseline-ref main] [--big-policy fifo] [--big-jobs 10000] [--big-rate 40]
-        [--workers 2] [--json]
+        [--workers 2] [--plan-gpus 256] [--plan-jobs 640] [--plan-rate 50]
+        [--plan-policies hops,sia] [--planning-only] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +50,7 @@ from typing import Any
 
 GOAL_S = 60.0
 GAVEL48_GOAL_S = 6.0
+PLANNING_GOAL_RATIO = 3.0
 REPO = Path(__file__).resolve().parent.parent
 
 CLUSTER_48 = {
@@ -54,21 +67,40 @@ CLUSTER_48 = {
 }
 
 
-def _inputs(kind: str, seed: int, jobs: int, rate: float) -> tuple[Any, list[Any]]:
+def scaled_paper_cluster(gpus: int) -> dict[str, Any]:
+    """paper-512's cluster shrunk or grown to ``gpus`` GPUs (a multiple of 64): every
+    server group keeps its share, so the types stay in paper-512's proportions."""
+    import tomllib
+
+    from hopsd.sim.run import preset_path
+
+    if gpus <= 0 or gpus % 64:
+        raise SystemExit(f"--plan-gpus must be a positive multiple of 64, got {gpus}")
+    with preset_path("paper-512.toml").open("rb") as f:
+        cluster: dict[str, Any] = tomllib.load(f)
+    for group in cluster["node_groups"]:
+        group["count"] = group["count"] * gpus // 512
+    return cluster
+
+
+def _inputs(kind: str, seed: int, jobs: int, rate: float, gpus: int = 0) -> tuple[Any, list[Any]]:
     """Ground truth and jobs of one workload, with whichever hops is on the import path."""
     from dataclasses import replace
 
+    from hopsd.sim.cluster_file import parse_cluster
     from hopsd.sim.run import build_truth, load_inputs
     from hopsd.sim.workload import PRESETS, generate
 
+    if kind == "planning":
+        truth = build_truth(parse_cluster(scaled_paper_cluster(gpus), f"{gpus}-gpu", seed=seed))
+        spec = replace(PRESETS["paper-512"], n_jobs=jobs, jobs_per_hour=rate)
+        return truth, generate(spec, truth, seed)
     if kind == "paper512":
         return load_inputs("paper-512", None, None, None, seed)
     if kind == "big":
         truth, _ = load_inputs("paper-512", None, None, None, seed)
         spec = replace(PRESETS["paper-512"], n_jobs=jobs, jobs_per_hour=rate)
         return truth, generate(spec, truth, seed)
-    from hopsd.sim.cluster_file import parse_cluster
-
     truth = build_truth(parse_cluster(CLUSTER_48, "48-gpu", seed=seed))
     spec = replace(PRESETS["paper-512"], n_jobs=300, jobs_per_hour=9.0, max_gpus=8)
     return truth, generate(spec, truth, seed)
@@ -98,6 +130,60 @@ def child(kind: str, policy: str, seed: int, jobs: int, rate: float) -> None:
     print(json.dumps({"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}))
 
 
+class TimedPolicy:
+    """A policy wrapped so that the time inside its planning calls is summed, and every
+    plan it returns is folded into a digest (same digest, same decisions)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.calls = 0
+        self.digest = hashlib.sha256()
+
+    def _timed(self, method: Any, snapshot: Any, settings: Any) -> Any:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        plan = method(snapshot, settings)
+        self.seconds += time.perf_counter() - started
+        self.cpu_seconds += time.process_time() - cpu_started
+        self.calls += 1
+        decided = (plan.start, plan.keep, plan.move, plan.preempt, plan.objective)
+        self.digest.update(repr(decided).encode())
+        return plan
+
+    def plan(self, snapshot: Any, settings: Any) -> Any:
+        return self._timed(self.inner.plan, snapshot, settings)
+
+    def plan_fragment(self, snapshot: Any, settings: Any) -> Any:
+        return self._timed(self.inner.plan_fragment, snapshot, settings)
+
+
+def planning_child(policy: str, seed: int, jobs: int, rate: float, gpus: int) -> None:
+    """Replay the planning case under one policy and print its planning seconds and digest."""
+    _import_from_pythonpath()
+    from hopsd.plugins import get_policy
+    from hopsd.sim.engine import Engine
+    from hopsd.sim.engine_config import EngineConfig
+
+    truth, specs = _inputs("planning", seed, jobs, rate, gpus)
+    timed = TimedPolicy(get_policy(policy, None))
+    saved = os.dup(1)
+    os.dup2(2, 1)  # solver prints from native code must not mix with the figures
+    try:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        result = Engine(truth, specs, timed, EngineConfig(seed=seed)).run()
+        wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    makespan_h = max(j.finish_time or 0.0 for j in result.jobs) / 3600
+    figures = {"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}
+    figures |= {"plan_s": timed.seconds, "plan_cpu_s": timed.cpu_seconds, "plan_calls": timed.calls}
+    print(json.dumps({**figures, "plans_digest": timed.digest.hexdigest()}))
+
+
 def _import_from_pythonpath() -> None:
     """Make ``import hopsd`` find the hops on ``PYTHONPATH``, not the installed one.
 
@@ -117,18 +203,19 @@ def _import_from_pythonpath() -> None:
         raise SystemExit(f"hops imported from {where}, not from {src}")
 
 
-def _measure(src: Path, kind: str, policy: str, args: argparse.Namespace) -> dict[str, float]:
+def _measure(src: Path, kind: str, policy: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run :func:`child` for the hops found in ``src`` and return its figures."""
     env = dict(os.environ, PYTHONPATH=str(src))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, policy]
     cmd += ["--seed", str(args.seed), "--big-jobs", str(args.big_jobs)]
-    cmd += ["--big-rate", str(args.big_rate)]
+    cmd += ["--big-rate", str(args.big_rate), "--plan-gpus", str(args.plan_gpus)]
+    cmd += ["--plan-jobs", str(args.plan_jobs), "--plan-rate", str(args.plan_rate)]
     done = subprocess.run(
         cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise SystemExit(f"measurement {kind}/{policy} in {src} failed:\n{done.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
 
@@ -156,6 +243,47 @@ def _pair(
         "old_over_new_cpu": before["cpu_s"] / after["cpu_s"] if before else None,
         "new_makespan_h": after["makespan_h"],
         "old_makespan_h": before["makespan_h"] if before else None,
+    }
+
+
+def _planning_pair(policy: str, args: argparse.Namespace, old: Path | None) -> dict[str, Any]:
+    """Planning seconds of one policy on the planning case, new (and old, measured first)."""
+    before = _measure(old, "planning", policy, args) if old is not None else None
+    after = _measure(REPO, "planning", policy, args)
+    out: dict[str, Any] = {
+        "plan_s": after["plan_s"],
+        "plan_cpu_s": after["plan_cpu_s"],
+        "plan_calls": after["plan_calls"],
+        "sim_wall_s": after["wall_s"],
+        "sim_cpu_s": after["cpu_s"],
+        "makespan_h": after["makespan_h"],
+        "plans_digest": after["plans_digest"],
+    }
+    if before is not None:
+        out["old_plan_s"] = before["plan_s"]
+        out["old_plan_cpu_s"] = before["plan_cpu_s"]
+        out["old_over_new"] = before["plan_s"] / max(after["plan_s"], 1e-9)
+        out["old_over_new_cpu"] = before["plan_cpu_s"] / max(after["plan_cpu_s"], 1e-9)
+        out["same_plans_as_old"] = before["plans_digest"] == after["plans_digest"]
+    return out
+
+
+def planning_case(args: argparse.Namespace, old: Path | None) -> dict[str, Any]:
+    """Every ``--plan-policies`` policy on the planning case, and hops's time over Sia's."""
+    names = [p for p in args.plan_policies.split(",") if p]
+    per = {name: _planning_pair(name, args, old) for name in names}
+    ratio = cpu_ratio = None
+    if "hops" in per and "sia" in per:
+        ratio = per["hops"]["plan_s"] / max(per["sia"]["plan_s"], 1e-9)
+        cpu_ratio = per["hops"]["plan_cpu_s"] / max(per["sia"]["plan_cpu_s"], 1e-9)
+    return {
+        "gpus": args.plan_gpus,
+        "jobs": args.plan_jobs,
+        "rate_per_h": args.plan_rate,
+        "policies": per,
+        "hops_over_sia": ratio,
+        "hops_over_sia_cpu": cpu_ratio,
+        "goal_ratio": PLANNING_GOAL_RATIO,
     }
 
 
@@ -189,11 +317,25 @@ def main() -> None:
     parser.add_argument("--big-jobs", type=int, default=10_000, help="0 skips the big trace")
     parser.add_argument("--big-rate", type=float, default=40.0, help="jobs per hour")
     parser.add_argument("--workers", type=int, default=2, help="1 skips the parallel timing")
+    parser.add_argument("--plan-gpus", type=int, default=256, help="planning case: GPUs")
+    parser.add_argument("--plan-jobs", type=int, default=640, help="0 skips the planning case")
+    parser.add_argument(
+        "--plan-rate", type=float, default=50.0, help="planning case: jobs per hour"
+    )
+    parser.add_argument("--plan-policies", default="hops,sia")
+    parser.add_argument("--planning-only", action="store_true", help="run the planning case alone")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "POLICY"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.seed, args.big_jobs, args.big_rate)
+        kind, policy = args.child
+        if kind == "planning":
+            planning_child(policy, args.seed, args.plan_jobs, args.plan_rate, args.plan_gpus)
+        else:
+            child(kind, policy, args.seed, args.big_jobs, args.big_rate)
+        return
+    if args.planning_only:
+        _planning_main(args)
         return
 
     names = [p for p in args.policies.split(",") if p]
@@ -204,6 +346,7 @@ def main() -> None:
         paper = {name: _pair("paper512", name, args, old) for name in names}
         gavel48 = _pair("gavel48", "gavel", args, old)
         big = _pair("big", args.big_policy, args, old) if args.big_jobs > 0 else None
+        planning = planning_case(args, old) if args.plan_jobs > 0 else None
     parallel = _parallel_wall(names, args) if args.workers > 1 else None
     total_new = sum(float(p["new_s"] or 0.0) for p in paper.values())
     total_cpu = sum(float(p["new_cpu_s"] or 0.0) for p in paper.values())
@@ -224,12 +367,50 @@ def main() -> None:
         "big_trace": None
         if big is None
         else {**big, "jobs": args.big_jobs, "policy": args.big_policy, "rate_per_h": args.big_rate},
+        "planning": planning,
         "baseline_ref": args.baseline_ref or None,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return
     _print(report, names, args)
+    if planning is not None:
+        _print_planning(planning)
+
+
+def _planning_main(args: argparse.Namespace) -> None:
+    """``--planning-only``: the planning case alone, against the baseline when there is one."""
+    with tempfile.TemporaryDirectory(prefix="hops-baseline-") as tmp:
+        old = _unpack(args.baseline_ref, Path(tmp)) if args.baseline_ref else None
+        planning = planning_case(args, old)
+    report = {"planning": planning, "seed": args.seed, "baseline_ref": args.baseline_ref or None}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    _print_planning(planning)
+
+
+def _print_planning(p: dict[str, Any]) -> None:
+    rate = p["rate_per_h"]
+    print(
+        f"planning case ({p['jobs']} jobs, {p['gpus']} GPUs, {rate:g} jobs/h): time in plan calls"
+    )
+    for name, q in p["policies"].items():
+        line = f"  {name:<8}{q['plan_s']:8.1f} s (cpu {q['plan_cpu_s']:.1f} s)"
+        line += f" in {q['plan_calls']} calls"
+        line += f" (simulation {q['sim_wall_s']:.1f} s, makespan {q['makespan_h']:.2f} h)"
+        if "old_plan_s" in q:
+            same = "same plans" if q["same_plans_as_old"] else "PLANS DIFFER"
+            line += f"; old {q['old_plan_s']:.1f} s (cpu {q['old_plan_cpu_s']:.1f} s),"
+            line += f" old/new x{q['old_over_new']:.2f} (cpu x{q['old_over_new_cpu']:.2f}), {same}"
+        print(line)
+    if p["hops_over_sia"] is not None:
+        ratio = p["hops_over_sia"]
+        verdict = "meets" if ratio <= p["goal_ratio"] else "misses"
+        cpu = p["hops_over_sia_cpu"]
+        print(
+            f"  hops / sia: x{ratio:.2f}, cpu x{cpu:.2f} ({verdict} the x{p['goal_ratio']:g} goal)"
+        )
 
 
 def _fmt_pair(p: dict[str, Any]) -> str:

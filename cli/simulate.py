@@ -69,9 +69,9 @@ def _ci(figure: dict[str, float]) -> str:
     return f"{figure['mean']:.2f} [{figure['ci_low']:.2f}, {figure['ci_high']:.2f}]"
 
 
-def _seed_tables(results: dict[str, Any]) -> list[Table]:
+def seed_tables(results: dict[str, Any]) -> list[Table]:
     seeds = results["seeds"]
-    label = results.get("preset") or results.get("trace")
+    label = results.get("workload") or results.get("preset") or results.get("trace")
     headers = {key: header for key, header, _ in COLUMNS}
     means = Table(
         title=f"{label}: mean [95% CI] over seeds {seeds[0]}..{seeds[-1]} (n={len(seeds)})"
@@ -102,6 +102,7 @@ def _knobs(
     round_length: float | None,
     restart_penalty: float | None,
     profiling_s: float | None,
+    notice_grace: float | None = None,
 ) -> SimKnobs:
     """The simulation's knobs: the ``--sim-config`` file's, overridden by the flags given."""
     from hopsd.sim.knobs import SimKnobs, load_knobs, parse_knobs
@@ -111,13 +112,14 @@ def _knobs(
         "round_length_s": round_length,
         "restart_penalty_s": restart_penalty,
         "profiling_s": profiling_s,
+        "notice_grace_s": notice_grace,
     }
     return knobs.with_defaults(
         parse_knobs({k: v for k, v in flags.items() if v is not None}, "command line").defaults
     )
 
 
-def _progress_bar(show: bool) -> Progress:
+def progress_bar(show: bool) -> Progress:
     """One bar per policy on stderr, shown only on a terminal."""
     return Progress(
         TextColumn("{task.description}"),
@@ -148,7 +150,7 @@ def _print_results(results: dict[str, Any], as_json: bool, seeded: bool, out: st
         print_json(results)
         return
     if seeded:
-        for table in _seed_tables(results):
+        for table in seed_tables(results):
             console().print(table)
         if out:
             console().print(f"results.json (every seed, intervals, ratios) written to {out}")
@@ -160,7 +162,11 @@ def _print_results(results: dict[str, Any], as_json: bool, seeded: bool, out: st
 
 # The command's options, one type each: the signature reads as the list of options.
 PresetOption = Annotated[
-    str | None, typer.Option("--preset", help="Built-in workload: paper-64 or paper-512.")
+    list[str] | None,
+    typer.Option(
+        "--preset",
+        help="Built-in workload: paper-64 or paper-512. Give it again for a sweep over several.",
+    ),
 ]
 
 ClusterOption = Annotated[str | None, typer.Option("--cluster", help="Cluster description (TOML).")]
@@ -208,9 +214,21 @@ ProfilingOption = Annotated[
     float | None, typer.Option("--profiling-s", help="Profiling time of a new job, seconds.")
 ]
 
+NoticeGraceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--notice-grace",
+        help="Checkpoint notice before a move or preemption, seconds (hopsd's: 120; 0: none).",
+    ),
+]
+
 SimConfigOption = Annotated[
     str | None,
-    typer.Option("--sim-config", help="Simulation TOML: knob defaults, [policies.NAME] overrides."),
+    typer.Option(
+        "--sim-config",
+        help="Simulation TOML: knob defaults, per-policy tables (policies.NAME), "
+        "a sweep's workloads (workloads.NAME).",
+    ),
 ]
 
 OutOption = Annotated[
@@ -218,6 +236,62 @@ OutOption = Annotated[
 ]
 
 AsJsonOption = Annotated[bool, typer.Option("--json", help="Print the results object.")]
+
+ResultsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--results",
+        help="Sweep directory: one JSON file per (workload, policy, seed) cell and the merged "
+        "results.json; a re-run computes only the cells not there yet.",
+    ),
+]
+
+ExecutorOption = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="Where a sweep's cells run: local (--workers processes) or slurm (one job array "
+        "through submitit, on the Slurm cluster you submit to; needs --results on a shared "
+        "file system).",
+    ),
+]
+
+PartitionOption = Annotated[
+    str | None,
+    typer.Option("--partition", help="--executor slurm: partition (default: the cluster's)."),
+]
+
+TimeLimitOption = Annotated[
+    int,
+    typer.Option(
+        "--time-limit",
+        help="--executor slurm: time limit of one cell, minutes (a task of several cells "
+        "gets that many times it).",
+    ),
+]
+
+CellsPerTaskOption = Annotated[
+    int | None,
+    typer.Option(
+        "--cells-per-task",
+        help="--executor slurm: cells one array task computes in turn (default 1, or more "
+        "when the sweep has more cells than the cluster's MaxArraySize).",
+    ),
+]
+
+MemOption = Annotated[
+    float | None,
+    typer.Option(
+        "--mem-gb", help="--executor slurm: memory of one task, GB (default: the cluster's)."
+    ),
+]
+
+ArrayParallelismOption = Annotated[
+    int,
+    typer.Option(
+        "--array-parallelism", help="--executor slurm: cells running at once (the array's %N)."
+    ),
+]
 
 
 def simulate(
@@ -233,65 +307,90 @@ def simulate(
     round_length: RoundLengthOption = None,
     restart_penalty: RestartPenaltyOption = None,
     profiling_s: ProfilingOption = None,
+    notice_grace: NoticeGraceOption = None,
     sim_config: SimConfigOption = None,
     out: OutOption = None,
     as_json: AsJsonOption = False,
+    results: ResultsOption = None,
+    executor: ExecutorOption = "local",
+    partition: PartitionOption = None,
+    time_limit: TimeLimitOption = 60,
+    array_parallelism: ArrayParallelismOption = 64,
+    cells_per_task: CellsPerTaskOption = None,
+    mem: MemOption = None,
 ) -> None:
     """Compare hops with Sia, Gavel and plain Slurm FIFO on a simulated cluster.
 
     Example: hops simulate --preset paper-512 --policies hops,sia,gavel,fifo --seed 0 --out out/
+
+    A sweep runs every policy on every seed of every workload, one cell each: give
+    --results DIR (cells are kept there, so an interrupted sweep resumes), several
+    --preset, or workloads.NAME tables in --sim-config. --executor slurm submits the
+    missing cells as one job array and waits for it, showing its progress; the
+    merged tables (mean and 95% CI over seeds) are the same as a local run's.
+
+    Example: hops simulate --preset paper-64 --preset paper-512 --seeds 0-9
+    --results sweep/ --executor slurm --partition cpu --time-limit 30
     """
+    from hops_cli import simulate_sweep as sweep
     from hopsd.core.errors import HopsError
-    from hopsd.sim.run import simulate as run_simulation
-    from hopsd.sim.seeds import parse_seeds, simulate_seeds
+    from hopsd.sim.seeds import parse_seeds
     from hopsd.solver_banner import silence_solver_banner
 
     silence_solver_banner()  # the only command that solves; keep --json clean
 
-    if preset is None and (cluster is None or trace is None):
-        if cluster is not None or trace is not None:
-            fail("--cluster and --trace go together (or use --preset)", EXIT_USAGE)
-        preset = "paper-64"
     names = [p.strip() for p in policies.split(",") if p.strip()]
     try:
-        knobs = _knobs(sim_config, round_length, restart_penalty, profiling_s)
+        knobs = _knobs(sim_config, round_length, restart_penalty, profiling_s, notice_grace)
         seed_list = parse_seeds(seeds) if seeds is not None else None
+        workloads, named = sweep.workloads_of(
+            preset or [], cluster, trace, profiles, trace_format, sim_config
+        )
     except HopsError as exc:
         fail(str(exc), EXIT_USAGE)
-    show_progress = not as_json and sys.stderr.isatty() and seed_list is None
-    with _progress_bar(show_progress) as progress:
-        report = _reporter(progress)
+    if (cluster is None) != (trace is None) and not preset:
+        fail("--cluster and --trace go together (or use --preset)", EXIT_USAGE)
+    if sweep.is_sweep(results, executor, workloads, named):
+        slurm = sweep.slurm_options(partition, time_limit, array_parallelism, cells_per_task, mem)
+        sweep.run(
+            workloads, out=out, seeds=seed_list or [seed], policies=names, knobs=knobs,
+            results=results, executor=executor, workers=workers, slurm=slurm, as_json=as_json,
+        )  # fmt: skip
+        return
+    one_preset = preset[0] if preset else None
+    if one_preset is None and (cluster is None or trace is None):
+        one_preset = "paper-64"
+    inputs: dict[str, Any] = {"cluster": cluster, "trace": trace, "profiles": profiles}
+    inputs |= {"trace_format": trace_format, "policies": names, "knobs": knobs}
+    inputs |= {"workers": workers, "out_dir": out}
+    outcome = _compare(one_preset, inputs, seed, seed_list, show=not as_json)
+    _print_results(outcome, as_json, seed_list is not None, out)
+
+
+def _compare(
+    preset: str | None,
+    inputs: dict[str, Any],
+    seed: int,
+    seed_list: list[int] | None,
+    show: bool,
+) -> dict[str, Any]:
+    """One comparison: every policy on one seed (a bar per policy on a terminal), or on
+    each of ``seed_list``; ``inputs`` holds the keyword arguments both runs take."""
+    from hopsd.core.errors import HopsError
+    from hopsd.sim.run import simulate as run_simulation
+    from hopsd.sim.seeds import simulate_seeds
+
+    show_progress = show and sys.stderr.isatty() and seed_list is None
+    with progress_bar(show_progress) as progress:
         try:
             with stdout_to_stderr():
                 if seed_list is not None:
-                    results = simulate_seeds(
-                        preset,
-                        seeds=seed_list,
-                        cluster=cluster,
-                        trace=trace,
-                        profiles=profiles,
-                        policies=names,
-                        knobs=knobs,
-                        workers=workers,
-                        out_dir=out,
-                        trace_format=trace_format,
-                    )
+                    outcome = simulate_seeds(preset, seeds=seed_list, **inputs)
                 else:
-                    results = run_simulation(
-                        preset,
-                        cluster=cluster,
-                        trace=trace,
-                        profiles=profiles,
-                        policies=names,
-                        seed=seed,
-                        out_dir=out,
-                        progress_callback=report,
-                        knobs=knobs,
-                        workers=workers,
-                        trace_format=trace_format,
-                    )
+                    report = _reporter(progress)
+                    outcome = run_simulation(preset, seed=seed, progress_callback=report, **inputs)
         except HopsError as exc:
             fail(str(exc), EXIT_USAGE)
         except OSError as exc:
             fail(f"{exc.filename or 'input'}: {exc.strerror or exc}")
-    _print_results(results, as_json, seed_list is not None, out)
+    return outcome

@@ -19,6 +19,7 @@ from typing import Any
 from hopsd.config_checks import (
     ConfigError,
     check_arrivals,
+    check_fairshare_source,
     check_ledger_url,
     check_notice_signal,
     check_numbers,
@@ -83,6 +84,12 @@ class HopsConfig:
     fairshare_weight: float = 0.0
     fairshare_half_life_h: float = 168.0
     shares: Mapping[str, float] = field(default_factory=dict)
+    # Where the shares come from: "hops.conf" (shares above) or "slurm" (sshare's tree).
+    fairshare_source: str = "hops.conf"
+    # Plan within the GPU limits of Slurm's associations and QOS (sacctmgr), and how
+    # long what was read from Slurm's accounting database (limits, shares) is trusted.
+    slurm_limits: bool = False
+    slurm_policy_refresh_s: float = 300.0
     gpu_types: Mapping[str, GpuTypeConfig] = field(default_factory=dict)
     max_demand_gpus: int = 256
     metrics_address: str = "127.0.0.1:9464"
@@ -152,6 +159,8 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "rest_version": ("slurm_rest_version", str),
         "partitions": ("partitions", list),
         "node_types": ("node_types", dict),
+        "limits": ("slurm_limits", bool),
+        "policy_refresh_s": ("slurm_policy_refresh_s", float),
     },
     "scheduler": {
         "round_length_s": ("round_length_s", float),
@@ -175,6 +184,7 @@ _SECTIONS: dict[str, dict[str, tuple[str, type]]] = {
         "weight": ("fairshare_weight", float),
         "half_life_h": ("fairshare_half_life_h", float),
         "shares": ("shares", dict),
+        "source": ("fairshare_source", str),
     },
     "metrics": {"address": ("metrics_address", str)},
     "forecast": {
@@ -277,6 +287,7 @@ def _check(config: HopsConfig) -> None:
         raise ConfigError(f"scheduler.priority: unknown {config.priority!r} (known: {known})")
     check_numbers(config)
     check_arrivals(config)
+    check_fairshare_source(config)
     for node, gpu_type in config.node_types.items():
         if not isinstance(gpu_type, str) or not gpu_type:
             raise ConfigError(f"slurm.node_types.{node}: must be a GPU type name")

@@ -65,6 +65,7 @@ BOUNDS: dict[str, Bound] = {
     "scheduler.max_demand_gpus": Bound("max_demand_gpus", 1, 1_000_000),
     "scheduler.size_check_factor": Bound("size_check_factor", 0, 1e6),
     "scheduler.size_check_slack_s": Bound("size_check_slack_s", 0, _YEAR),
+    "slurm.policy_refresh_s": Bound("slurm_policy_refresh_s", 0, _DAY, low_open=True),
     "fairshare.weight": Bound("fairshare_weight", 0, 1e6),
     "fairshare.half_life_h": Bound("fairshare_half_life_h", 0, 24 * 3650, low_open=True),
     "daemon.lease_ttl_s": Bound("lease_ttl_s", 0, MAX_LEASE_TTL_S, low_open=True),
@@ -146,6 +147,22 @@ def check_ledger_url(key: str, url: str) -> None:
         raise ConfigError(
             f"{key}: expected sqlite:////ABSOLUTE/PATH, postgresql+psycopg://... "
             f"or an absolute file path, got {url!r}"
+        )
+
+
+#: Where ``[fairshare]`` takes the shares from: its own ``shares``, or Slurm's association tree.
+SHARE_SOURCES = ("hops.conf", "slurm")
+
+
+def check_fairshare_source(config: HopsConfig) -> None:
+    """A known source of shares, and only one copy of them."""
+    if config.fairshare_source not in SHARE_SOURCES:
+        known = " or ".join(map(repr, SHARE_SOURCES))
+        raise ConfigError(f"fairshare.source: must be {known}, got {config.fairshare_source!r}")
+    if config.fairshare_source == "slurm" and config.shares:
+        raise ConfigError(
+            'fairshare.shares: given while fairshare.source = "slurm" takes the shares '
+            "from Slurm's association tree; remove one of them"
         )
 
 

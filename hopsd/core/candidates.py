@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Protocol, cast
 
-from hopsd.core.configgen import ConfigGroup, TypeLayout
+from hopsd.core.configgen import ConfigGroup, TypeLayout, shared_layout
 from hopsd.core.estimator import Estimator
 from hopsd.core.gains import (
     move_cost_s,
@@ -169,7 +169,7 @@ def _layouts(cluster: Cluster, spec: PassSpec, estimator: Estimator) -> list[Typ
     settled = spec.settled if spec.split_settled else None
     speeds = {n.id: estimator.node_speed(n.id) for n in cluster.nodes}
     layouts = [
-        TypeLayout(cluster, t, spec.free, settled, speeds) for t in sorted(cluster.gpu_types)
+        shared_layout(cluster, t, spec.free, settled, speeds) for t in sorted(cluster.gpu_types)
     ]
     return [lay for lay in layouts if lay.total_idle > 0]
 

@@ -27,10 +27,17 @@ each job keeps a real node to land on, and a rotating ``offset`` hands different
 jobs different representatives so that, together, the jobs still see every node.
 This is what keeps the ILP small on large clusters; ``per_group=None`` keeps
 every configuration (the exact model).
+
+A layout is a function of the cluster, the type and the idle (and settled) GPUs
+of the type's nodes, and successive planning calls often see the same ones (a
+round's main plan sees every GPU of the cluster): :func:`shared_layout` hands
+out the layout built for them before, with its walks, groups and
+configurations, rather than building them again.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -305,3 +312,41 @@ class TypeLayout:
             found = Configuration(self.gpu_type, tuple(named))
             self._configs[parts] = found
         return found
+
+
+#: Layouts kept by :func:`shared_layout` (the most recently used ones): enough for a round's
+#: main plan on every type and the fragment plans between rounds, few enough that a
+#: long-running daemon on a large cluster does not hold many large layouts.
+SHARED_LAYOUTS = 32
+
+_LayoutKey = tuple[int, str, tuple[int, ...], tuple[int, ...] | None, tuple[float, ...]]
+_recent: OrderedDict[_LayoutKey, tuple[Cluster, TypeLayout]] = OrderedDict()
+
+
+def shared_layout(
+    cluster: Cluster,
+    gpu_type: str,
+    free: Mapping[str, int],
+    settled: Mapping[str, int] | None = None,
+    speeds: Mapping[str, float] | None = None,
+) -> TypeLayout:
+    """``TypeLayout(cluster, gpu_type, free, settled, speeds)``, the same object while they are
+    the same: the layout and all it caches depend on nothing else, and are immutable
+    to its users. Keyed by the cluster's identity and held with it, so another
+    cluster (or one rebuilt with other nodes) never meets this one's layouts.
+    """
+    typed = cluster.nodes_of_type(gpu_type)
+    idle = tuple(free.get(n.id, n.gpus) for n in typed)
+    after = None if settled is None else tuple(settled.get(n.id, n.gpus) for n in typed)
+    known = speeds or {}
+    key = (id(cluster), gpu_type, idle, after, tuple(known.get(n.id, 1.0) for n in typed))
+    found = _recent.get(key)
+    if found is not None and found[0] is cluster:
+        _recent.move_to_end(key)
+        return found[1]
+    layout = TypeLayout(cluster, gpu_type, free, settled, speeds)
+    _recent[key] = (cluster, layout)
+    _recent.move_to_end(key)
+    while len(_recent) > SHARED_LAYOUTS:
+        _recent.popitem(last=False)
+    return layout

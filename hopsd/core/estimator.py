@@ -42,6 +42,18 @@ SOURCES: tuple[str, ...] = ("entity", "type", "theory", "table")
 _RANK = {name: rank for rank, name in enumerate(SOURCES)}
 _UNSEEN = object()  # memo miss (None is a memoised answer: never profiled there)
 
+#: Inputs of eqs. 1-5 besides the profile: params, batch, GPUs, nodes, B_link, B_net, overlap.
+_TheoryKey = tuple[float, int, int, int, float, float, float]
+
+#: Theory-layer answers shared by every estimator, per profile object. A profile is
+#: immutable and a store replaces it rather than changing it, so successive planning
+#: calls (a new estimator each) would otherwise put the same profiles through
+#: eqs. 1-5 again, for every job, type and shape, round after round. Entries are keyed
+#: by the profile's identity and hold the profile, so a new profile never meets an
+#: old answer; the table is emptied when it holds :data:`_SHARED_PROFILES` profiles.
+_shared_theory: dict[int, tuple[PhaseProfile, dict[_TheoryKey, float]]] = {}
+_SHARED_PROFILES = 8192
+
 
 def communication_time(
     params: float, n_gpus: int, n_nodes: int, b_link: float, b_net: float
@@ -223,16 +235,30 @@ class Estimator:
     def _estimate(self, job: Job, config: Configuration) -> Estimate:
         gpu_type = self._check_config(config)
         parts = config.parts
+        total = config.total_gpus
         if len(parts) == 1:  # one node sets the pace alone (most configurations)
-            per_gpu, source = self._node_lookup(job, parts[0][0], gpu_type, config)
-            return Estimate(per_gpu * config.total_gpus, per_gpu, source)
+            per_gpu, source = self._lookup(job, parts[0][0], gpu_type, total, 1)
+            return Estimate(per_gpu * total, per_gpu, source)
+        n_nodes = len(parts)
         slowest = float("inf")
         worst_rank = 0
-        for node_id, _ in config.parts:
-            per_gpu, source = self._node_lookup(job, node_id, gpu_type, config)
+        for node_id, _ in parts:
+            per_gpu, source = self._lookup(job, node_id, gpu_type, total, n_nodes)
             slowest = min(slowest, per_gpu)
             worst_rank = max(worst_rank, _RANK[source])
-        return Estimate(slowest * config.total_gpus, slowest, SOURCES[worst_rank])
+        return Estimate(slowest * total, slowest, SOURCES[worst_rank])
+
+    def per_gpu_one_each(self, job: Job, gpu_type: str, node_id: str, n_nodes: int) -> float:
+        """Per-GPU throughput on ``node_id`` when the job holds one GPU on each of ``n_nodes``
+        nodes of ``gpu_type``, ``node_id`` among them (eq. 10's probes).
+
+        The same top-down lookup as :meth:`throughput`, without building and memoising
+        a configuration: the planner asks it for every queued job and type, each call.
+        """
+        node = self._nodes.get(node_id)
+        if node is None or node.gpu_type != gpu_type or node.gpus < 1:
+            raise InvalidInputError(f"node {node_id!r} has no {gpu_type!r} GPU to probe")
+        return self._lookup(job, node_id, self._types[gpu_type], n_nodes, n_nodes)[0]
 
     def _check_config(self, config: Configuration) -> GpuType:
         """Reject configurations the cluster cannot hold; returns the configuration's type.
@@ -261,14 +287,20 @@ class Estimator:
     def _node_lookup(
         self, job: Job, node_id: str, gpu: GpuType, config: Configuration
     ) -> tuple[float, str]:
+        return self._lookup(job, node_id, gpu, config.total_gpus, len(config.parts))
+
+    def _lookup(
+        self, job: Job, node_id: str, gpu: GpuType, n_gpus: int, n_nodes: int
+    ) -> tuple[float, str]:
+        """Per-GPU throughput on one node of a placement of ``n_gpus`` over ``n_nodes``."""
         store = self._store
         # a distributed run is keyed by its node count, one node's by its GPU count
         entity: Callable[[str, str, int], float | None]
         typed: Callable[[str, str, int], float | None]
-        if config.distributed:
-            size, entity, typed = config.n_nodes, store.entity_distributed, store.type_distributed
+        if n_nodes > 1:
+            size, entity, typed = n_nodes, store.entity_distributed, store.type_distributed
         else:
-            size, entity, typed = config.total_gpus, store.entity_aggregated, store.type_aggregated
+            size, entity, typed = n_gpus, store.entity_aggregated, store.type_aggregated
         value = entity(job.id, node_id, size)
         if value is not None:
             return value, "entity"
@@ -276,12 +308,12 @@ class Estimator:
         value = typed(job.id, gpu.name, size)
         if value is None:
             source = "theory"
-            value = self._theory(job, gpu, config.total_gpus, config.n_nodes)
+            value = self._theory(job, gpu, n_gpus, n_nodes)
         if value is None:
             source = "table"
             value = self._table[gpu.name]
         # what other jobs showed of this server, against the one the figure came from
-        scale = self._prior.scale(job.id, node_id, gpu.name, size, config.distributed, source)
+        scale = self._prior.scale(job.id, node_id, gpu.name, size, n_nodes > 1, source)
         return value * scale, source
 
     def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
@@ -302,17 +334,29 @@ class Estimator:
         profile = self._store.profile(job.id, gpu.name)
         if profile is None:
             return None
-        t_iter = expected_iteration_time(
-            profile,
-            job.params,
-            n_gpus,
-            n_nodes,
-            gpu.b_link,
-            gpu.b_net,
-            self._settings.tcomm_overlap,
+        entry = _shared_theory.get(id(profile))
+        if entry is None or entry[0] is not profile:
+            if len(_shared_theory) >= _SHARED_PROFILES:
+                _shared_theory.clear()
+            entry = (profile, {})
+            _shared_theory[id(profile)] = entry
+        overlap = self._settings.tcomm_overlap
+        key = (job.params, job.batch_size, n_gpus, n_nodes, gpu.b_link, gpu.b_net, overlap)
+        value = entry[1].get(key)
+        if value is None:
+            value = entry[1][key] = _theory_per_gpu(job, profile, gpu, n_gpus, n_nodes, overlap)
+        return value
+
+
+def _theory_per_gpu(
+    job: Job, profile: PhaseProfile, gpu: GpuType, n_gpus: int, n_nodes: int, overlap: float
+) -> float:
+    """Per-GPU throughput of eqs. 1-5: the job's batch over its expected iteration time."""
+    t_iter = expected_iteration_time(
+        profile, job.params, n_gpus, n_nodes, gpu.b_link, gpu.b_net, overlap
+    )
+    if t_iter <= 0:
+        raise InvalidInputError(
+            f"job {job.id!r}: profile on {gpu.name!r} gives a non-positive iteration time"
         )
-        if t_iter <= 0:
-            raise InvalidInputError(
-                f"job {job.id!r}: profile on {gpu.name!r} gives a non-positive iteration time"
-            )
-        return job.batch_size / t_iter
+    return job.batch_size / t_iter

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 
 import highspy
 import numpy as np
@@ -77,9 +78,12 @@ def _matrix(problem: AssignmentProblem) -> _Csc:
     # every other entry is a node row, column after column, in usage order
     nodes = np.ones(int(start[-1]), dtype=bool)
     nodes[start[:-1]] = False
-    flat = [entry for parts in problem.usage for entry in parts]
-    if flat:
-        pairs = np.asarray(flat, dtype=np.float64).reshape(-1, 2)
+    n_entries = int(start[-1]) - problem.n_cols
+    if n_entries:
+        # (row, gpus) pairs flattened by an iterator: far cheaper than a list of
+        # tuples through np.asarray on models of thousands of columns
+        flat = chain.from_iterable(chain.from_iterable(problem.usage))
+        pairs = np.fromiter(flat, dtype=np.float64, count=2 * n_entries).reshape(-1, 2)
         index[nodes] = problem.n_jobs + pairs[:, 0].astype(np.int64)
         value[nodes] = pairs[:, 1]
     return start, index, value

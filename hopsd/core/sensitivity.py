@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from functools import lru_cache
 
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Cluster, Configuration, Job
+from hopsd.core.model import Cluster, Job
 
 
 def probe_nodes(cluster: Cluster, gpu_type: str) -> tuple[str, str] | None:
@@ -39,21 +38,13 @@ def sensitivity_on(
     """
     if pair is None:
         return math.inf
-    one, two = probe_configs(gpu_type, pair)
-    alone = estimator.throughput(job, one)
-    split = estimator.throughput(job, two)
-    return alone.samples_per_s / split.per_gpu
-
-
-@lru_cache(maxsize=256)
-def probe_configs(gpu_type: str, pair: tuple[str, str]) -> tuple[Configuration, Configuration]:
-    """The two configurations eq. 10 compares, built once per type and host pair
-    (planning asks for them for every job of every round)."""
     first, second = pair
-    return (
-        Configuration(gpu_type, ((first, 1),)),
-        Configuration.of(gpu_type, {first: 1, second: 1}),
+    alone = estimator.per_gpu_one_each(job, gpu_type, first, 1)  # {first: 1}
+    split = min(  # per GPU of {first: 1, second: 1}: the slower node sets the pace
+        estimator.per_gpu_one_each(job, gpu_type, first, 2),
+        estimator.per_gpu_one_each(job, gpu_type, second, 2),
     )
+    return alone / split
 
 
 def is_high_sensitivity(rho: float, sigma: float) -> bool:

@@ -14,6 +14,20 @@ from hopsd.core.throughput import InMemoryThroughputStore, ThroughputStore
 
 
 @dataclass(frozen=True)
+class InFlight:
+    """A job whose decided actions are not all taken yet (see :mod:`hopsd.core.reserve`).
+
+    ``target`` names the GPUs per node its pending placement will take;
+    ``runs_on`` says it still runs on its current GPUs (it was given notice and
+    its grace is not over, so it has not been requeued yet).
+    """
+
+    job_id: str
+    target: tuple[tuple[str, int], ...] = ()
+    runs_on: bool = False
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything a round needs, captured at one instant.
 
@@ -26,6 +40,11 @@ class Snapshot:
     their profiling phase (not in ``jobs``: the profiling queue owns them, see
     :mod:`hopsd.core.profiling`); ``usage`` is the owners' decayed usage the
     step turns into fair-share factors (None: every factor stays as given).
+    ``in_flight`` lists jobs whose decided actions are still being taken: the
+    step's first stage (:func:`hopsd.core.reserve.reserve`) leaves them and the
+    GPUs they hold or will take out of planning. ``listening`` names the jobs
+    that can hear a checkpoint notice before a move or preemption (None: all;
+    :mod:`hopsd.core.act`).
     """
 
     now: float
@@ -37,11 +56,16 @@ class Snapshot:
     finished_lrs: tuple[float, ...] = ()
     profiling: tuple[Profilee, ...] = ()
     usage: Usage | None = None
+    in_flight: tuple[InFlight, ...] = ()
+    listening: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("a job id appears twice in the snapshot")
+        flying = [f.job_id for f in self.in_flight]
+        if len(set(flying)) != len(flying):
+            raise InvalidInputError("a job is in flight twice in the snapshot")
         nodes = self.cluster.node_map()
         for node_id, cap in self.capacity.items():
             if node_id not in nodes:

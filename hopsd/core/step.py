@@ -1,5 +1,12 @@
 """One scheduling step: the one place where hops decides, whoever asks.
 
+The step runs as named stages, in this order: **reserve** (in-flight work keeps
+its GPUs, :mod:`hopsd.core.reserve`), **profile** (the profiling queue),
+**evidence** (size claims), **score** (LR and rho, :mod:`hopsd.core.scoring`),
+the fair-share factors, **plan** (the policy, with its fragment refill),
+**guard** (sparing), validation and **act** (the plan's actions, and which
+start with a checkpoint notice: :mod:`hopsd.core.act`).
+
 hopsd (live Slurm), the simulator and replay differ only in where the snapshot
 comes from and where the decision goes; each of them calls
 :func:`schedule_step` with the snapshot and the round clock, and gets back what
@@ -35,6 +42,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from hopsd.core.act import Act, act
 from hopsd.core.capacity import free_gpus as unheld
 from hopsd.core.capacity import headroom, held_gpus, node_capacity
 from hopsd.core.errors import HopsError
@@ -43,6 +51,8 @@ from hopsd.core.fairshare import FairShareRule, apply_fair_share
 from hopsd.core.model import Assignment, Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision, ProfilingRules, WithDerived, profiling_step
+from hopsd.core.reserve import reserve
+from hopsd.core.scoring import Scores, score_jobs
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import DOUBT, SizeRule, SizeVerdict, check_sizes
 from hopsd.core.snapshot import Snapshot
@@ -80,6 +90,10 @@ class StepOptions:
     profiling: ProfilingRules = field(default_factory=ProfilingRules)
     fairshare: FairShareRule = field(default_factory=FairShareRule)
     sizes: SizeRule = field(default_factory=SizeRule)
+    # score every planned job's LR and rho (:mod:`hopsd.core.scoring`) into the result
+    score: bool = False
+    # moves and preemptions of jobs that can hear it start with a checkpoint notice
+    notice: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,10 @@ class StepResult:
     # jobs whose claimed size is not believed (:mod:`hopsd.core.sizeclaim`); ``new`` ones
     # are to be recorded and logged once
     doubted: tuple[SizeVerdict, ...] = ()
+    # LR and rho of the jobs planned (with ``StepOptions.score``; see :mod:`hopsd.core.scoring`)
+    scores: Scores | None = None
+    # the plan's actions in enacting order, each saying whether a notice comes first
+    actions: tuple[Act, ...] = ()
 
     @property
     def acted(self) -> bool:
@@ -116,24 +134,27 @@ def schedule_step(
 ) -> StepResult:
     """Decide for ``snapshot``: a full round, a fragment plan, or nothing (``idle``).
 
-    The profiling queue is served first (its runs take idle GPUs before the
+    In-flight work is reserved first (:func:`hopsd.core.reserve.reserve`), then
+    the profiling queue is served (its runs take idle GPUs before the
     policy sees them), then the jobs get their fair-share factors, then the
     policy plans. ``changed`` says whether anything happened since the last
     step (a job arrived, ended or became schedulable); without it, a fragment
     plan could only repeat the last one.
     """
     opts = options or StepOptions()
+    snapshot = reserve(snapshot)
     profiling = ProfilingDecision()
     if snapshot.profiling:
         free = free_gpus(snapshot, None)
         profiling = profiling_step(
             snapshot.profiling, snapshot.cluster, free, opts.profiling, snapshot.now
         )
+    snapshot, doubted = evidence(snapshot, settings, opts.sizes)
+    scores = score_jobs(snapshot, settings) if opts.score else None
+    planned = len(snapshot.jobs)
     snapshot = _prepared(snapshot, profiling, opts)
-    estimator = Estimator(snapshot.cluster, snapshot.store, settings)
-    jobs, doubted = check_sizes(snapshot.jobs, estimator, opts.sizes)
-    if doubted:
-        snapshot = dataclasses.replace(snapshot, jobs=jobs)
+    snapshot, joined = evidence(snapshot, settings, opts.sizes, skip=planned)
+    doubted += joined
     changed = changed or bool(profiling.finish)
     result = _plan_step(snapshot, clock, policy, settings, opts, changed)
     reasons = {**profiling.reasons, **result.reasons}
@@ -141,8 +162,33 @@ def schedule_step(
         if verdict.job_id in reasons:
             reasons[verdict.job_id] += f" ({DOUBT})"
     return dataclasses.replace(
-        result, profiling=profiling, reasons=reasons, planned=snapshot, doubted=doubted
+        result,
+        profiling=profiling,
+        reasons=reasons,
+        planned=snapshot,
+        doubted=doubted,
+        scores=scores,
+        actions=act(result.plan, snapshot.listening, opts.notice),
     )
+
+
+def evidence(
+    snapshot: Snapshot, settings: Settings, rule: SizeRule, *, skip: int = 0
+) -> tuple[Snapshot, tuple[SizeVerdict, ...]]:
+    """The evidence stage: jobs whose claimed size is contradicted get their believed size
+    (:mod:`hopsd.core.sizeclaim`); the first ``skip`` jobs were judged already."""
+    estimator = Estimator(snapshot.cluster, snapshot.store, settings)
+    jobs, doubted = check_sizes(snapshot.jobs[skip:], estimator, rule)
+    if not doubted:
+        return snapshot, ()
+    return dataclasses.replace(snapshot, jobs=(*snapshot.jobs[:skip], *jobs)), doubted
+
+
+def scored(snapshot: Snapshot, settings: Settings, options: StepOptions) -> Scores:
+    """The score stage as the step takes it (reserve, evidence, score), without planning:
+    for a caller that must record the figures although planning failed."""
+    believed, _ = evidence(reserve(snapshot), settings, options.sizes)
+    return score_jobs(believed, settings)
 
 
 def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOptions) -> Snapshot:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hopsd.config import HopsConfig
 from hopsd.core.capacity import held_gpus, node_sizes
-from hopsd.core.gains import restart_price_s
+from hopsd.core.gains import hears_notice, restart_price_s
 from hopsd.core.model import Configuration, Job
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import ThroughputStore
@@ -123,6 +123,9 @@ def assemble(
         )
     view = build_cluster_view(obs.nodes, config, held_running)
     snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt)
+    # only jobs whose probe has reported can take a checkpoint notice (hopsd.core.act)
+    listening = frozenset(r.id for r in rows if hears_notice(r.startup_s))
+    snapshot = dataclasses.replace(snapshot, listening=listening)
     return Assembled(snapshot, view, handles, frozenset(starting))
 
 

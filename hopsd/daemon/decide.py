@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.act import Act
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision
+from hopsd.core.scoring import Scores
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import SizeVerdict
 from hopsd.core.snapshot import Snapshot
@@ -25,8 +27,11 @@ from hopsd.ledger.records import IntentAction, IntentRequest
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
 # Profiling (hopsd.core.profiling decides, hopsd.daemon.profiling enacts): start a
-# short run on one GPU of a type, and hold a released run that did not start in time.
+# short run on one GPU of a type, and hold a released run that did not start in time
+# (also hops's own hold on a job its owner could release, hopsd.daemon.holds).
 PROFILE, HOLD = "profile", "hold"
+# Requeue held a job whose launch failed at once, to place it afresh (hopsd.daemon.relaunch).
+RELAUNCH = "relaunch"
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,8 @@ class Decision:
     profiling: ProfilingDecision = field(default_factory=ProfilingDecision)
     planned: Snapshot | None = None
     doubted: tuple[SizeVerdict, ...] = ()
+    scores: Scores | None = None
+    actions: tuple[Act, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,8 @@ def decide(
         step.profiling,
         step.planned,
         step.doubted,
+        step.scores,
+        step.actions,
     )
     return decision, step.clock
 
@@ -148,7 +157,8 @@ def notice_of(config: HopsConfig) -> Notice | None:
 
 
 def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> list[IntentRequest]:
-    """The ordered Slurm actions one plan entry needs.
+    """The ordered Slurm actions one action needs: the one builder of hopsd's intents
+    (plan entries, profiling runs, holds, relaunches and requeues of unplanned starts).
 
     With ``notice`` a move or preemption starts with a ``notice`` intent: the
     job is signalled, and the requeue waits until it reported a checkpoint or
@@ -166,6 +176,9 @@ def intent_chain(action: Action, reason: str, notice: Notice | None = None) -> l
         )
     if action.kind == HOLD:
         chain.append(IntentRequest(action.job_id, A.HOLD, base))
+    if action.kind == RELAUNCH:
+        again = {**base, "relaunch": True, "restarts": action.restarts}
+        chain.append(IntentRequest(action.job_id, A.REQUEUE_HOLD, again))
     if action.kind in (START, MOVE, PROFILE) and action.config is not None:
         placement = {
             **base,

@@ -28,7 +28,6 @@ log = logging.getLogger("hopsd.endpoint")
 Check = Callable[[], str | None]
 
 
-
 def health(checks: Mapping[str, Check]) -> tuple[int, dict[str, object]]:
     """Run every check; a check that raises counts as failing with its error."""
     problems: dict[str, str] = {}

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.decide import PREEMPT, Action, intent_chain, notice_of
+from hopsd.daemon.decide import HOLD, PREEMPT, Action, intent_chain, notice_of
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import runs
-from hopsd.ledger.records import IntentAction, IntentRequest, JobState, JobUpdate
+from hopsd.ledger.records import JobState, JobUpdate
 from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
@@ -58,8 +58,8 @@ class Holds:
             return
         self.asked.add(seen.slurm_id)
         why = HOLD_RELEASED if not seen.held else HOLD_USERS
-        payload = {"slurm_id": seen.slurm_id, "kind": "hold", "reason": why}
-        unit.record_intents([IntentRequest(job_id, IntentAction.HOLD, payload)], None, now)
+        action = Action(job_id, seen.slurm_id, HOLD, None, "", seen.restarts, False)
+        unit.record_intents(intent_chain(action, why), None, now)
         log.info("event=hold-locked job=%s slurm_job=%s reason=%r", job_id, seen.slurm_id, why)
 
     def requeue_unplanned(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:

@@ -119,7 +119,7 @@ def tokens(message: str) -> list[Token]:
         name, i = key.group(0)[:-1], key.end()
         start = i
         value: Any
-        if i < n and message[i] in "\"[{":
+        if i < n and message[i] in '"[{':
             try:
                 value, i = decoder.raw_decode(message, i)
                 raw = message[start:i]

@@ -29,6 +29,7 @@ def job_view(job: SlurmJob) -> ObservedJob:
         work_dir=job.work_dir,
         time_limit_s=job.time_limit_s,
         cpus_per_gpu=job.cpus_per_gpu,
+        qos=job.qos,
     )
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 
+from hopsd.daemon.decide import RELAUNCH, Action, intent_chain
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import runs
-from hopsd.ledger.records import IntentAction, IntentRequest, JobRecord, JobState
+from hopsd.ledger.records import JobRecord, JobState
 from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
@@ -48,14 +49,8 @@ def relaunch(unit: Unit, row: JobRecord, seen: ObservedJob, now: float) -> bool:
         return False
     said = seen.reason if seen.reason not in ("", "None") else seen.state
     reason = f"launch failed ({said}); requeued by hops, try {tries + 1}"
-    payload = {
-        "slurm_id": seen.slurm_id,
-        "kind": "relaunch",
-        "relaunch": True,
-        "restarts": seen.restarts,
-        "reason": reason,
-    }
-    unit.record_intents([IntentRequest(row.id, IntentAction.REQUEUE_HOLD, payload)], None, now)
+    action = Action(row.id, seen.slurm_id, RELAUNCH, None, "", seen.restarts, False)
+    unit.record_intents(intent_chain(action, reason), None, now)
     if JobState(row.state) != JobState.RUNNING:
         unit.transition(row.id, JobState.RUNNING, seen.start_time or now, "ran between ticks")
     unit.open_run(row.id, seen.restarts, runs.RUN, None, seen.start_time or now)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -18,16 +17,17 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
-from hopsd.core.capacity import free_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
-from hopsd.core.gains import hears_notice
-from hopsd.core.model import Plan
-from hopsd.core.priorities import PriorityContext, finish_time_fairness, latency_ratio
-from hopsd.core.sizeclaim import SizeRule, check_sizes
-from hopsd.core.snapshot import Snapshot
-from hopsd.core.step import IDLE, RoundClock, StepOptions
+from hopsd.core.model import Job, Plan
+from hopsd.core.policies import Policy
+from hopsd.core.quota import held_back, with_quota
+from hopsd.core.reserve import reserve
+from hopsd.core.scoring import Scores, score_jobs
+from hopsd.core.sizeclaim import SizeRule
+from hopsd.core.snapshot import InFlight, Snapshot
+from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.decide import (
     Action,
@@ -35,7 +35,6 @@ from hopsd.daemon.decide import (
     actions_from_plan,
     chains,
     decide,
-    intent_chain,
     notice_of,
 )
 from hopsd.daemon.enact import (
@@ -57,6 +56,13 @@ from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
+from hopsd.daemon.slurm_policy import (
+    planned_ids,
+    quota_of,
+    slurm_policy_of,
+    type_max_times,
+    with_reasons,
+)
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -74,6 +80,7 @@ from hopsd.ledger.records import (
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.plugins import get_policy
 from hopsd.slurm.errors import SlurmCommandError
+from hopsd.slurm.parse_limits import SlurmLimits
 from hopsd.slurm.port import SlurmPort
 
 log = logging.getLogger("hopsd.tick")
@@ -133,6 +140,7 @@ class Tick:
         self._steps: list[Step] = []
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
+        self.slurm_policy = slurm_policy_of(config, port)
         self.node_speeds = NodeSpeeds()
 
     def reconfigure(self, config: HopsConfig) -> None:
@@ -149,6 +157,7 @@ class Tick:
         self.profiler.options = ProfilingOptions.of(config, self.shadow)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.enactor.settle = _settle_of(config)
+        self.slurm_policy = slurm_policy_of(config, self.port)
 
     def _checked_spool(self, config: HopsConfig) -> Path | None:
         """The reloaded spool if hopsd may use it (:func:`prepare_root`), else the current one."""
@@ -278,25 +287,35 @@ class Tick:
                 self.reconciler.problems.guard,
             )
             store.set_node_speeds(self.node_speeds.prior(unit, built.view.cluster, now))
-            built = self._hold_back(unit, built)
-            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, built.waiting)
-            snap = dataclasses.replace(
-                built.snapshot, profiling=profilees, usage=self._usage(unit, now)
+            in_flight = self._in_flight(unit)
+            waiting = frozenset(f.job_id for f in in_flight)
+            profilees = self.profiler.profilees(unit, rows, obs, built.view, now, waiting)
+            given = dataclasses.replace(
+                built.snapshot,
+                profiling=profilees,
+                usage=self._usage(unit, now),
+                in_flight=in_flight,
             )
-            built = dataclasses.replace(built, snapshot=snap)
+            # what the step will plan (the core's reserve stage): the figures below say so
+            snap = reserve(given)
+            built = dataclasses.replace(built, snapshot=snap, waiting=waiting)
             result.queued, result.running = len(snap.queued), len(snap.running)
             result.gpu_use = gpu_use(snap)
-            self._note_latency(built, result, unit)
+            options = dataclasses.replace(self._step_options(), score=True)
             started = time.perf_counter()
             try:
+                policy, held = self._within_limits(obs, built)
                 decision, clock = decide(
-                    snap, self.round_clock, self.policy, self.settings, self._step_options()
+                    given, self.round_clock, policy, self.settings, options
                 )
+                decision = with_reasons(decision, held(decision.plan))
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
+                self._note_latency(built, result, unit, scored(given, self.settings, options))
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
+            self._note_latency(built, result, unit, decision.scores or Scores())
             self.round_clock = clock
             self._offer_forecast(unit, rows, snap, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
@@ -338,13 +357,32 @@ class Tick:
         given = measured_input(unit, self.config, snap, clock, self._step_options(), plan)
         self.forecaster.offer(given, {r.id: str(r.state) for r in rows})
 
+    def _within_limits(
+        self, obs: Observation, built: Assembled
+    ) -> tuple[Policy, Callable[[Plan], dict[str, str]]]:
+        """The policy, kept within Slurm's GPU limits when hops.conf asks (``[slurm] limits``),
+        and why each job those limits keep out of the plan waits."""
+        if self.slurm_policy.limits is None:
+            return self.policy, lambda plan: {}
+        limits = self.slurm_policy.gpu_limits() or SlurmLimits()
+        view = built.view
+        types = {n.id: n.gpu_type for n in view.cluster.nodes}
+        times = type_max_times(view.partition_of, types, self.slurm_policy.partition_times())
+        planned = planned_ids(built.handles, [j.id for j in built.snapshot.jobs])
+        quota = quota_of(limits, obs, planned, times)
+        return with_quota(self.policy, quota), partial(held_back, built.snapshot, quota)
+
     def _step_options(self) -> StepOptions:
         """Sparing guards a job that ends within a restart or two ticks of hopsd."""
         guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        shares = self.slurm_policy.share_table()
         return StepOptions(
             spare_guard_s=guard,
+            notice=notice_of(self.config) is not None,
             profiling=self.profiler.options.rules,
-            fairshare=FairShareRule(self.config.shares, self.config.fairshare_weight),
+            fairshare=FairShareRule(
+                self.config.shares if shares is None else shares, self.config.fairshare_weight
+            ),
             sizes=SizeRule(self.config.size_check_factor, self.config.size_check_slack_s),
         )
 
@@ -363,39 +401,25 @@ class Tick:
             )
         unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
-    def _hold_back(self, unit: Unit, built: Assembled) -> Assembled:
-        """Leave jobs whose chains still wait (a requeued job not yet off its nodes) to them.
+    @staticmethod
+    def _in_flight(unit: Unit) -> tuple[InFlight, ...]:
+        """Jobs whose intent chains still wait, as the core's in-flight records.
 
-        Such a job is neither planned again nor its target given away: the GPUs its
-        pending placement names stay reserved until the chain is taken or dropped.
-        A job whose requeue still waits (the grace of its checkpoint notice) keeps
-        its current GPUs busy as well: it is running on them.
+        A chain waits on a requeued job not yet off its nodes, or on a notice's
+        grace (the requeue is still to come: the job runs on its current GPUs).
+        What the step does with them is the core's rule (:mod:`hopsd.core.reserve`).
         """
-        waiting = by_job([Step.of(r) for r in unit.pending_intents()])
-        if not waiting:
-            return built
-        snap = built.snapshot
-        reserved: dict[str, int] = {}
-        for chain in waiting.values():
-            for step in chain:
-                if step.action == IntentAction.UPDATE:
-                    for node, gpus in step.payload.get("nodes", []):
-                        reserved[str(node)] = reserved.get(str(node), 0) + int(gpus)
-        # A job given notice runs on until it is requeued: its GPUs stay busy till then.
-        for job in snap.jobs:
-            steps = waiting.get(job.id, [])
-            running_on = any(s.action == IntentAction.REQUEUE_HOLD for s in steps)
-            if job.current is not None and running_on:
-                for node, gpus in job.current.parts:
-                    reserved[node] = reserved.get(node, 0) + gpus
-        capacity = free_gpus(node_capacity(snap), reserved)
-        jobs = tuple(j for j in snap.jobs if j.id not in waiting)
-        pinned = frozenset(j for j in snap.pinned if j not in waiting)
-        snapshot = dataclasses.replace(snap, jobs=jobs, capacity=capacity, pinned=pinned)
-        handles = {k: v for k, v in built.handles.items() if k not in waiting}
-        return dataclasses.replace(
-            built, snapshot=snapshot, handles=handles, waiting=frozenset(waiting)
-        )
+        out: list[InFlight] = []
+        for job_id, chain in by_job([Step.of(r) for r in unit.pending_intents()]).items():
+            target = tuple(
+                (str(node), int(gpus))
+                for step in chain
+                if step.action == IntentAction.UPDATE
+                for node, gpus in step.payload.get("nodes", [])
+            )
+            runs_on = any(s.action == IntentAction.REQUEUE_HOLD for s in chain)
+            out.append(InFlight(job_id, target, runs_on))
+        return tuple(out)
 
     def _profile(
         self,
@@ -421,63 +445,39 @@ class Tick:
             unit, decision.profiling, rows, obs, built.view, self.config, now
         )
         if enacted.actions:
+            listening = {a.job_id for a in enacted.actions} - set(enacted.unheard)
             notice = notice_of(self.config)
-            requests = [
-                request
-                for a in enacted.actions
-                for request in intent_chain(
-                    a,
-                    enacted.reasons.get(a.job_id, a.kind),
-                    None if a.job_id in enacted.unheard else notice,
-                )
-            ]
+            requests = chains(enacted.actions, enacted.reasons, notice, listening)
             intents = unit.record_intents(requests, None, now)
             result.actions = [*result.actions, *enacted.actions]
             self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         return dataclasses.replace(built, handles={**built.handles, **enacted.handles})
 
-    def _note_latency(self, built: Assembled, result: TickResult, unit: Unit) -> None:
-        """Record every active job's latency ratio and Themis rho, and the final LR of jobs
-        that just ended.
+    def _note_latency(
+        self, built: Assembled, result: TickResult, unit: Unit, scores: Scores
+    ) -> None:
+        """Record every active job's latency ratio and Themis rho as the step scored them,
+        and the final LR of jobs that just ended (:mod:`hopsd.core.scoring`).
 
         The ledger keeps them so ``hops status`` and ``hops fairness`` show the
         core's figures and RAQLR can average the finished ones; ended jobs are
-        scored even when the queue is empty.
+        scored even when the queue is empty. A job the core could not score is
+        reported as that job's problem.
         """
-        snap = built.snapshot
-        estimator = Estimator(snap.cluster, snap.store, self.settings)
-        ctx = PriorityContext(snap.now, snap.cluster, estimator, max(len(snap.jobs), 1))
         handles = built.handles
-        # a doubted claim is scored at the size the step plans it with, not at the claim
-        believed, _ = check_sizes(snap.jobs, estimator, self._step_options().sizes)
-        snap = dataclasses.replace(snap, jobs=believed)
-        ratios: dict[str, float] = {}
-        for job in snap.jobs:
-            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
-            ratio = self.reconciler.problems.guard(
-                slurm_id, "latency", partial(latency_ratio, job, ctx)
-            )
-            if ratio is not None:
-                ratios[job.id] = ratio
+        for job_id, exc in scores.failed:
+            slurm_id = handles[job_id].slurm_id if job_id in handles else 0
+            self.reconciler.problems.failed(slurm_id, "latency", exc)
+        ratios = dict(scores.latency_ratio)
         result.latency_ratios = list(ratios.values())
-        rhos: dict[str, float] = {}
-        for job in snap.jobs:
-            slurm_id = handles[job.id].slurm_id if job.id in handles else 0
-            rho = self.reconciler.problems.guard(
-                slurm_id, "latency", partial(finish_time_fairness, job, ctx)
-            )
-            if rho is not None and math.isfinite(rho):
-                rhos[job.id] = rho
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        updates = []
-        for job_id, row in unit.jobs([*ratios, *ended]).items():
-            ratio = ratios.get(job_id)
-            if ratio is None:
-                try:
-                    ratio = latency_ratio(core_job(row), ctx)
-                except HopsError:
-                    ratio = None
-            updates.append(JobUpdate(job_id, latency_ratio=ratio, ftf_rho=rhos.get(job_id)))
+        rows = unit.jobs([*ratios, *ended])
+        final = score_jobs(built.snapshot, self.settings, (), ended=_ended_jobs(rows, ratios))
+        ratios.update(final.latency_ratio)
+        updates = [
+            JobUpdate(job_id, latency_ratio=ratios.get(job_id), ftf_rho=scores.ftf_rho.get(job_id))
+            for job_id in rows
+        ]
         unit.update_jobs(updates)
 
     def _record(
@@ -536,9 +536,8 @@ class Tick:
                     sources.append(JobUpdate(row.id, estimate_source=got.source))
         unit.update_jobs(sources)
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
-        # only jobs whose probe has reported can take the notice (see chains)
-        heard = unit.jobs([a.job_id for a in actions])
-        listening = {job_id for job_id, row in heard.items() if hears_notice(row.startup_s)}
+        # who is given notice is the step's to say (hopsd.core.act)
+        listening = {a.job_id for a in decision.actions if a.notice}
         requests = chains(actions, reasons, notice_of(self.config), listening)
         intents = unit.record_intents(requests, round_row.id, now)
         result.actions = [*result.actions, *actions]
@@ -546,6 +545,19 @@ class Tick:
 
     def _enact(self, result: TickResult) -> EnactReport:
         return self.enactor.run(self._steps)
+
+
+def _ended_jobs(rows: Mapping[str, JobRecord], scored: Mapping[str, float]) -> list[Job]:
+    """The core jobs of rows the step did not score (jobs that just ended), where possible."""
+    out: list[Job] = []
+    for job_id, row in rows.items():
+        if job_id in scored:
+            continue
+        try:
+            out.append(core_job(row))
+        except HopsError:
+            continue  # a row that no longer reads as a job: no final LR
+    return out
 
 
 def _settle_of(config: HopsConfig) -> SettleOptions:

@@ -53,6 +53,8 @@ class ObservedJob:
     time_limit_s: float | None = None
     #: The job's ``--cpus-per-gpu`` (0: none): hops sets its CPUs to follow its GPUs.
     cpus_per_gpu: int = 0
+    #: The job's QOS: the GPU limits of :mod:`hopsd.daemon.slurm_policy` apply through it.
+    qos: str = ""
 
     @property
     def claims_hops(self) -> bool:

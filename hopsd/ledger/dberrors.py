@@ -85,5 +85,3 @@ HINTS: dict[type[LedgerError], str] = {
     LedgerFullError: "the database or its disk is full; the failed transaction was not applied",
     LedgerUnavailableError: "check the ledger URL, the server and file permissions",
 }
-
-

@@ -25,8 +25,12 @@ run trains the job (its progress counts), each run's end is a restart (counted
 by the core's rule, :func:`hopsd.core.accounting.restarts_after`, as Slurm counts
 hopsd's requeue of it) and the job's first real start pays one. Types it could
 not be profiled on get the measured profile scaled by the types' speeds.
-``adoption_s`` delays a new job before hops sees it (replay uses it for hopsd's
-queue refresh). A GPU is never handed to two jobs (checked on every plan).
+With ``notice_grace_s`` a move or preemption is enacted as hopsd enacts it
+under a checkpoint notice: the job runs on for the grace, its target reserved
+through the core's in-flight records, then is requeued and placed; ``events``
+lists every such action at its instant. ``adoption_s`` delays a new job before
+hops sees it (replay uses it for hopsd's queue refresh). A GPU is never handed
+to two jobs (checked on every plan).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from hopsd.core.throughput import InMemoryThroughputStore, Mixture, PhaseProfile
 from hopsd.sim.enact import PlanEnactor
 from hopsd.sim.engine_config import EngineConfig, SimulationError, by_work
 from hopsd.sim.scheduler_view import SchedulerView
-from hopsd.sim.state import EngineResult, JobState, Resumed, RoundStat
+from hopsd.sim.state import EngineResult, Flight, JobState, Resumed, RoundStat
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec, reference_rate
 
@@ -123,6 +127,8 @@ class Engine(SchedulerView, PlanEnactor):
         self.plans = 0
         self.fragment_plans = 0
         self.unmentioned = 0
+        self.flights: dict[str, Flight] = {}
+        self.events: list[tuple[float, str, str]] = []
         self.clock = RoundClock(self.settings.round_length_s)
         if self.config.first_round_s > self.config.start_s:  # a round ran before the start
             self.clock = RoundClock(
@@ -140,6 +146,7 @@ class Engine(SchedulerView, PlanEnactor):
             refill_after_round=self.config.refill_after_round,
             fragments=self.config.fragments,
             profiling=ProfilingRules(self.config.profile_s > 0, max(self.config.profile_s, EPS)),
+            notice=self.config.notice_grace_s > 0,
         )
         self._check_feasible()
 
@@ -199,7 +206,10 @@ class Engine(SchedulerView, PlanEnactor):
             changed, profiling = self._profiling_events()
             ended = self._end_events(seen)
             done += ended
-            changed = changed or ended > 0
+            # requeues whose notice is over go before the step: hopsd takes pending chains
+            # first, then decides
+            graced = self._end_graces() if self.flights else False
+            changed = changed or ended > 0 or graced
             inside_round = self.now < next_round - EPS
             if (changed or profiling) and inside_round:
                 self._decide(changed)
@@ -228,7 +238,8 @@ class Engine(SchedulerView, PlanEnactor):
         )
         running = (j for j in self.active.values() if j.status == "running")
         t_end = min((j.finish_eta(self.now, seen) for j in running), default=math.inf)
-        return min(t_ready, t_report, t_end)
+        t_grace = min((f.until for f in self.flights.values()), default=math.inf)
+        return min(t_ready, t_report, t_end, t_grace)
 
     def _profiling_events(self) -> tuple[bool, bool]:
         """Adopt the jobs hops now sees and take the profiles reported by now.
@@ -401,6 +412,7 @@ class Engine(SchedulerView, PlanEnactor):
         )
 
     def _finish(self, job: JobState) -> None:
+        self.flights.pop(job.spec.job_id, None)  # a requeue never comes (hopsd abandons it)
         self._measure(job)
         self._release(job)
         job.status = "done"
@@ -470,13 +482,13 @@ class Engine(SchedulerView, PlanEnactor):
                 self.plans += 1
             if step.kind == FRAGMENT or step.refilled:
                 self.fragment_plans += 1
-            self._apply(step.plan)
+            self._apply(step.plan, step.actions)
         if stopped:
             again = self._step(False)
             self.clock = again.clock
             self._apply_profiling(again.profiling)
             if again.kind != IDLE:
-                self._apply(again.plan)
+                self._apply(again.plan, again.actions)
 
     def _step(self, changed: bool) -> StepResult:
         try:

@@ -51,6 +51,12 @@ class EngineConfig:
     # A job that ended frees its GPUs this much later (hopsd sees an end at its next
     # tick); its recorded end is when it ended.
     seen_after_end_s: float = 0.0
+    # A move or preemption first gives the job a checkpoint notice: it runs on where it is
+    # for this long, its target GPUs reserved (:mod:`hopsd.core.reserve`), then is requeued
+    # and placed, as hopsd enacts it (hops.conf's checkpoint_grace_s, 120 s by default, for
+    # a job whose probe reported). 0: moves are instant, as the published simulators the
+    # baselines follow have them.
+    notice_grace_s: float = 0.0
 
 
 #: Branch-and-bound nodes per solve in a simulation. On paper-512 every solve of

@@ -222,8 +222,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
     ready_at = now + given.adoption_s - origin
     # a job in its profiling phase joins the queue when the phase hopsd measured is over
     profiling = {
-        p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0)
-        for p in snap.profiling
+        p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0) for p in snap.profiling
     }
     for job in jobs:
         if job.samples_done >= job.total_samples:

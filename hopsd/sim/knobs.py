@@ -1,5 +1,5 @@
-"""Per-policy knobs of a simulation: round length, restart penalty, profiling time; and
-each policy's own settings.
+"""Per-policy knobs of a simulation: round length, restart penalty, profiling time,
+checkpoint notice; and each policy's own settings.
 
 The published schedulers were evaluated with different round mechanics (Gavel
 with 360 s rounds and free preemption, Sia with 60 s rounds and restore costs of
@@ -10,6 +10,7 @@ overrides::
     round_length_s = 300      # defaults for every policy
     restart_penalty_s = 30
     profiling_s = 60
+    notice_grace_s = 120      # a notice's grace before each move (0, the default: none)
 
     [policies.gavel]          # overrides for one policy
     round_length_s = 360
@@ -24,6 +25,9 @@ overrides::
 Command-line values (``hops simulate --round-length ...``) replace the file's
 defaults; a policy's own table still wins over both, since it was written for
 that policy. The knobs each policy ran with are recorded in ``results.json``.
+
+The same file may name a sweep's workloads in ``[workloads.NAME]`` tables;
+those are read by :mod:`hopsd.sim.sweep`, not here.
 
 Any other key of a ``[policies.NAME]`` table is one of the policy's own
 settings, as in hops.conf's table of that name: this module keeps those keys
@@ -43,7 +47,7 @@ from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.input_file import read_input
 
-KEYS = ("round_length_s", "restart_penalty_s", "profiling_s")
+KEYS = ("round_length_s", "restart_penalty_s", "profiling_s", "notice_grace_s")
 
 
 class KnobsError(InvalidInputError):
@@ -57,6 +61,7 @@ class Knobs:
     round_length_s: float | None = None
     restart_penalty_s: float | None = None
     profiling_s: float | None = None
+    notice_grace_s: float | None = None
 
     def over(self, base: Knobs) -> Knobs:
         """These values where set, ``base``'s elsewhere."""
@@ -72,7 +77,8 @@ class Knobs:
         if self.restart_penalty_s is not None:
             settings = replace(settings, restart_penalty_s=self.restart_penalty_s)
         profile_s = self.profiling_s if self.profiling_s is not None else config.profile_s
-        return replace(config, settings=settings, profile_s=profile_s)
+        grace = self.notice_grace_s if self.notice_grace_s is not None else config.notice_grace_s
+        return replace(config, settings=settings, profile_s=profile_s, notice_grace_s=grace)
 
 
 @dataclass(frozen=True)
@@ -98,12 +104,17 @@ class SimKnobs:
 
 
 def effective(config: EngineConfig) -> dict[str, float]:
-    """The knobs an engine configuration runs with, as recorded in results.json."""
-    return {
+    """The knobs an engine configuration runs with, as recorded in results.json (the
+    notice grace only when set: a run without one records, and keys its sweep cells,
+    as before the knob existed)."""
+    knobs = {
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
         "profiling_s": config.profile_s,
     }
+    if config.notice_grace_s > 0:
+        knobs["notice_grace_s"] = config.notice_grace_s
+    return knobs
 
 
 def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
@@ -123,7 +134,8 @@ def _knobs(where: str, table: Mapping[str, Any]) -> Knobs:
 
 def parse_knobs(data: Mapping[str, Any], where: str = "simulation file") -> SimKnobs:
     """Knobs of an already-parsed simulation document."""
-    top = {k: v for k, v in data.items() if k != "policies"}
+    # [workloads.NAME] tables are a sweep's (hopsd.sim.sweep), not knobs
+    top = {k: v for k, v in data.items() if k not in ("policies", "workloads")}
     policies = data.get("policies", {})
     if not isinstance(policies, dict):
         raise KnobsError(f"{where}: [policies] must hold one table per policy")

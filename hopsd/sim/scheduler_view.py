@@ -19,10 +19,10 @@ from hopsd.core.profiling import (
     Profilee,
     RunInFlight,
 )
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
 from hopsd.sim.engine_config import EngineConfig
-from hopsd.sim.state import JobState
+from hopsd.sim.state import Flight, JobState
 
 
 def known_profiles(
@@ -48,6 +48,7 @@ class SchedulerView:
     known: dict[tuple[str, int], dict[str, PhaseProfile]]
     _limits: dict[str, tuple[tuple[str, int], ...]]
     _core_jobs: dict[str, tuple[tuple[object, ...], Job]]
+    flights: dict[str, Flight]
 
     def _core_job(self, js: JobState) -> Job:
         """The job as the core sees it; the same object again while nothing it holds changed
@@ -114,6 +115,15 @@ class SchedulerView:
             pinned=frozenset(running) if pinned else frozenset(),
             capacity=self._left_by_profiling(),
             profiling=tuple(self._profilee(js) for js in profiling),
+            in_flight=self._in_flight(),
+        )
+
+    def _in_flight(self) -> tuple[InFlight, ...]:
+        """The moves, preemptions and starts waiting for a notice's grace, as the core's
+        in-flight records: the step plans around them (:mod:`hopsd.core.reserve`)."""
+        return tuple(
+            InFlight(job_id, flight.target.parts if flight.target else (), flight.runs_on)
+            for job_id, flight in self.flights.items()
         )
 
     def _ending(self, js: JobState) -> bool:

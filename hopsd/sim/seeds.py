@@ -146,10 +146,8 @@ def simulate_seeds(
     out_dir: str | Path | None = None,
     trace_format: str = "hops",
 ) -> dict[str, Any]:
-    """Every policy on every seed; returns per-seed figures, summaries and paired ratios.
-
-    The reference of the ratios is ``hops`` when it runs, else the first policy.
-    """
+    """Every policy on every seed; returns per-seed figures, summaries and paired ratios
+    (:func:`seeds_object`)."""
     if not seeds:
         raise InvalidInputError("give at least one seed")
     own = policy_settings_of(policies, knobs)
@@ -174,20 +172,40 @@ def simulate_seeds(
     per_seed: dict[int, dict[str, dict[str, float]]] = {}
     for (seed, name), fig in zip(tasks, figures, strict=True):
         per_seed.setdefault(seed, {})[name] = fig
-    reference = "hops" if "hops" in policies else policies[0]
-    out: dict[str, Any] = {
+    source = {
         "preset": preset,
         "cluster": str(cluster) if cluster is not None else None,
         "trace": str(trace) if trace is not None else None,
-        "seeds": list(seeds),
-        "policies": list(policies),
-        "knobs": {name: effective(configs[name]) for name in policies},
-        "policy_settings": {name: settings_table(own[name]) for name in policies},
-        "per_seed": {str(s): per_seed[s] for s in seeds},
-        **aggregate(per_seed, reference),
     }
+    out = seeds_object(source, seeds, policies, configs, own, per_seed)
     if out_dir is not None:
         path = Path(out_dir)
         path.mkdir(parents=True, exist_ok=True)
         (path / "results.json").write_text(json.dumps(out, indent=2), encoding="utf-8")
     return out
+
+
+def seeds_object(
+    source: Mapping[str, Any],
+    seeds: Sequence[int],
+    policies: Sequence[str],
+    configs: Mapping[str, EngineConfig],
+    own: Mapping[str, object],
+    per_seed: Mapping[int, Mapping[str, Mapping[str, float]]],
+) -> dict[str, Any]:
+    """The results object of a comparison over seeds, from each (seed, policy)'s figures.
+
+    ``source`` names the workload (``preset``, ``cluster``, ``trace``). A sweep
+    merging its cells builds the same object as a run over seeds in one process.
+    The reference of the ratios is ``hops`` when it runs, else the first policy.
+    """
+    reference = "hops" if "hops" in policies else policies[0]
+    return {
+        **source,
+        "seeds": list(seeds),
+        "policies": list(policies),
+        "knobs": {name: effective(configs[name]) for name in policies},
+        "policy_settings": {name: settings_table(own[name]) for name in policies},
+        "per_seed": {str(s): dict(per_seed[s]) for s in seeds},
+        **aggregate(per_seed, reference),
+    }

@@ -61,6 +61,20 @@ class JobState:
 
 
 @dataclass(frozen=True)
+class Flight:
+    """A move, preemption or start the simulator is enacting under a notice's grace.
+
+    At ``until`` the job is requeued (when it ``runs_on`` its current GPUs, having
+    heard the notice) and placed on ``target`` (None: a preemption, it queues).
+    Until then the scheduler plans around it (:func:`hopsd.core.reserve.reserve`).
+    """
+
+    until: float
+    target: Configuration | None
+    runs_on: bool
+
+
+@dataclass(frozen=True)
 class Resumed:
     """A job already on the cluster when the run begins (a forecast from the live state).
 

@@ -20,6 +20,17 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
+from hopsd.slurm.parse_limits import (
+    ASSOC_FIELDS,
+    QOS_FIELDS,
+    SHARE_FIELDS,
+    ShareRow,
+    SlurmLimits,
+    parse_assocs,
+    parse_partition_times,
+    parse_qos,
+    parse_shares,
+)
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
 from hopsd.slurm.parse_squeue import parse_jobs
@@ -174,6 +185,28 @@ class CliSlurm:
         argv = ["sacct", scope, "--allusers", "--parsable2", "-j", ids, "-o", ",".join(fields)]
         return self._read(argv, lambda r: parse(r.stdout))
 
+    def gpu_limits(self) -> SlurmLimits:
+        """Every association's and QOS's GPU limits: two ``sacctmgr`` reads.
+
+        Raises ``SlurmCommandError`` where no accounting database is kept.
+        """
+        assoc = ["sacctmgr", "-n", "-P", "show", "assoc", f"format={','.join(ASSOC_FIELDS)}"]
+        qos = ["sacctmgr", "-n", "-P", "show", "qos", f"format={','.join(QOS_FIELDS)}"]
+        return SlurmLimits(
+            self._read(assoc, lambda r: parse_assocs(r.stdout)),
+            self._read(qos, lambda r: parse_qos(r.stdout)),
+        )
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares, every account and user (``sshare -a``)."""
+        argv = ["sshare", "-n", "-P", "-a", "-o", ",".join(SHARE_FIELDS)]
+        return self._read(argv, lambda r: parse_shares(r.stdout))
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime in seconds, None when unlimited (one ``sinfo``)."""
+        argv = ["sinfo", "-h", "-o", "%R|%l"]
+        return self._read(argv, lambda r: parse_partition_times(r.stdout))
+
     # ----------------------------------------------------------------- helpers
     def _call(self, argv: Sequence[str]) -> CompletedRun:
         result = self.run(argv, self.timeout_s)
@@ -231,6 +264,18 @@ class CliFallback:
     def runs(self, job_ids: Sequence[int]) -> list[RunRecord]:
         """Per-run batch-step records come from ``sacct -D``."""
         return self._cli.runs(job_ids)
+
+    def gpu_limits(self) -> SlurmLimits:
+        """GPU limits from ``sacctmgr`` (neither pyslurm nor slurmrestd is asked)."""
+        return self._cli.gpu_limits()
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares from ``sshare``."""
+        return self._cli.shares()
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime from ``sinfo``."""
+        return self._cli.partition_times()
 
 
 def update_argv(job_id: int, placement: Placement) -> list[str]:

@@ -84,6 +84,7 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         array_tasks=jsonshape.text(rec.get("array_task_string")),
         time_limit_s=_time_limit_s(rec.get("time_limit")),
         cpus_per_gpu=cpus_per_gpu(jsonshape.text(rec.get("cpus_per_tres"))),
+        qos=jsonshape.text(rec.get("qos")),
     )
 
 

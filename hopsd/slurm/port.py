@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 import hostlist
 
 from hopsd.slurm.errors import PlacementError
+from hopsd.slurm.parse_limits import ShareRow, SlurmLimits
 from hopsd.slurm.tag import HopsTag
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
@@ -105,6 +106,8 @@ class SlurmJob:
     time_limit_s: float | None = None
     #: CPUs the job asks for per GPU (``--cpus-per-gpu``); 0 when it asks none.
     cpus_per_gpu: int = 0
+    #: The job's QOS (its GPU limits apply to it); empty when the backend does not say.
+    qos: str = ""
 
     @property
     def gpus(self) -> int:
@@ -317,6 +320,27 @@ class SlurmPort(Protocol):
 
         Raises ``SlurmAccountingDisabledError`` where no accounting database is kept.
         """
+        ...
+
+
+@runtime_checkable
+class SlurmPolicyReads(Protocol):
+    """The centre's policy as Slurm keeps it: GPU limits, shares, partitions' MaxTime.
+
+    Every backend offers it (through ``sacctmgr`` and ``sshare``); a port without
+    it is one that cannot read a centre's policy, and hops plans as if none were set.
+    """
+
+    def gpu_limits(self) -> SlurmLimits:
+        """Every association's and QOS's GPU limits, in one read per table."""
+        ...
+
+    def shares(self) -> tuple[ShareRow, ...]:
+        """The association tree's shares (``sshare -a``)."""
+        ...
+
+    def partition_times(self) -> dict[str, float | None]:
+        """Each partition's MaxTime in seconds (None: unlimited)."""
         ...
 
 

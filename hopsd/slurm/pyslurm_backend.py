@@ -104,6 +104,7 @@ def job_from_pyslurm(job: Any) -> SlurmJob:
         priority=None if priority is None else int(priority),
         requested_nodes=_expand(job.required_nodes),
         time_limit_s=_minutes_s(job.time_limit),
+        qos=str(getattr(job, "qos", "") or ""),
     )
 
 

@@ -8,7 +8,29 @@ from typing import Any
 from hopsd.config import HopsConfig
 from hopsd.core.fairshare import split_shares
 from hopsd.ledger.unit import Unit
+from hopsd.slurm.errors import SlurmError
 from hopsd.views.records import ACTIVE, STARVING_LR, raqlr_of, starving, user_fairness
+
+
+def configured_shares(config: HopsConfig) -> tuple[dict[str, float], str | None]:
+    """The shares hopsd applies: hops.conf's, or Slurm's association tree's (``sshare``).
+
+    When Slurm does not answer, equal shares and why (the standings are then
+    against equal shares, and the document says so).
+    """
+    if config.fairshare_source != "slurm":
+        return dict(config.shares), None
+    from hopsd.slurm.factory import port_from_config
+    from hopsd.slurm.parse_limits import hops_shares
+    from hopsd.slurm.port import SlurmPolicyReads
+
+    try:
+        port = port_from_config(config)
+        if not isinstance(port, SlurmPolicyReads):
+            return {}, f"the {config.slurm_backend} backend cannot read Slurm's shares"
+        return hops_shares(port.shares()), None
+    except (SlurmError, ValueError) as exc:
+        return {}, str(exc)
 
 
 def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[str, Any]:
@@ -17,7 +39,8 @@ def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[st
     rows = unit.jobs_in_states(ACTIVE)
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     half_life = config.fairshare_half_life_h * 3600
-    user_shares, account_shares = split_shares(config.shares)
+    shares, shares_error = configured_shares(config)
+    user_shares, account_shares = split_shares(shares)
     by_user, by_account = unit.decayed_usage(now, half_life)
     users, jain = user_fairness(by_user, user_shares, (r.user for r in rows))
     accounts, account_jain = user_fairness(
@@ -50,4 +73,6 @@ def fairness_payload(unit: Unit, config: HopsConfig, window_h: float) -> dict[st
         "raqlr_window_h": window_h,
         "finished_in_window": len(lrs),
         "starving_threshold_lr": STARVING_LR,
+        "shares_source": config.fairshare_source,
+        **({"shares_error": shares_error} if shares_error else {}),
     }

@@ -99,9 +99,7 @@ def status_payload(
         if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
     ]
     return {
-        "jobs": [
-            job_record(r, now, daemon, predicted.get(r.id), position.get(r.id)) for r in rows
-        ],
+        "jobs": [job_record(r, now, daemon, predicted.get(r.id), position.get(r.id)) for r in rows],
         "refused": refused,
         "daemon": daemon.as_json(),
         "cluster": [

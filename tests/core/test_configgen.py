@@ -7,7 +7,7 @@ from config_space import generate_configurations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hopsd.core.configgen import TypeLayout
+from hopsd.core.configgen import TypeLayout, shared_layout
 from hopsd.core.errors import UnknownGpuTypeError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 
@@ -167,3 +167,16 @@ def test_groups_of_a_job_known_on_some_nodes_match_regrouping_every_candidate(
         shapes = layout.splittable(j, not split)
         want = _reference_groups(layout, j, shapes, distinct, keep, offset)
         assert [(g.gpus, g.configs) for g in got] == want
+
+
+def test_shared_layout_is_reused_only_for_the_same_cluster_type_and_gpus() -> None:
+    c = cluster(4, 4, 8)
+    free = {"a1": 2, "a2": 4, "a3": 8}
+    first = shared_layout(c, "t", free)
+    assert shared_layout(c, "t", dict(free)) is first
+    assert shared_layout(c, "t", {**free, "a1": 1}) is not first  # other idle GPUs
+    assert shared_layout(c, "t", free, {"a1": 0, "a2": 4, "a3": 8}) is not first  # settled
+    twin = cluster(4, 4, 8)  # equal, but another cluster object
+    assert shared_layout(twin, "t", free) is not first
+    expected = TypeLayout(c, "t", free).groups(job(2, 4), False)
+    assert [g.configs for g in first.groups(job(2, 4), False)] == [g.configs for g in expected]

@@ -209,6 +209,35 @@ def test_zero_iteration_time_profile_is_refused() -> None:
         estimator(store).throughput(job(), Configuration.of("A", {"a1": 1}))
 
 
+def test_theory_answers_follow_a_replaced_profile_across_estimators() -> None:
+    """Estimators share theory answers per profile object: a profile replaced in the
+    store is a new object, and a later estimator must answer from it, not the old one."""
+    store = InMemoryThroughputStore()
+    store.set_profile("j1", "A", profile(1, t_d=0.3))
+    assert estimator(store).throughput(job(), one_node()).per_gpu == pytest.approx(32 / 0.41)
+    store.set_profile("j1", "A", profile(1, t_d=0.5))  # data bound: 0.5 + 0.1 + 0.01
+    assert estimator(store).throughput(job(), one_node()).per_gpu == pytest.approx(32 / 0.61)
+    other = job(batch_size=64)  # the same profile object, another batch: its own answer
+    assert estimator(store).throughput(other, one_node()).per_gpu == pytest.approx(64 / 0.61)
+
+
+def test_per_gpu_one_each_is_the_per_gpu_throughput_of_one_gpu_per_node() -> None:
+    store = all_layers_store()
+    store.set_entity_distributed("j1", "a2", 2, 30.0)
+    store.set_type_distributed("j1", "A", 2, 35.0)
+    est = estimator(store)
+    split = Configuration.of("A", {"a1": 1, "a2": 1})
+    for node_id, n_nodes, config in (
+        ("a1", 1, Configuration.of("A", {"a1": 1})),
+        ("a1", 2, split),
+        ("a2", 2, split),
+    ):
+        expected = est.per_gpu_on_node(job(), node_id, config)[0]
+        assert est.per_gpu_one_each(job(), "A", node_id, n_nodes) == expected
+    with pytest.raises(InvalidInputError, match="no 'A' GPU"):
+        est.per_gpu_one_each(job(), "A", "b1", 1)
+
+
 # --- lookup order ---------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from hopsd.core.gains import (
     restart_discount,
     resume_discount,
 )
-from hopsd.core.ilp import AssignmentProblem, check_feasible, solve_assignment
+from hopsd.core.ilp import AssignmentProblem, _matrix, check_feasible, solve_assignment
 from hopsd.core.settings import Settings
 
 
@@ -249,3 +249,21 @@ def test_a_restart_measured_whole_prices_moves_before_the_probes_parts() -> None
     assert restart_price_s(4.0, 6.0, 120.0, 1, 250.0, 30.0, model_s=9.0) == 9.0
     # a job without the probe still loses its run so far, whatever its model costs
     assert restart_price_s(None, None, 120.0, 1, 250.0, 30.0, model_s=9.0) == 250.0
+
+
+def test_constraint_matrix_lists_each_columns_job_row_then_its_node_rows() -> None:
+    """Compressed columns: the job row (value 1), then every (node row + n_jobs, GPUs)
+    in usage order; a column using no node has its job row alone."""
+    problem = AssignmentProblem(
+        n_jobs=2,
+        col_job=[0, 1, 1],
+        value=[1.0, 2.0, 3.0],
+        usage=[[(0, 4)], [], [(1, 2), (0, 6)]],
+        capacity=[8, 8],
+    )
+    start, index, value = _matrix(problem)
+    assert start.tolist() == [0, 2, 3, 6]
+    assert index.tolist() == [0, 2, 1, 1, 3, 2]
+    assert value.tolist() == [1.0, 4.0, 1.0, 1.0, 2.0, 6.0]
+    only_jobs = AssignmentProblem(2, [0, 1], [1.0, 1.0], [[], []], [4])
+    assert _matrix(only_jobs)[1].tolist() == [0, 1]

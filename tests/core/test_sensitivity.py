@@ -7,11 +7,10 @@ import math
 import pytest
 
 from hopsd.core.estimator import Estimator
-from hopsd.core.model import Cluster, GpuType, Job, Node
+from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.sensitivity import (
     is_high_sensitivity,
     mean_finite,
-    probe_configs,
     probe_nodes,
     sensitivity_on,
 )
@@ -81,9 +80,16 @@ def test_mean_finite_skips_infinities() -> None:
     assert mean_finite([math.inf]) == 0.0
 
 
-def test_probe_configurations_are_one_gpu_alone_and_one_gpu_on_each_host() -> None:
-    alone, split = probe_configs("v100", ("a", "b"))
-    assert alone.as_dict() == {"a": 1} and alone.gpu_type == "v100"
-    assert split.as_dict() == {"a": 1, "b": 1} and split.distributed
-    assert probe_configs("v100", ("a", "b")) is probe_configs("v100", ("a", "b"))
-    assert probe_configs("v100", ("b", "a"))[0].as_dict() == {"b": 1}
+def test_rho_is_eq_10_on_the_probe_configurations() -> None:
+    """Per node, the probes agree with the estimates of the configurations eq. 10 names:
+    ``thr({a: 1}) / per-GPU thr({a: 1, b: 1})``, whichever layer knows each node."""
+    store = InMemoryThroughputStore()
+    store.set_entity_aggregated("j", "a", 1, 120.0)
+    store.set_type_aggregated("j", "v100", 1, 110.0)
+    store.set_entity_distributed("j", "b", 2, 45.0)  # b is the slower host split
+    store.set_type_distributed("j", "v100", 2, 70.0)
+    est = Estimator(cluster(), store, Settings())
+    alone = est.throughput(JOB, Configuration("v100", (("a", 1),)))
+    split = est.throughput(JOB, Configuration.of("v100", {"a": 1, "b": 1}))
+    assert rho_of(JOB, "v100", est, cluster()) == alone.samples_per_s / split.per_gpu
+    assert alone.samples_per_s / split.per_gpu == pytest.approx(120.0 / 45.0)

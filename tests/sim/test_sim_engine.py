@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from sim_helpers import tiny_jobs, tiny_truth
 
+from hopsd.core.act import Act
 from hopsd.core.model import Assignment, Configuration, Plan
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
@@ -28,8 +31,8 @@ class GuardedEngine(Engine):
 
     peak: dict[str, int]
 
-    def _apply(self, plan: Plan) -> None:
-        super()._apply(plan)
+    def _apply(self, plan: Plan, actions: Sequence[Act] = ()) -> None:
+        super()._apply(plan, actions)
         self.peak = getattr(self, "peak", {})
         for node in self.cluster.nodes:
             held = sum(

@@ -6,7 +6,7 @@ import pytest
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.engine_config import EngineConfig
-from hopsd.sim.knobs import Knobs, parse_knobs
+from hopsd.sim.knobs import Knobs, effective, parse_knobs
 from hopsd.sim.seeds import aggregate, interval, parse_seeds
 
 
@@ -26,9 +26,24 @@ def test_policy_tables_win_over_defaults_and_flags_replace_defaults() -> None:
     assert gavel.profile_s == hops.profile_s == 20.0
 
 
+def test_the_notice_grace_is_a_knob_of_its_own() -> None:
+    knobs = parse_knobs({"notice_grace_s": 120, "policies": {"gavel": {"notice_grace_s": 0}}})
+    assert knobs.config_for("hops", EngineConfig()).notice_grace_s == 120.0
+    assert knobs.config_for("gavel", EngineConfig()).notice_grace_s == 0.0
+    assert parse_knobs({}).config_for("hops", EngineConfig()).notice_grace_s == 0.0
+    graced = knobs.config_for("hops", EngineConfig())
+    assert effective(graced)["notice_grace_s"] == 120.0
+    assert "notice_grace_s" not in effective(EngineConfig())  # results as before the knob
+
+
 @pytest.mark.parametrize(
     "doc",
-    [{"round_lenght_s": 1}, {"round_length_s": 0}, {"policies": {"sia": {"profiling_s": -1}}}],
+    [
+        {"round_lenght_s": 1},
+        {"round_length_s": 0},
+        {"policies": {"sia": {"profiling_s": -1}}},
+        {"notice_grace_s": -1},
+    ],
 )
 def test_bad_knobs_are_refused(doc: dict[str, object]) -> None:
     with pytest.raises(InvalidInputError):

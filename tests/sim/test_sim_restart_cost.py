@@ -71,10 +71,10 @@ class _Recording(Engine):
 
     churn_at: list[float]
 
-    def _apply(self, plan) -> None:  # type: ignore[no-untyped-def]
+    def _apply(self, plan, actions=()) -> None:  # type: ignore[no-untyped-def]
         if plan.move or plan.preempt:
             self.churn_at = [*getattr(self, "churn_at", []), self.now]
-        super()._apply(plan)
+        super()._apply(plan, actions)
 
 
 @pytest.mark.parametrize("rule", [True, pytest.param(False, marks=pytest.mark.xfail(strict=True))])
