@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hopsd.core.configgen import shared_layout
 from hopsd.core.estimator import Estimator
 from hopsd.core.learning import ENTITY_AGGREGATED, TYPE_AGGREGATED
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
@@ -221,3 +222,11 @@ def test_evidence_outlives_nothing_it_was_not_told() -> None:
     evidence = SpeedEvidence()
     evidence.note("j", "v100", 1, "v100n1", 100.0)
     assert evidence.factors() == {}
+
+
+def test_a_layout_shared_between_planning_calls_is_not_reused_across_priors() -> None:
+    free = {n.id: n.gpus for n in DEMO.nodes}
+    plain = shared_layout(DEMO, "v100", free)
+    slow = shared_layout(DEMO, "v100", free, speeds={"v100n2": 0.5})
+    assert plain.speed == (1.0, 1.0) and slow.speed == (1.0, 0.5)
+    assert shared_layout(DEMO, "v100", free, speeds={"v100n2": 0.5}) is slow
