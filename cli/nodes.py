@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from statistics import median
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -12,7 +10,6 @@ from hops_cli.common import config_of, fail, print_json
 from hops_cli.ledger_access import reading
 from hops_cli.output_options import AsJson, NoHeader, Parsable, columns_option
 from hops_cli.table import Layout, pick_columns, render
-from hopsd.ledger.records import ThroughputLayer
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 
@@ -29,19 +26,12 @@ def speed_factors(unit: Unit, node_type: dict[str, str]) -> dict[str, tuple[floa
     Only jobs measured on at least two servers of one GPU type at the same GPU
     count are compared, so a factor below 1 means this server ran the very same
     jobs slower than a sibling of its type (older CPU, slower disk...), and a
-    node no job has been compared on shows no factor.
+    node no job has been compared on shows no factor. The planner uses the same
+    factors as a prior where a job has not run yet (:mod:`hopsd.core.nodespeed`).
     """
-    groups: dict[tuple[str, str, int], dict[str, float]] = defaultdict(dict)
-    for row in unit.throughputs(ThroughputLayer.ENTITY_AGGREGATED):
-        groups[(row.job_id, node_type.get(row.place, ""), row.size)][row.place] = row.per_gpu
-    ratios: dict[str, list[float]] = defaultdict(list)
-    for per_node in groups.values():
-        best = max(per_node.values())
-        if len(per_node) < 2 or best <= 0:
-            continue
-        for node, per_gpu in per_node.items():
-            ratios[node].append(per_gpu / best)
-    return {node: (median(values), len(values)) for node, values in ratios.items()}
+    from hopsd.daemon.node_speeds import ledger_factors
+
+    return ledger_factors(unit, node_type)
 
 
 def nodes_payload(

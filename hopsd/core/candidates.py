@@ -165,9 +165,12 @@ class JobOptions:
     basis: float
 
 
-def _layouts(cluster: Cluster, spec: PassSpec) -> list[TypeLayout]:
+def _layouts(cluster: Cluster, spec: PassSpec, estimator: Estimator) -> list[TypeLayout]:
     settled = spec.settled if spec.split_settled else None
-    layouts = [shared_layout(cluster, t, spec.free, settled) for t in sorted(cluster.gpu_types)]
+    speeds = {n.id: estimator.node_speed(n.id) for n in cluster.nodes}
+    layouts = [
+        shared_layout(cluster, t, spec.free, settled, speeds) for t in sorted(cluster.gpu_types)
+    ]
     return [lay for lay in layouts if lay.total_idle > 0]
 
 
@@ -185,7 +188,7 @@ def job_options(
     as its only option; its G is taken against the slowest of its
     minimum-demand configurations, which saves estimating options it cannot get.
     """
-    layouts = _layouts(cluster, spec)
+    layouts = _layouts(cluster, spec, estimator)
     out: list[JobOptions] = []
     for index, member in enumerate(members):
         job = member.job
@@ -230,16 +233,16 @@ def _throughputs(
     job: Job, groups: Sequence[ConfigGroup], distinct: frozenset[str], estimator: Estimator
 ) -> list[float]:
     """One estimate per group; groups off the job's entity nodes that differ only in
-    which nodes they use (same type, GPUs and node count) share one, since every
-    layer below the entity layer ignores the node."""
-    shared: dict[tuple[str, int, int], float] = {}
+    which nodes they use (same type, GPUs, node count and node-speed priors) share
+    one, since every layer below the entity layer sees a node only through its prior."""
+    shared: dict[tuple[str, int, int, tuple[float, ...]], float] = {}
     out: list[float] = []
     for group in groups:
         rep = group.configs[0]
         if distinct and not distinct.isdisjoint(rep.node_ids):
             out.append(estimator.throughput(job, rep).samples_per_s)
             continue
-        key = (rep.gpu_type, rep.total_gpus, rep.n_nodes)
+        key = (rep.gpu_type, rep.total_gpus, rep.n_nodes, estimator.speed_key(rep))
         value = shared.get(key)
         if value is None:
             value = shared[key] = estimator.throughput(job, rep).samples_per_s

@@ -37,7 +37,7 @@ PACKING_DIVISORS = (2, 3, 4)
 
 @dataclass(frozen=True, slots=True)
 class NodeClass:
-    """Interchangeable nodes: same type, same idle GPUs, same GPUs left if running jobs stay."""
+    """Interchangeable nodes: same type, idle GPUs, GPUs left if running jobs stay, speed prior."""
 
     gpu_type: str
     capacity: int
@@ -57,12 +57,14 @@ class ClassColumn:
 
 
 def node_classes(layouts: Sequence[TypeLayout]) -> tuple[list[NodeClass], dict[str, int]]:
-    """Group every node with idle GPUs by (type, idle, settled), in cluster order."""
-    keyed: dict[tuple[str, int, int], list[str]] = {}
+    """Group every node with idle GPUs by (type, idle, settled, speed prior), in cluster order."""
+    keyed: dict[tuple[str, int, int, float], list[str]] = {}
     for layout in layouts:
-        for node, idle, settled in zip(layout.nodes, layout.idle, layout.settled, strict=True):
-            keyed.setdefault((layout.gpu_type, idle, settled), []).append(node.id)
-    classes = [NodeClass(t, idle, tuple(ids)) for (t, idle, _), ids in keyed.items()]
+        for node, idle, settled, speed in zip(
+            layout.nodes, layout.idle, layout.settled, layout.speed, strict=True
+        ):
+            keyed.setdefault((layout.gpu_type, idle, settled, speed), []).append(node.id)
+    classes = [NodeClass(t, idle, tuple(ids)) for (t, idle, _, _), ids in keyed.items()]
     of = {node_id: c for c, cls in enumerate(classes) for node_id in cls.members}
     return classes, of
 

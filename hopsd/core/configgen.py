@@ -18,7 +18,9 @@ the job on one of them (entity layer): the job runs equally fast on either and
 each offers the same room. When running jobs are re-planned, their GPUs count
 as idle, but a node whose running jobs will most likely stay is not the same
 offer as an empty one; ``settled`` (the idle GPUs if every running job kept its
-place) is therefore part of a node's class too. Configurations that differ only by swapping such
+place) is therefore part of a node's class too, and so is the node's learned
+speed prior (:mod:`hopsd.core.nodespeed`): a server other jobs found slow is not
+the same offer as its full-speed siblings. Configurations that differ only by swapping such
 nodes form a :class:`ConfigGroup`. A group can be cut down to a few
 representatives (``per_group``): the capacity rows of the ILP stay per node, so
 each job keeps a real node to land on, and a rotating ``offset`` hands different
@@ -137,6 +139,7 @@ class TypeLayout:
         gpu_type: str,
         free: Mapping[str, int],
         settled: Mapping[str, int] | None = None,
+        speeds: Mapping[str, float] | None = None,
     ) -> None:
         if gpu_type not in cluster.gpu_types:
             raise UnknownGpuTypeError(f"unknown GPU type {gpu_type!r}")
@@ -147,6 +150,8 @@ class TypeLayout:
         self.idle: tuple[int, ...] = tuple(free.get(n.id, n.gpus) for n in self.nodes)
         after = settled if settled is not None else free
         self.settled: tuple[int, ...] = tuple(after.get(n.id, n.gpus) for n in self.nodes)
+        known = speeds or {}
+        self.speed: tuple[float, ...] = tuple(known.get(n.id, 1.0) for n in self.nodes)
         self._suffix = [0] * (len(self.nodes) + 1)
         for i in range(len(self.nodes) - 1, -1, -1):
             self._suffix[i] = self._suffix[i + 1] + self.idle[i]
@@ -194,10 +199,10 @@ class TypeLayout:
             candidates = self._walk(gpus)
         else:
             candidates = [((i, gpus),) for i in range(len(self.nodes)) if self.idle[i] >= gpus]
-        by_signature: dict[tuple[tuple[int, int, int], ...], int] = {}
+        by_signature: dict[tuple[tuple[int, int, float, int], ...], int] = {}
         groups: list[tuple[int, list[_Parts], list[int]]] = []
         for c, parts in enumerate(candidates):
-            signature = tuple((self.idle[i], self.settled[i], g) for i, g in parts)
+            signature = tuple((self.idle[i], self.settled[i], self.speed[i], g) for i, g in parts)
             slot = by_signature.get(signature)
             if slot is None:
                 by_signature[signature] = len(groups)
@@ -314,7 +319,7 @@ class TypeLayout:
 #: long-running daemon on a large cluster does not hold many large layouts.
 SHARED_LAYOUTS = 32
 
-_LayoutKey = tuple[int, str, tuple[int, ...], tuple[int, ...] | None]
+_LayoutKey = tuple[int, str, tuple[int, ...], tuple[int, ...] | None, tuple[float, ...]]
 _recent: OrderedDict[_LayoutKey, tuple[Cluster, TypeLayout]] = OrderedDict()
 
 
@@ -323,8 +328,9 @@ def shared_layout(
     gpu_type: str,
     free: Mapping[str, int],
     settled: Mapping[str, int] | None = None,
+    speeds: Mapping[str, float] | None = None,
 ) -> TypeLayout:
-    """``TypeLayout(cluster, gpu_type, free, settled)``, the same object while they are
+    """``TypeLayout(cluster, gpu_type, free, settled, speeds)``, the same object while they are
     the same: the layout and all it caches depend on nothing else, and are immutable
     to its users. Keyed by the cluster's identity and held with it, so another
     cluster (or one rebuilt with other nodes) never meets this one's layouts.
@@ -332,12 +338,13 @@ def shared_layout(
     typed = cluster.nodes_of_type(gpu_type)
     idle = tuple(free.get(n.id, n.gpus) for n in typed)
     after = None if settled is None else tuple(settled.get(n.id, n.gpus) for n in typed)
-    key = (id(cluster), gpu_type, idle, after)
+    known = speeds or {}
+    key = (id(cluster), gpu_type, idle, after, tuple(known.get(n.id, 1.0) for n in typed))
     found = _recent.get(key)
     if found is not None and found[0] is cluster:
         _recent.move_to_end(key)
         return found[1]
-    layout = TypeLayout(cluster, gpu_type, free, settled)
+    layout = TypeLayout(cluster, gpu_type, free, settled, speeds)
     _recent[key] = (cluster, layout)
     _recent.move_to_end(key)
     while len(_recent) > SHARED_LAYOUTS:

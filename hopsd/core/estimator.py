@@ -12,6 +12,11 @@ the first layer that knows it:
 4. ``table`` -- the admin's reference table,
    ``settings.reference_throughput * gpu_type.speed``.
 
+Below the entity layer the figure does not depend on the node; it is scaled by
+the node's speed prior learned from other jobs (:mod:`hopsd.core.nodespeed`),
+against the server the figure came from, so a server other jobs found slow is
+not offered at its faster siblings' value. Without a prior the factor is 1.
+
 The configuration then runs at the pace of its slowest node:
 ``min_i(per_gpu_i) * sum_i(gpus_i)``.
 
@@ -28,6 +33,7 @@ from types import MappingProxyType
 
 from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.nodespeed import NodePrior
 from hopsd.core.settings import Settings
 from hopsd.core.throughput import PhaseProfile, ThroughputStore
 
@@ -144,6 +150,7 @@ class Estimator:
         self._seconds_per_sample_memo: dict[str, float] = {}
         self._theory_memo: dict[tuple[str, str, int, int], float | None] = {}
         self._valid: set[Configuration] = set()
+        self._prior = NodePrior(cluster, store)
 
     @property
     def cluster(self) -> Cluster:
@@ -174,6 +181,18 @@ class Estimator:
         if node_id not in config.node_ids:
             raise InvalidInputError(f"node {node_id!r} is not part of configuration {config}")
         return self._node_lookup(job, node_id, gpu_type, config)
+
+    def speed_key(self, config: Configuration) -> tuple[float, ...]:
+        """The node-speed priors of ``config``'s nodes (empty when its type has none):
+        placements that differ in it are not interchangeable below the entity layer."""
+        prior = self._prior
+        if not prior.uneven(config.gpu_type):
+            return ()
+        return tuple(prior.speed(n) for n, _ in config.parts)
+
+    def node_speed(self, node_id: str) -> float:
+        """The node's speed prior relative to the best server of its type (1.0: full speed)."""
+        return self._prior.speed(node_id)
 
     def type_per_gpu(self, job: Job, gpu_type: str) -> float:
         """Per-GPU throughput of ``job`` on a single GPU of ``gpu_type`` (used by eq. 9).
@@ -285,13 +304,17 @@ class Estimator:
         value = entity(job.id, node_id, size)
         if value is not None:
             return value, "entity"
+        source = "type"
         value = typed(job.id, gpu.name, size)
-        if value is not None:
-            return value, "type"
-        value = self._theory(job, gpu, n_gpus, n_nodes)
-        if value is not None:
-            return value, "theory"
-        return self._table[gpu.name], "table"
+        if value is None:
+            source = "theory"
+            value = self._theory(job, gpu, n_gpus, n_nodes)
+        if value is None:
+            source = "table"
+            value = self._table[gpu.name]
+        # what other jobs showed of this server, against the one the figure came from
+        scale = self._prior.scale(job.id, node_id, gpu.name, size, n_nodes > 1, source)
+        return value * scale, source
 
     def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
         """Per-GPU throughput from the profile, or None when the job was never profiled here.

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from hopsd.core.fitting import scaled_profile
 from hopsd.core.model import Cluster, Job
+from hopsd.core.nodespeed import store_speeds
 from hopsd.core.throughput import PhaseProfile, ThroughputStore
 
 STOP_DONE = "profiled on {t}"
@@ -320,6 +321,10 @@ class WithDerived:
 
     def type_distributed(self, job_id: str, gpu_type: str, n_nodes: int) -> float | None:
         return self._store.type_distributed(job_id, gpu_type, n_nodes)
+
+    def node_speeds(self) -> Mapping[str, float]:
+        """The wrapped store's per-node speed prior (:mod:`hopsd.core.nodespeed`)."""
+        return store_speeds(self._store)
 
     def profile(self, job_id: str, gpu_type: str) -> PhaseProfile | None:
         found = self._store.profile(job_id, gpu_type)

@@ -12,6 +12,7 @@ rule ``min_i(per_gpu_i) * sum_i(gpus_i)`` can be applied to any configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -114,6 +115,17 @@ class InMemoryThroughputStore:
     _type_agg: dict[tuple[str, str, int], float] = field(default_factory=dict)
     _type_dist: dict[tuple[str, str, int], float] = field(default_factory=dict)
     _profiles: dict[tuple[str, str], PhaseProfile] = field(default_factory=dict)
+    _speeds: dict[str, float] = field(default_factory=dict)
+
+    def node_speeds(self) -> dict[str, float]:
+        """Per-node speed prior learned across jobs (:mod:`hopsd.core.nodespeed`)."""
+        return self._speeds
+
+    def set_node_speeds(self, speeds: Mapping[str, float]) -> None:
+        """Replace the per-node prior (nodes not named run at their type's full speed)."""
+        for speed in speeds.values():
+            _key_ok(speed)
+        self._speeds = dict(speeds)
 
     def entity_aggregated(self, job_id: str, node_id: str, gpus: int) -> float | None:
         return self._entity_agg.get((job_id, node_id, gpus))

@@ -51,6 +51,7 @@ from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
+from hopsd.daemon.node_speeds import NodeSpeeds
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
@@ -143,6 +144,7 @@ class Tick:
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
         self.slurm_policy = slurm_policy_of(config, port)
+        self.node_speeds = NodeSpeeds()
 
     def reconfigure(self, config: HopsConfig) -> None:
         """Take a reloaded configuration (SIGHUP); the round clock carries on."""
@@ -277,16 +279,18 @@ class Tick:
         with self.ledger.unit() as unit:
             rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
             ids = [r.id for r in rows]
+            store = unit.throughput_snapshot(ids)
             built = assemble(
                 rows,
                 obs,
                 self.config,
                 unit.latest_targets(ids),
-                unit.throughput_snapshot(ids),
+                store,
                 now,
                 self.reconciler.problems.guard,
                 self.reservations.current(now),
             )
+            store.set_node_speeds(self.node_speeds.prior(unit, built.view.cluster, now))
             in_flight = self._in_flight(unit)
             waiting = frozenset(f.job_id for f in in_flight)
             profilees = self.profiler.profilees(unit, rows, obs, built.view, now, waiting)

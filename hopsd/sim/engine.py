@@ -44,6 +44,7 @@ from hopsd.core.capacity import node_sizes, per_type
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job
+from hopsd.core.nodespeed import SpeedLearner
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
     ProfilingRules,
@@ -97,6 +98,7 @@ class Engine(SchedulerView, PlanEnactor):
         self.progress = progress
         self.rng = random.Random(f"engine-{self.config.seed}")
         self.store = store if store is not None else InMemoryThroughputStore()
+        self.speeds = SpeedLearner(self.store.node_speeds())
         self.resumed = dict(resumed or {})
         # GPUs no policy may hand out (a forecast: held by jobs hops does not manage)
         self.reserved = {n: g for n, g in (reserved or {}).items() if g > 0}
@@ -441,7 +443,10 @@ class Engine(SchedulerView, PlanEnactor):
 
     def learn_measurement(self, job_id: str, cfg: Configuration, per_gpu: float) -> None:
         """What the scheduler learns from one measured pace (the core's rule, as hopsd)."""
-        apply_learned(self.store, job_id, learn(self.store, job_id, cfg, self.cluster, per_gpu))
+        updates = learn(self.store, job_id, cfg, self.cluster, per_gpu)
+        apply_learned(self.store, job_id, updates)
+        for u in updates:
+            self.speeds.note(job_id, cfg.gpu_type, u.layer, u.place, u.size, u.per_gpu)
 
     # --------------------------------------------------------------- planning
     def _close_round(self) -> None:

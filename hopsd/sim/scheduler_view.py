@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from hopsd.core.capacity import headroom, node_sizes, per_type
 from hopsd.core.model import Cluster, Job
+from hopsd.core.nodespeed import SpeedLearner
 from hopsd.core.profiling import (
     KnownProfile,
     Profilee,
@@ -39,6 +40,7 @@ class SchedulerView:
     config: EngineConfig
     now: float
     store: InMemoryThroughputStore
+    speeds: SpeedLearner
     active: dict[str, JobState]
     used: dict[str, int]
     reserved: dict[str, int]
@@ -104,6 +106,7 @@ class SchedulerView:
             jobs.append(self._core_job(js))
             if js.status == "running":
                 running.append(js.spec.job_id)
+        self.speeds.refresh(self.store)
         return Snapshot(
             now=self.now,
             cluster=self.cluster,

@@ -367,3 +367,17 @@ def test_a_model_hopsd_did_not_profile_starts_at_once_and_profiling_runs_pay_the
     assert new.profiling_runs == 2 and new.first_start == 60.0
     # 750 samples in profiling; the real start pays its restart (30 s) then 2,250 at 20/s
     assert new.finish_time == pytest.approx(60 + 30 + 2250 / 20, abs=0.5)
+
+
+def test_measurements_on_two_servers_of_a_type_give_the_planner_a_speed_prior() -> None:
+    """The simulator learns per-server speed factors from measurements as hopsd does
+    from its ledger, and a prior it was started with (a forecast's) stays for the
+    servers its own measurements do not compare."""
+    truth = tiny_truth()
+    engine = Engine(truth, tiny_jobs(), get_policy("hops"), EngineConfig())
+    engine.store.set_node_speeds({"f0": 0.5})
+    engine = Engine(truth, tiny_jobs(), get_policy("hops"), EngineConfig(), store=engine.store)
+    engine.learn_measurement("a", Configuration.of("slow", {"s0": 1}), 10.0)
+    engine.learn_measurement("a", Configuration.of("slow", {"s1": 1}), 4.0)
+    snapshot = engine._snapshot(pinned=False)
+    assert dict(snapshot.store.node_speeds()) == {"f0": 0.5, "s1": pytest.approx(0.4)}
