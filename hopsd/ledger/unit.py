@@ -222,6 +222,9 @@ class Unit:
     def mark_done(self, intent_id: int, now: float) -> None:
         intents.mark_done(self._session, intent_id, now)
 
+    def mark_done_many(self, intent_ids: Sequence[int], now: float) -> int:
+        return intents.mark_done_many(self._session, intent_ids, now)
+
     def mark_failed(self, intent_id: int, error: str, now: float) -> None:
         intents.mark_failed(self._session, intent_id, error, now)
 

@@ -41,6 +41,7 @@ from hopsd.slurm.port import (
     RunRecord,
     SlurmJob,
     SlurmNode,
+    hold_each,
     job_id_arg,
 )
 from hopsd.slurm.rest_client import RestClient
@@ -107,6 +108,10 @@ class RestSlurm:
 
     def hold(self, job_id: int) -> None:
         self.client.post(f"job/{int(job_id)}", {"hold": True})
+
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """One request per job: Slurm's API holds a single job per call."""
+        return hold_each(self.hold, job_ids)
 
     def requeue_hold(self, job_id: int) -> None:
         """Through the commands: slurmrestd 24.11 has no requeue operation."""
