@@ -73,7 +73,7 @@ class ReconcileReport:
             getattr(self, name).extend(getattr(later, name))
 
 
-def _in_savepoint(unit: Unit, work: Callable[[], None]) -> None:
+def _in_savepoint(unit: Unit, work: Callable[[], None]) -> bool:
     """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
 
     Adopting a job may first retire an older row under the same Slurm id; the
@@ -82,6 +82,7 @@ def _in_savepoint(unit: Unit, work: Callable[[], None]) -> None:
     """
     with unit.savepoint():
         work()
+    return True
 
 
 @dataclass
@@ -123,6 +124,7 @@ class Reconciler:
         except BaseException:
             self._refusals = None  # the transaction rolls back: reread what it really holds
             self.holds.asked = set()  # and the hold intents it recorded: ask again
+            self.holds.waiting = []
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -158,6 +160,7 @@ class Reconciler:
         self.problems.retain(set(observed))
         self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
         self.holds.asked &= {j.slurm_id for j in obs.jobs if j.pending}
+        self.holds.record(unit, now)
         return report
 
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
@@ -263,11 +266,15 @@ class Reconciler:
             return
         ids = [j.slurm_id for j in candidates]
         known = unit.jobs_by_slurm_ids(ids)
-        largest = view.largest_config()
+        # ledger ids already taken, read at once rather than one query per job
+        taken = set(unit.jobs([job_id_of(i) for i in ids]))
+        limits = (view.largest_config(), view.per_type())
         for job in candidates:
             old = known.get(job.slurm_id)
-            work = partial(self._adopt_one, unit, job, old, (largest, view.per_type()), now, report)
-            self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
+            work = partial(self._adopt_one, unit, job, old, limits, taken, now, report)
+            done = self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
+            if done is None:
+                self.holds.drop(job.slurm_id)  # rolled back with the savepoint
 
     def _adopt_one(
         self,
@@ -275,6 +282,7 @@ class Reconciler:
         job: ObservedJob,
         old: JobRecord | None,
         largest: tuple[int, Mapping[str, int]],
+        taken: set[str],
         now: float,
         report: ReconcileReport,
     ) -> None:
@@ -293,7 +301,7 @@ class Reconciler:
         if spec is None:
             self._refuse(unit, job, reason, now, report)
             return
-        spec = replace(spec, id=self._free_id(unit, job.slurm_id))
+        spec = replace(spec, id=self._free_id(unit, job.slurm_id, taken))
         unit.add_job(spec, now)
         unplanned = job.state == RUNNING
         if unplanned:
@@ -369,9 +377,12 @@ class Reconciler:
         report.retired.append(row.id)
 
     @staticmethod
-    def _free_id(unit: Unit, slurm_id: int) -> str:
-        """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id."""
+    def _free_id(unit: Unit, slurm_id: int, taken: set[str]) -> str:
+        """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id
+        (``taken``: the plain ids the ledger held when adoption began)."""
         base = job_id_of(slurm_id)
+        if base not in taken and not unit.job_id_held(base):
+            return base
         candidate, n = base, 1
         while unit.job_id_taken(candidate):
             n += 1

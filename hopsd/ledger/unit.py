@@ -164,6 +164,10 @@ class Unit:
         self._row(job_id).slurm_job_id = None
         self._session.flush()
 
+    def job_id_held(self, job_id: str) -> bool:
+        """Whether this unit added or read a job of that id (no query)."""
+        return job_id in self._held
+
     def job_id_taken(self, job_id: str) -> bool:
         return job_id in self._held or self._session.get(JobRow, job_id) is not None
 

@@ -39,8 +39,11 @@ from hopsd.sim.workload import JobSpec
 
 #: How far a forecast looks ahead before it leaves the rest unknown ...
 HORIZON_S = 7 * 86400.0
-#: ... and how many rounds it plans at most (its cost is about one plan per round).
+#: ... and how many rounds it plans at most (its cost is about one plan per round) ...
 MAX_ROUNDS = 200
+#: ... and fewer on a long queue: a plan costs about its jobs, so rounds x jobs stays under
+#: this (10,000 queued jobs: 20 rounds); the jobs the last round leaves waiting get no START.
+MAX_JOB_ROUNDS = 200_000
 
 
 @dataclass(frozen=True)
@@ -319,6 +322,11 @@ def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
     )
 
 
+def rounds_for(jobs: int) -> int:
+    """Rounds a forecast of ``jobs`` jobs may plan (:data:`MAX_JOB_ROUNDS`)."""
+    return max(min(MAX_ROUNDS, MAX_JOB_ROUNDS // max(jobs, 1)), 1)
+
+
 def _run(
     given: ForecastInput,
     truth: GroundTruth,
@@ -344,7 +352,7 @@ def _run(
         first_round_s=first_round,
         partial=True,
         settle_when_served=True,
-        max_rounds=MAX_ROUNDS,
+        max_rounds=rounds_for(len(specs)),
         seen_after_end_s=given.end_seen_s,
     )
     engine = Engine(
