@@ -53,6 +53,9 @@ log = logging.getLogger("hopsd.reconcile")
 
 AccountingLookup = Callable[[Sequence[int]], Mapping[int, ObservedJob]]
 
+#: Jobs adopted under one savepoint (see ``Reconciler._adopt_together``).
+ADOPT_BATCH = 250
+
 _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
@@ -269,19 +272,54 @@ class Reconciler:
         # ledger ids already taken, read at once rather than one query per job
         taken = set(unit.jobs([job_id_of(i) for i in ids]))
         limits = (view.largest_config(), view.per_type())
-        for job in candidates:
-            old = known.get(job.slurm_id)
-            work = partial(self._adopt_one, unit, job, old, limits, taken, now, report)
+        adopt = partial(self._adopt_one, unit, limits=limits, taken=taken, now=now, report=report)
+        fresh = [j for j in candidates if j.slurm_id not in known]
+        alone = [j for j in candidates if j.slurm_id in known]
+        for start in range(0, len(fresh), ADOPT_BATCH):
+            chunk = fresh[start : start + ADOPT_BATCH]
+            if not self._adopt_together(unit, chunk, adopt, report):
+                alone += chunk  # one of them failed: each on its own, to contain it
+        for job in alone:
+            work = partial(adopt, job, known.get(job.slurm_id))
             done = self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
             if done is None:
                 self.holds.drop(job.slurm_id)  # rolled back with the savepoint
+
+    def _adopt_together(
+        self,
+        unit: Unit,
+        chunk: Sequence[ObservedJob],
+        adopt: Callable[[ObservedJob, JobRecord | None], None],
+        report: ReconcileReport,
+    ) -> bool:
+        """Adopt jobs the ledger has never seen under one savepoint (one flush, not one per
+        job: a queue of thousands is adopted in seconds); False, with nothing of them
+        left, when any one failed."""
+        waiting = len(self.holds.waiting)
+        counts = {f.name: len(getattr(report, f.name)) for f in dataclasses.fields(report)}
+        try:
+            with unit.savepoint():
+                for job in chunk:
+                    adopt(job, None)
+            return True
+        except Exception as exc:
+            if not self.problems.contained(exc):
+                raise
+        del self.holds.waiting[waiting:]
+        self.holds.asked -= {j.slurm_id for j in chunk}
+        for name, count in counts.items():
+            del getattr(report, name)[count:]
+        unit.forget([job_id_of(j.slurm_id) for j in chunk])
+        self._refusals = None  # reread: the savepoint's refusals are gone
+        return False
 
     def _adopt_one(
         self,
         unit: Unit,
         job: ObservedJob,
         old: JobRecord | None,
-        largest: tuple[int, Mapping[str, int]],
+        *,
+        limits: tuple[int, Mapping[str, int]],
         taken: set[str],
         now: float,
         report: ReconcileReport,
@@ -297,12 +335,12 @@ class Reconciler:
         if not (job.pending or job.state == RUNNING):
             self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
             return
-        spec, reason = check_tag(job, largest[0], self.config.max_demand_gpus, largest[1])
+        spec, reason = check_tag(job, limits[0], self.config.max_demand_gpus, limits[1])
         if spec is None:
             self._refuse(unit, job, reason, now, report)
             return
         spec = replace(spec, id=self._free_id(unit, job.slurm_id, taken))
-        unit.add_job(spec, now)
+        unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
         if unplanned:
             self.holds.requeue_unplanned(unit, spec.id, job, now)

@@ -94,6 +94,8 @@ class Unit:
     def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
+        # what restarts of a model cost, read once per model in this unit (adoption)
+        self._model_restart: dict[str, float | None] = {}
         self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
@@ -130,8 +132,23 @@ class Unit:
             if r.slurm_job_id is not None
         }
 
-    def add_job(self, spec: JobSpec, now: float) -> JobRecord:
-        return self._hold(jobs.add_job(self._session, spec, now))
+    def add_job(self, spec: JobSpec, now: float, *, free: bool = False) -> JobRecord:
+        """Add a job; ``free``: the caller made sure no job holds its id (no query then).
+
+        What restarts of its model cost is read once per model and unit.
+        """
+        model = spec.model_name
+        if model not in self._model_restart:
+            self._model_restart[model] = restarts.model_restart_s(self._session, model)
+        row = jobs.add_job(
+            self._session, spec, now, check_id=not free, restart_s=self._model_restart[model]
+        )
+        return self._hold(row)
+
+    def forget(self, job_ids: Sequence[str]) -> None:
+        """Drop jobs a rolled-back savepoint added from what this unit holds."""
+        for job_id in job_ids:
+            self._held.pop(job_id, None)
 
     def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> bool:
         """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`);

@@ -42,8 +42,8 @@ HORIZON_S = 7 * 86400.0
 #: ... and how many rounds it plans at most (its cost is about one plan per round) ...
 MAX_ROUNDS = 200
 #: ... and fewer on a long queue: a plan costs about its jobs, so rounds x jobs stays under
-#: this (10,000 queued jobs: 20 rounds); the jobs the last round leaves waiting get no START.
-MAX_JOB_ROUNDS = 200_000
+#: this (10,000 queued jobs: 5 rounds); the jobs the last round leaves waiting get no START.
+MAX_JOB_ROUNDS = 50_000
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from hopsd.config import HopsConfig
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import IntentAction, IntentRow
+from hopsd.ledger.unit import Unit
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 from hopsd.slurm.tag import HopsTag
 
@@ -149,3 +150,30 @@ def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
     assert [sorted(batch) for batch in port.hold_batches] == [sorted(jobs)]
     assert {state for state, _ in _hold_intents(sessions).values()} == {"done"}
     assert all(port.actions(job) == ["hold"] for job in jobs)
+
+
+def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jobs are adopted many under one savepoint; one failure redoes them one by one."""
+    jobs = _queue_behind_a_full_cluster(port, 4)
+    real_add_job = Unit.add_job
+
+    def broken_for_one(unit, spec, now, **kwargs):  # type: ignore[no-untyped-def]
+        if spec.slurm_job_id == jobs[1]:
+            raise RuntimeError("a bug triggered by this job's data")
+        return real_add_job(unit, spec, now, **kwargs)
+
+    monkeypatch.setattr(Unit, "add_job", broken_for_one)
+    result = Tick(config, port, sessions, clock=clock).run_once()
+    assert result.reconcile is not None
+    assert sorted(result.reconcile.adopted) == sorted(str(j) for j in jobs if j != jobs[1])
+    intents = _hold_intents(sessions)
+    assert sorted(intents) == sorted(str(j) for j in jobs if j != jobs[1])
+    assert port.actions(jobs[1]) == [] and port.jobs[jobs[1]].user_hold
+    for job in (jobs[0], *jobs[2:]):
+        assert row_of(sessions, job).id == str(job)  # its own id, no suffix from the retry
