@@ -28,7 +28,7 @@ log = logging.getLogger("hopsd.forecast")
 #: at most about a tenth of hopsd's time, however long the queue (each is a simulation).
 DUTY_FACTOR = 10.0
 #: ... once one costs this much; cheaper ones run whenever due, as on any small cluster.
-DUTY_FROM_S = 1.0
+DUTY_FROM_S = 3.0
 
 
 def measured_input(
@@ -85,7 +85,8 @@ class Forecaster:
 
     def __init__(self) -> None:
         self.last_at: float | None = None
-        # what the last forecast cost (wall seconds): the next waits DUTY_FACTOR times that
+        # the last forecast's CPU seconds (other load does not count): the next waits
+        # DUTY_FACTOR times that
         self.cost_s = 0.0
         self.pending: ForecastInput | None = None
         self.states: Mapping[str, str] = {}
@@ -110,20 +111,20 @@ class Forecaster:
         given, self.pending = self.pending, None
         if given is None:
             return 0.0
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         now = given.snapshot.now
         self.last_at = now
         try:
             seen = forecast(given)
         except Exception as exc:  # a forecast is advice: it never stops a tick
             log.error("event=forecast-failed error=%r kind=%s", str(exc), type(exc).__name__)
-            self.cost_s = time.perf_counter() - started
-            return self.cost_s
+            self.cost_s = time.process_time() - cpu
+            return time.perf_counter() - started
         made = [self._prediction(p, now) for p in seen.values() if p.job_id in self.states]
         with ledger.unit() as unit:
             written = unit.record_predictions(made)
         took = time.perf_counter() - started
-        self.cost_s = took
+        self.cost_s = time.process_time() - cpu
         log.info("event=forecast jobs=%d written=%d took_s=%.3f", len(made), written, took)
         return took
 

@@ -30,7 +30,17 @@ from hopsd.config import HopsConfig
 from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.model import Configuration
 from hopsd.core.sizeclaim import SizeRule, progress_doubt
-from hopsd.daemon.adoption import REUSED, TAG_CHANGED, check_tag, job_id_of, reuse_reason
+from hopsd.daemon.adoption import (
+    ADOPT_BATCH,
+    REUSED,
+    TAG_CHANGED,
+    adopt_together,
+    check_tag,
+    free_id,
+    in_savepoint,
+    job_id_of,
+    reuse_reason,
+)
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.relaunch import relaunch
@@ -53,9 +63,6 @@ log = logging.getLogger("hopsd.reconcile")
 
 AccountingLookup = Callable[[Sequence[int]], Mapping[int, ObservedJob]]
 
-#: Jobs adopted under one savepoint (see ``Reconciler._adopt_together``).
-ADOPT_BATCH = 250
-
 _END_STATES = {"COMPLETED": JobState.DONE, "CANCELLED": JobState.CANCELLED}
 
 
@@ -74,18 +81,6 @@ class ReconcileReport:
         """Add what a later reconciliation in the same tick changed."""
         for name in (f.name for f in dataclasses.fields(self)):
             getattr(self, name).extend(getattr(later, name))
-
-
-def _in_savepoint(unit: Unit, work: Callable[[], None]) -> bool:
-    """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
-
-    Adopting a job may first retire an older row under the same Slurm id; the
-    two stand or fall together. Adoption is rare (once per job), so the
-    savepoint's flush costs nothing per tick.
-    """
-    with unit.savepoint():
-        work()
-    return True
 
 
 @dataclass
@@ -277,41 +272,15 @@ class Reconciler:
         alone = [j for j in candidates if j.slurm_id in known]
         for start in range(0, len(fresh), ADOPT_BATCH):
             chunk = fresh[start : start + ADOPT_BATCH]
-            if not self._adopt_together(unit, chunk, adopt, report):
+            lists = [getattr(report, f.name) for f in dataclasses.fields(report)]
+            if not adopt_together(unit, chunk, adopt, lists, self.holds, self.problems):
+                self._refusals = None  # reread: the savepoint's refusals are gone
                 alone += chunk  # one of them failed: each on its own, to contain it
         for job in alone:
             work = partial(adopt, job, known.get(job.slurm_id))
-            done = self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
+            done = self.problems.guard(job.slurm_id, "adoption", partial(in_savepoint, unit, work))
             if done is None:
                 self.holds.drop(job.slurm_id)  # rolled back with the savepoint
-
-    def _adopt_together(
-        self,
-        unit: Unit,
-        chunk: Sequence[ObservedJob],
-        adopt: Callable[[ObservedJob, JobRecord | None], None],
-        report: ReconcileReport,
-    ) -> bool:
-        """Adopt jobs the ledger has never seen under one savepoint (one flush, not one per
-        job: a queue of thousands is adopted in seconds); False, with nothing of them
-        left, when any one failed."""
-        waiting = len(self.holds.waiting)
-        counts = {f.name: len(getattr(report, f.name)) for f in dataclasses.fields(report)}
-        try:
-            with unit.savepoint():
-                for job in chunk:
-                    adopt(job, None)
-            return True
-        except Exception as exc:
-            if not self.problems.contained(exc):
-                raise
-        del self.holds.waiting[waiting:]
-        self.holds.asked -= {j.slurm_id for j in chunk}
-        for name, count in counts.items():
-            del getattr(report, name)[count:]
-        unit.forget([job_id_of(j.slurm_id) for j in chunk])
-        self._refusals = None  # reread: the savepoint's refusals are gone
-        return False
 
     def _adopt_one(
         self,
@@ -339,7 +308,7 @@ class Reconciler:
         if spec is None:
             self._refuse(unit, job, reason, now, report)
             return
-        spec = replace(spec, id=self._free_id(unit, job.slurm_id, taken))
+        spec = replace(spec, id=free_id(unit, job.slurm_id, taken))
         unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
         if unplanned:
@@ -413,19 +382,6 @@ class Reconciler:
             self._refusals.discard(slurm_id)
         unit.detach_slurm_id(row.id)  # frees the unique Slurm id before the new job takes it
         report.retired.append(row.id)
-
-    @staticmethod
-    def _free_id(unit: Unit, slurm_id: int, taken: set[str]) -> str:
-        """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id
-        (``taken``: the plain ids the ledger held when adoption began)."""
-        base = job_id_of(slurm_id)
-        if base not in taken and not unit.job_id_held(base):
-            return base
-        candidate, n = base, 1
-        while unit.job_id_taken(candidate):
-            n += 1
-            candidate = f"{base}-{n}"
-        return candidate
 
     def _refuse(
         self, unit: Unit, job: ObservedJob, reason: str, now: float, report: ReconcileReport

@@ -94,8 +94,7 @@ class Unit:
     def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
-        # what restarts of a model cost, read once per model in this unit (adoption)
-        self._model_restart: dict[str, float | None] = {}
+        self._model_restart: dict[str, float | None] = {}  # per model, read once (adoption)
         self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
@@ -133,22 +132,16 @@ class Unit:
         }
 
     def add_job(self, spec: JobSpec, now: float, *, free: bool = False) -> JobRecord:
-        """Add a job; ``free``: the caller made sure no job holds its id (no query then).
-
-        What restarts of its model cost is read once per model and unit.
-        """
+        """``free``: the caller made sure the id is free. A model's restart cost is read once."""
         model = spec.model_name
         if model not in self._model_restart:
             self._model_restart[model] = restarts.model_restart_s(self._session, model)
-        row = jobs.add_job(
-            self._session, spec, now, check_id=not free, restart_s=self._model_restart[model]
-        )
-        return self._hold(row)
+        cost = self._model_restart[model]
+        return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
 
-    def forget(self, job_ids: Sequence[str]) -> None:
+    def forget(self, job_ids: set[str]) -> None:
         """Drop jobs a rolled-back savepoint added from what this unit holds."""
-        for job_id in job_ids:
-            self._held.pop(job_id, None)
+        self._held = {k: v for k, v in self._held.items() if k not in job_ids}
 
     def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> bool:
         """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`);
@@ -180,10 +173,6 @@ class Unit:
         """Free a job's Slurm id for another job (written at once: the id is unique)."""
         self._row(job_id).slurm_job_id = None
         self._session.flush()
-
-    def job_id_held(self, job_id: str) -> bool:
-        """Whether this unit added or read a job of that id (no query)."""
-        return job_id in self._held
 
     def job_id_taken(self, job_id: str) -> bool:
         return job_id in self._held or self._session.get(JobRow, job_id) is not None

@@ -41,9 +41,10 @@ from hopsd.sim.workload import JobSpec
 HORIZON_S = 7 * 86400.0
 #: ... and how many rounds it plans at most (its cost is about one plan per round) ...
 MAX_ROUNDS = 200
-#: ... and fewer on a long queue: a plan costs about its jobs, so rounds x jobs stays under
-#: this (10,000 queued jobs: 5 rounds); the jobs the last round leaves waiting get no START.
-MAX_JOB_ROUNDS = 50_000
+#: ... and fewer steps (rounds, and the fragments between them) on a long queue: a step
+#: costs about its jobs, so steps x jobs stays under this (10,000 queued jobs: 5 steps);
+#: the jobs the last step leaves waiting get no START.
+MAX_JOB_STEPS = 50_000
 
 
 @dataclass(frozen=True)
@@ -322,9 +323,11 @@ def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
     )
 
 
-def rounds_for(jobs: int) -> int:
-    """Rounds a forecast of ``jobs`` jobs may plan (:data:`MAX_JOB_ROUNDS`)."""
-    return max(min(MAX_ROUNDS, MAX_JOB_ROUNDS // max(jobs, 1)), 1)
+def steps_for(jobs: int) -> int | None:
+    """Steps a forecast of ``jobs`` jobs may take (:data:`MAX_JOB_STEPS`; None: no cap
+    below the rounds' own)."""
+    cap = MAX_JOB_STEPS // max(jobs, 1)
+    return None if cap >= 4 * MAX_ROUNDS else max(cap, 1)
 
 
 def _run(
@@ -352,7 +355,8 @@ def _run(
         first_round_s=first_round,
         partial=True,
         settle_when_served=True,
-        max_rounds=rounds_for(len(specs)),
+        max_rounds=MAX_ROUNDS,
+        max_steps=steps_for(len(specs)),
         seen_after_end_s=given.end_seen_s,
     )
     engine = Engine(
