@@ -155,23 +155,30 @@ def record_squeue(path: Path) -> int:
 
 def run_ticks(
     tick: Tick, ticks: int, profile: str | None = None
-) -> tuple[list[TickResult], list[float]]:
-    """``ticks`` ticks; with ``profile``, the steady ones (all but the first) under cProfile."""
+) -> tuple[list[TickResult], list[float], list[float]]:
+    """``ticks`` ticks; with ``profile``, the steady ones (all but the first) under cProfile.
+
+    Returns the results, the RSS after each tick and each tick's CPU seconds (this
+    process's own: what other load on a shared machine does not inflate).
+    """
     results: list[TickResult] = []
     rss: list[float] = []
+    cpu: list[float] = []
     profiler = cProfile.Profile()
     for i in range(ticks):
         steady = profile is not None and i > 0
         if steady:
             profiler.enable()
+        started = time.process_time()
         results.append(tick.run_once())
+        cpu.append(round(time.process_time() - started, 3))
         if steady:
             profiler.disable()
         rss.append(round(rss_mb(), 1))
         tick.round_clock = RoundClock(tick.settings.round_length_s)  # a full round each tick
     if profile is not None:
         profiler.dump_stats(profile)
-    return results, rss
+    return results, rss, cpu
 
 
 def measure(
@@ -203,7 +210,7 @@ def measure(
     )
     extra: dict[str, object] = {}
     try:
-        results, rss = run_ticks(tick, args.ticks, profile)
+        results, rss, cpu = run_ticks(tick, args.ticks, profile)
         if running:
             extra["status"] = status_seconds(ledger, workdir)
             if args.record:
@@ -222,6 +229,14 @@ def measure(
             for k in (*STEPS, "slurm_calls")
         },
         "steady_total_s": [round(r.total_s, 3) for r in rest],
+        "steady_forecast_s": [round(r.forecast_s, 3) for r in rest],
+        # what the steps above leave out: assembly, latency ratios, profiling, forecast input
+        "steady_unstepped_s": [
+            round(r.total_s - r.forecast_s - sum(getattr(r, k) for k in STEPS[:-1]), 3)
+            for r in rest
+        ],
+        "cpu_s_each_tick": cpu,
+        "load_1min": round(os.getloadavg()[0], 2),
         "adopted": len(first.reconcile.adopted) if first.reconcile else 0,
         "started_per_tick": [len(r.actions) for r in results],
         "window": [len(r.decision.plan.window) if r.decision else 0 for r in results],

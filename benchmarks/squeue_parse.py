@@ -5,7 +5,7 @@ running jobs (``benchmarks/daemon_tick.py --record``). Times, each the median
 of ``--runs`` runs: decoding and parsing the reply (``parse_jobs``), turning it
 into the tick's observation (``observe``'s job views), adopting every hops job
 into an empty SQLite ledger (one reconciliation), a steady reconciliation of
-the same observation, and assembling the planner's snapshot. The nodes are
+the same observation, and assembling the planner's snapshot (wall and CPU seconds). The nodes are
 the test cluster's (``tests/fixtures/slurm/sinfo.22.05.json``). Figures only;
 nothing is asserted.
 
@@ -18,6 +18,8 @@ import argparse
 import json
 import logging
 import lzma
+import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -47,14 +49,21 @@ CHANGES = {"scheduler": {"max_demand_gpus": None}, "gpu_types.k80": None, "daemo
 T = TypeVar("T")
 
 
-def timed(runs: int, work: Callable[[], T]) -> tuple[float, T]:
-    """Median seconds of ``runs`` calls of ``work`` and the last call's result."""
-    times, out = [], None
+#: CPU seconds (this process's) of each timed piece: what other load does not inflate.
+CPU: dict[str, float] = {}
+
+
+def timed(runs: int, work: Callable[[], T], name: str = "") -> tuple[float, T]:
+    """Median wall seconds of ``runs`` calls of ``work`` and the last call's result."""
+    times, cpus, out = [], [], None
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         out = work()
         times.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
     assert out is not None
+    if name:
+        CPU[f"{name}_cpu_s"] = round(statistics.median(cpus), 3)
     return statistics.median(times), out
 
 
@@ -70,8 +79,8 @@ def reconcile_and_assemble(
         with ledger.unit() as unit:
             return len(reconciler.run(unit, obs, view, at).adopted)
 
-    first_s, adopted = timed(1, lambda: reconcile(obs.at))
-    steady_s, _ = timed(runs, lambda: reconcile(obs.at + 30))
+    first_s, adopted = timed(1, lambda: reconcile(obs.at), "adopt_reconcile")
+    steady_s, _ = timed(runs, lambda: reconcile(obs.at + 30), "steady_reconcile")
 
     def assembled() -> int:
         with ledger.unit() as unit:
@@ -82,7 +91,7 @@ def reconcile_and_assemble(
             )
             return len(built.snapshot.jobs)
 
-    assemble_s, planned = timed(runs, assembled)
+    assemble_s, planned = timed(runs, assembled, "assemble")
     ledger.dispose()
     return {
         "adopted": adopted,
@@ -101,9 +110,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     text = lzma.decompress(args.fixture.read_bytes()).decode()
-    parse_s, jobs = timed(args.runs, lambda: parse_jobs(text))
+    parse_s, jobs = timed(args.runs, lambda: parse_jobs(text), "parse")
     nodes = tuple(node_view(n) for n in parse_nodes((FIXTURES / "sinfo.22.05.json").read_text()))
-    views_s, views = timed(args.runs, lambda: tuple(job_view(j) for j in jobs))
+    views_s, views = timed(args.runs, lambda: tuple(job_view(j) for j in jobs), "observe_views")
     at = max((j.submit_time for j in views), default=0.0) + 60
     obs = Observation(at=at, jobs=views, nodes=nodes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,6 +128,9 @@ def main(argv: list[str]) -> int:
         "parse_s": round(parse_s, 3),
         "observe_views_s": round(views_s, 3),
         **rest,
+        **CPU,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_1min": round(os.getloadavg()[0], 2),
     }
     if args.json:
         print(json.dumps(out, indent=2))
