@@ -28,7 +28,7 @@ log = logging.getLogger("hopsd.forecast")
 #: at most about a tenth of hopsd's time, however long the queue (each is a simulation).
 DUTY_FACTOR = 10.0
 #: ... once one costs this much; cheaper ones run whenever due, as on any small cluster.
-DUTY_FROM_S = 3.0
+DUTY_FROM_S = 0.5
 
 
 def measured_input(

@@ -211,7 +211,7 @@ def test_a_long_queue_caps_the_forecast_s_steps_and_leaves_the_last_jobs_open(
 
 def test_a_costly_forecast_waits_ten_times_its_cost_before_the_next() -> None:
     forecaster = Forecaster()
-    forecaster.last_at, forecaster.cost_s = NOW, 0.5  # cheap: whenever due
+    forecaster.last_at, forecaster.cost_s = NOW, 0.1  # cheap: whenever due
     assert forecaster.due(True, NOW + 1.0, 3600.0)
     forecaster.cost_s = 5.0  # costly: not before 50 s have passed, change or not
     assert not forecaster.due(True, NOW + 49.0, 3600.0)
