@@ -19,6 +19,8 @@
 #
 # Environment: HOPS_CLUSTER_DIR (state directory, default /var/tmp/hops-cluster),
 # HOPS_ACCOUNTING=0 to run without slurmdbd, HOPS_UP_TIMEOUT (seconds, default 60),
+# HOPS_MAX_JOB_COUNT, HOPS_MAX_ARRAY_SIZE and HOPS_NODE_CPUS (Slurm's MaxJobCount,
+# MaxArraySize and each node's CPUs; defaults 10000, 1001, 8) for scale benchmarks,
 # HOPS_CLUSTER_PORT (slurmctld port, default 6817) to run a second cluster
 # beside the first one (give it its own HOPS_CLUSTER_DIR too), HOPS_SLURM
 # (22.05, the host's, or 24.11 from a Debian trixie root: chroot.sh).
@@ -49,6 +51,12 @@ fi
 readonly DB_USER="hops_slurm"
 readonly DB_PASS="hops_slurm_pw"
 readonly UP_TIMEOUT="${HOPS_UP_TIMEOUT:-60}"
+# Scale tests (benchmarks/daemon_tick.py): a queue beyond Slurm's default 10000 jobs,
+# arrays as large as the queue, and nodes claiming more CPUs (config_overrides) so
+# thousands of tiny CPU-only jobs can run at once.
+readonly MAX_JOB_COUNT="${HOPS_MAX_JOB_COUNT:-10000}"
+readonly MAX_ARRAY_SIZE="${HOPS_MAX_ARRAY_SIZE:-1001}"
+readonly NODE_CPUS="${HOPS_NODE_CPUS:-8}"
 readonly STOP_GRACE=10
 PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd)
 export SLURM_CONF="${SLURM_CONF_PATH}"
@@ -184,7 +192,8 @@ write_configs() {
     [[ -f "${CLUSTER_DIR}/job_submit.lua" ]] && job_submit="JobSubmitPlugins=lua"
     render "${CONF_SRC}/slurm.conf.in" "${ports[@]}" \
         "ACCOUNTING=$(accounting_block "${accounting}")" "JOB_SUBMIT=${job_submit}" \
-        "AUTH_ALT=$(auth_alt_block)" >"${SLURM_CONF_PATH}"
+        "AUTH_ALT=$(auth_alt_block)" "MAX_JOB_COUNT=${MAX_JOB_COUNT}" \
+        "MAX_ARRAY_SIZE=${MAX_ARRAY_SIZE}" "NODE_CPUS=${NODE_CPUS}" >"${SLURM_CONF_PATH}"
     render "${CONF_SRC}/gres.conf.in" >"${CLUSTER_DIR}/gres.conf"
     (
         umask 077

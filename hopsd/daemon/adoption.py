@@ -11,17 +11,24 @@ and tested without it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from hopsd.core.admission import admit
+from hopsd.daemon.holds import Holds
+from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger.records import JobRecord, JobSpec, JobState, LrRule, TagStatus
+from hopsd.ledger.unit import Unit
 from hopsd.userdata import slurm_field_problem
 
 #: Why a row was retired: its Slurm id now names another job.
 REUSED = "slurm job id reused"
 
 SUBMIT_SLACK_S = 1.0
+
+#: Jobs adopted under one savepoint (:func:`adopt_together`).
+ADOPT_BATCH = 250
 
 
 def job_id_of(slurm_id: int) -> str:
@@ -116,3 +123,58 @@ def check_tag(
         name=job.name,
     )
     return spec, ""
+
+
+def in_savepoint(unit: Unit, work: Callable[[], None]) -> bool:
+    """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
+
+    Adopting a job may first retire an older row under the same Slurm id; the
+    two stand or fall together. Adoption is rare (once per job), so the
+    savepoint's flush costs nothing per tick.
+    """
+    with unit.savepoint():
+        work()
+    return True
+
+
+def free_id(unit: Unit, slurm_id: int, taken: set[str]) -> str:
+    """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id
+    (``taken``: the plain ids the ledger held when adoption began; no two jobs of
+    one adoption share a Slurm id, so no other can have taken it since)."""
+    base = job_id_of(slurm_id)
+    if base not in taken:
+        return base
+    candidate, n = base, 1
+    while unit.job_id_taken(candidate):
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def adopt_together(
+    unit: Unit,
+    chunk: Sequence[ObservedJob],
+    adopt: Callable[[ObservedJob, JobRecord | None], None],
+    report: Sequence[list[Any]],
+    holds: Holds,
+    problems: InputProblems,
+) -> bool:
+    """Adopt jobs the ledger has never seen under one savepoint (one flush, not one per
+    job: a queue of thousands is adopted in seconds); False, with nothing of them
+    left (``report``'s lists, hold intents and rows cut back), when any one failed."""
+    waiting = len(holds.waiting)
+    counts = [len(said) for said in report]
+    try:
+        with unit.savepoint():
+            for job in chunk:
+                adopt(job, None)
+        return True
+    except Exception as exc:
+        if not problems.contained(exc):
+            raise
+    del holds.waiting[waiting:]
+    holds.asked -= {j.slurm_id for j in chunk}
+    for said, count in zip(report, counts, strict=True):
+        del said[count:]  # the report's lists, as they were before the batch
+    unit.forget({job_id_of(j.slurm_id) for j in chunk})
+    return False

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsd.daemon.faults import Faults, NoFaults
+from hopsd.daemon.hold_batch import hold_together
 from hopsd.daemon.job_output import stopped_by_requeue
 from hopsd.daemon.requeue_check import (
     RunEnd,
@@ -165,7 +166,11 @@ class Enactor:
         for job_id in self._not_running(steps, skip):
             broken[job_id] = "job no longer running when it was to be requeued"
         waiting: dict[str, list[Step]] = {}
-        for job_id, chain in by_job(steps).items():
+        chains = by_job(steps)
+        held = hold_together(self, chains, skip, broken, report)
+        for job_id, chain in chains.items():
+            if job_id in held:
+                continue
             for index, step in enumerate(chain):
                 if job_id not in broken and needs_settling(chain, index):
                     waiting[job_id] = chain[index:]

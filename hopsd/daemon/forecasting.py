@@ -24,6 +24,12 @@ from hopsd.sim.forecast import ForecastInput, Predicted, forecast
 
 log = logging.getLogger("hopsd.forecast")
 
+#: A forecast waits at least this many times its last run's cost after it: forecasts take
+#: at most about a tenth of hopsd's time, however long the queue (each is a simulation).
+DUTY_FACTOR = 10.0
+#: ... once one costs this much; cheaper ones run whenever due, as on any small cluster.
+DUTY_FROM_S = 0.5
+
 
 def measured_input(
     unit: Unit,
@@ -79,13 +85,21 @@ class Forecaster:
 
     def __init__(self) -> None:
         self.last_at: float | None = None
+        # the last forecast's CPU seconds (other load does not count): the next waits
+        # DUTY_FACTOR times that
+        self.cost_s = 0.0
         self.pending: ForecastInput | None = None
         self.states: Mapping[str, str] = {}
 
     def due(self, changed: bool, now: float, round_s: float) -> bool:
         """A plan or a change in Slurm changed what will happen, or the newest forecast is
-        a round old."""
-        return changed or self.last_at is None or now - self.last_at >= round_s
+        a round old; never sooner than :data:`DUTY_FACTOR` times the last one's cost."""
+        if self.last_at is None:
+            return True
+        since = now - self.last_at
+        if self.cost_s >= DUTY_FROM_S and since < DUTY_FACTOR * self.cost_s:
+            return False
+        return changed or since >= round_s
 
     def offer(self, given: ForecastInput, states: Mapping[str, str]) -> None:
         """The round's input and each job's ledger state, for :meth:`run` after enacting."""
@@ -97,18 +111,20 @@ class Forecaster:
         given, self.pending = self.pending, None
         if given is None:
             return 0.0
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         now = given.snapshot.now
         self.last_at = now
         try:
             seen = forecast(given)
         except Exception as exc:  # a forecast is advice: it never stops a tick
             log.error("event=forecast-failed error=%r kind=%s", str(exc), type(exc).__name__)
+            self.cost_s = time.process_time() - cpu
             return time.perf_counter() - started
         made = [self._prediction(p, now) for p in seen.values() if p.job_id in self.states]
         with ledger.unit() as unit:
             written = unit.record_predictions(made)
         took = time.perf_counter() - started
+        self.cost_s = time.process_time() - cpu
         log.info("event=forecast jobs=%d written=%d took_s=%.3f", len(made), written, took)
         return took
 

@@ -15,7 +15,7 @@ from hopsd.config import HopsConfig
 from hopsd.daemon.decide import HOLD, PREEMPT, Action, intent_chain, notice_of
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import runs
-from hopsd.ledger.records import JobState, JobUpdate
+from hopsd.ledger.records import IntentRequest, JobState, JobUpdate
 from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
@@ -40,6 +40,8 @@ class Holds:
         self.acts = True
         # Slurm ids whose user hold hopsd asked to make its own (once per job and daemon).
         self.asked: set[int] = set()
+        # Hold intents of this reconciliation, recorded together by :meth:`record`.
+        self.waiting: list[IntentRequest] = []
 
     def lock(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
         """Make a hops job's hold one its owner cannot release: hops's own (an operator's).
@@ -51,7 +53,9 @@ class Holds:
         which only such a user can release. A job its owner released before
         hopsd saw it is held again the same way. The hold is an intent, taken
         right after reconcile; it is asked once per job and daemon (a hopsd
-        without operator rights would otherwise ask every tick in vain).
+        without operator rights would otherwise ask every tick in vain). The
+        intent is recorded by :meth:`record`, in the same transaction, with the
+        others of the reconciliation: one batched insert for a queue adopted at once.
         """
         owners = not seen.held or seen.reason == USER_HOLD
         if not (self.acts and seen.pending and owners) or seen.slurm_id in self.asked:
@@ -59,8 +63,19 @@ class Holds:
         self.asked.add(seen.slurm_id)
         why = HOLD_RELEASED if not seen.held else HOLD_USERS
         action = Action(job_id, seen.slurm_id, HOLD, None, "", seen.restarts, False)
-        unit.record_intents(intent_chain(action, why), None, now)
+        self.waiting.extend(intent_chain(action, why))
         log.info("event=hold-locked job=%s slurm_job=%s reason=%r", job_id, seen.slurm_id, why)
+
+    def record(self, unit: Unit, now: float) -> None:
+        """Record the reconciliation's hold intents, before its transaction commits."""
+        waiting, self.waiting = self.waiting, []
+        if waiting:
+            unit.record_intents(waiting, None, now)
+
+    def drop(self, slurm_id: int) -> None:
+        """Forget a hold asked for a job whose adoption was rolled back."""
+        self.waiting = [r for r in self.waiting if r.payload.get("slurm_id") != slurm_id]
+        self.asked.discard(slurm_id)
 
     def requeue_unplanned(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
         """A hops job Slurm started before hopsd adopted it (its owner released it): requeue

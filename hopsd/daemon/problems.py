@@ -79,6 +79,11 @@ class InputProblems:
                 "event=input-refused slurm_job=%s input=%s reason=%r", slurm_id, kind, problem
             )
 
+    @staticmethod
+    def contained(exc: BaseException) -> bool:
+        """Whether :meth:`guard` would contain ``exc`` (not one of hopsd's infrastructure)."""
+        return isinstance(exc, Exception) and not isinstance(exc, _INFRASTRUCTURE)
+
     def guard(self, slurm_id: int, step: str, work: Callable[[], T]) -> T | None:
         """``work()`` for one job; any exception of the job's making costs only that job.
 

@@ -30,7 +30,17 @@ from hopsd.config import HopsConfig
 from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.model import Configuration
 from hopsd.core.sizeclaim import SizeRule, progress_doubt
-from hopsd.daemon.adoption import REUSED, TAG_CHANGED, check_tag, job_id_of, reuse_reason
+from hopsd.daemon.adoption import (
+    ADOPT_BATCH,
+    REUSED,
+    TAG_CHANGED,
+    adopt_together,
+    check_tag,
+    free_id,
+    in_savepoint,
+    job_id_of,
+    reuse_reason,
+)
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.relaunch import relaunch
@@ -73,17 +83,6 @@ class ReconcileReport:
             getattr(self, name).extend(getattr(later, name))
 
 
-def _in_savepoint(unit: Unit, work: Callable[[], None]) -> None:
-    """``work()`` under a SAVEPOINT: if it fails, none of its writes remain.
-
-    Adopting a job may first retire an older row under the same Slurm id; the
-    two stand or fall together. Adoption is rare (once per job), so the
-    savepoint's flush costs nothing per tick.
-    """
-    with unit.savepoint():
-        work()
-
-
 @dataclass
 class _Usage:
     gpu_s: float = 0.0
@@ -123,6 +122,7 @@ class Reconciler:
         except BaseException:
             self._refusals = None  # the transaction rolls back: reread what it really holds
             self.holds.asked = set()  # and the hold intents it recorded: ask again
+            self.holds.waiting = []
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -158,6 +158,7 @@ class Reconciler:
         self.problems.retain(set(observed))
         self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
         self.holds.asked &= {j.slurm_id for j in obs.jobs if j.pending}
+        self.holds.record(unit, now)
         return report
 
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
@@ -263,18 +264,32 @@ class Reconciler:
             return
         ids = [j.slurm_id for j in candidates]
         known = unit.jobs_by_slurm_ids(ids)
-        largest = view.largest_config()
-        for job in candidates:
-            old = known.get(job.slurm_id)
-            work = partial(self._adopt_one, unit, job, old, (largest, view.per_type()), now, report)
-            self.problems.guard(job.slurm_id, "adoption", partial(_in_savepoint, unit, work))
+        # ledger ids already taken, read at once rather than one query per job
+        taken = set(unit.jobs([job_id_of(i) for i in ids]))
+        limits = (view.largest_config(), view.per_type())
+        adopt = partial(self._adopt_one, unit, limits=limits, taken=taken, now=now, report=report)
+        fresh = [j for j in candidates if j.slurm_id not in known]
+        alone = [j for j in candidates if j.slurm_id in known]
+        for start in range(0, len(fresh), ADOPT_BATCH):
+            chunk = fresh[start : start + ADOPT_BATCH]
+            lists = [getattr(report, f.name) for f in dataclasses.fields(report)]
+            if not adopt_together(unit, chunk, adopt, lists, self.holds, self.problems):
+                self._refusals = None  # reread: the savepoint's refusals are gone
+                alone += chunk  # one of them failed: each on its own, to contain it
+        for job in alone:
+            work = partial(adopt, job, known.get(job.slurm_id))
+            done = self.problems.guard(job.slurm_id, "adoption", partial(in_savepoint, unit, work))
+            if done is None:
+                self.holds.drop(job.slurm_id)  # rolled back with the savepoint
 
     def _adopt_one(
         self,
         unit: Unit,
         job: ObservedJob,
         old: JobRecord | None,
-        largest: tuple[int, Mapping[str, int]],
+        *,
+        limits: tuple[int, Mapping[str, int]],
+        taken: set[str],
         now: float,
         report: ReconcileReport,
     ) -> None:
@@ -289,12 +304,12 @@ class Reconciler:
         if not (job.pending or job.state == RUNNING):
             self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
             return
-        spec, reason = check_tag(job, largest[0], self.config.max_demand_gpus, largest[1])
+        spec, reason = check_tag(job, limits[0], self.config.max_demand_gpus, limits[1])
         if spec is None:
             self._refuse(unit, job, reason, now, report)
             return
-        spec = replace(spec, id=self._free_id(unit, job.slurm_id))
-        unit.add_job(spec, now)
+        spec = replace(spec, id=free_id(unit, job.slurm_id, taken))
+        unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
         if unplanned:
             self.holds.requeue_unplanned(unit, spec.id, job, now)
@@ -367,16 +382,6 @@ class Reconciler:
             self._refusals.discard(slurm_id)
         unit.detach_slurm_id(row.id)  # frees the unique Slurm id before the new job takes it
         report.retired.append(row.id)
-
-    @staticmethod
-    def _free_id(unit: Unit, slurm_id: int) -> str:
-        """``str(slurm_id)``, or ``<slurm_id>-<n>`` when a retired row holds that id."""
-        base = job_id_of(slurm_id)
-        candidate, n = base, 1
-        while unit.job_id_taken(candidate):
-            n += 1
-            candidate = f"{base}-{n}"
-        return candidate
 
     def _refuse(
         self, unit: Unit, job: ObservedJob, reason: str, now: float, report: ReconcileReport

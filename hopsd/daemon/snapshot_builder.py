@@ -90,7 +90,7 @@ def adopted_tag(row: JobRecord, seen: ObservedJob) -> HopsTag | None:
     return _decoded(row.adopted_tag)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=65536)  # a cyclic scan of a longer queue would never hit
 def _decoded(comment: str) -> HopsTag | None:
     return try_decode(comment)[0]
 

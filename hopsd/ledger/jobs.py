@@ -7,7 +7,7 @@ wraps one tick in one ``with Session.begin():`` unit of work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -45,10 +45,21 @@ __all__ = [
 ]
 
 
-def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
-    """Adopt a job. The spec is validated by the core's own :class:`Job` rules."""
+def add_job(
+    session: Session,
+    spec: JobSpec,
+    now: float,
+    *,
+    check_id: bool = True,
+    restart_s: float | Literal["read"] | None = "read",
+) -> JobRow:
+    """Adopt a job. The spec is validated by the core's own :class:`Job` rules.
+
+    A caller adopting many jobs may have checked their ids already (``check_id``
+    false) and read what restarts of the model cost (``restart_s``).
+    """
     _validate(spec)
-    if session.get(JobRow, spec.id) is not None:
+    if check_id and session.get(JobRow, spec.id) is not None:
         raise DuplicateJobError(f"job {spec.id!r} is already in the ledger")
     row = JobRow(
         id=spec.id,
@@ -61,7 +72,9 @@ def add_job(session: Session, spec: JobSpec, now: float) -> JobRow:
         batch_size=spec.batch_size,
         model_name=spec.model_name,
         # what restarts of earlier jobs of its model cost (hopsd.ledger.restarts)
-        model_restart_s=model_restart_s(session, spec.model_name),
+        model_restart_s=(
+            model_restart_s(session, spec.model_name) if restart_s == "read" else restart_s
+        ),
         params=spec.params,
         lr=spec.lr,
         lr_rule=spec.lr_rule,

@@ -94,6 +94,7 @@ class Unit:
     def __init__(self, session: Session, fence: Fence | None = None) -> None:
         self._session = session
         self._held: dict[str, JobRow] = {}
+        self._model_restart: dict[str, float | None] = {}  # per model, read once (adoption)
         self._fence = fence
 
     # -- jobs --------------------------------------------------------------------------
@@ -130,8 +131,17 @@ class Unit:
             if r.slurm_job_id is not None
         }
 
-    def add_job(self, spec: JobSpec, now: float) -> JobRecord:
-        return self._hold(jobs.add_job(self._session, spec, now))
+    def add_job(self, spec: JobSpec, now: float, *, free: bool = False) -> JobRecord:
+        """``free``: the caller made sure the id is free. A model's restart cost is read once."""
+        model = spec.model_name
+        if model not in self._model_restart:
+            self._model_restart[model] = restarts.model_restart_s(self._session, model)
+        cost = self._model_restart[model]
+        return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
+
+    def forget(self, job_ids: set[str]) -> None:
+        """Drop jobs a rolled-back savepoint added from what this unit holds."""
+        self._held = {k: v for k, v in self._held.items() if k not in job_ids}
 
     def transition(self, job_id: str, state: JobState, now: float, reason: str = "") -> bool:
         """Move a job along the state machine (see :func:`hopsd.ledger.jobs.transition`);
@@ -221,6 +231,9 @@ class Unit:
 
     def mark_done(self, intent_id: int, now: float) -> None:
         intents.mark_done(self._session, intent_id, now)
+
+    def mark_done_many(self, intent_ids: Sequence[int], now: float) -> int:
+        return intents.mark_done_many(self._session, intent_ids, now)
 
     def mark_failed(self, intent_id: int, error: str, now: float) -> None:
         intents.mark_failed(self._session, intent_id, error, now)

@@ -126,6 +126,7 @@ class Engine(SchedulerView, PlanEnactor):
         self.moves = 0
         self.plans = 0
         self.fragment_plans = 0
+        self.steps = 0
         self.unmentioned = 0
         self.flights: dict[str, Flight] = {}
         self.events: list[tuple[float, str, str]] = []
@@ -269,6 +270,9 @@ class Engine(SchedulerView, PlanEnactor):
         """A forecast's end: every job served (their ends follow) or its rounds used up."""
         cap = self.config.max_rounds
         if cap is not None and len(self.rounds) > cap:
+            return True
+        steps = self.config.max_steps
+        if steps is not None and self.steps >= steps:
             return True
         if not self.config.settle_when_served or arrivals_left:
             return False
@@ -475,6 +479,7 @@ class Engine(SchedulerView, PlanEnactor):
         on its next tick, seconds later).
         """
         step = self._step(changed)
+        self.steps += 1
         self.clock = step.clock
         stopped = self._apply_profiling(step.profiling)
         if step.kind != IDLE:

@@ -48,6 +48,8 @@ class EngineConfig:
     # at its pace where it is) and after ``max_rounds`` rounds (the rest left open).
     settle_when_served: bool = False
     max_rounds: int | None = None
+    # ... and after ``max_steps`` scheduling steps (rounds, fragments, idle ones alike).
+    max_steps: int | None = None
     # A job that ended frees its GPUs this much later (hopsd sees an end at its next
     # tick); its recorded end is when it ended.
     seen_after_end_s: float = 0.0

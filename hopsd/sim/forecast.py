@@ -39,8 +39,12 @@ from hopsd.sim.workload import JobSpec
 
 #: How far a forecast looks ahead before it leaves the rest unknown ...
 HORIZON_S = 7 * 86400.0
-#: ... and how many rounds it plans at most (its cost is about one plan per round).
+#: ... and how many rounds it plans at most (its cost is about one plan per round) ...
 MAX_ROUNDS = 200
+#: ... and fewer steps (rounds, and the fragments between them) on a long queue: a step
+#: costs about its jobs, so steps x jobs stays under this (10,000 queued jobs: 5 steps);
+#: the jobs the last step leaves waiting get no START.
+MAX_JOB_STEPS = 50_000
 
 
 @dataclass(frozen=True)
@@ -309,6 +313,13 @@ def _spec(job_id: str, submit: float, job: Job, total: float) -> JobSpec:
     )
 
 
+def steps_for(jobs: int) -> int | None:
+    """Steps a forecast of ``jobs`` jobs may take (:data:`MAX_JOB_STEPS`; None: no cap
+    below the rounds' own)."""
+    cap = MAX_JOB_STEPS // max(jobs, 1)
+    return None if cap >= 4 * MAX_ROUNDS else max(cap, 1)
+
+
 def _run(
     given: ForecastInput,
     truth: GroundTruth,
@@ -335,6 +346,7 @@ def _run(
         partial=True,
         settle_when_served=True,
         max_rounds=MAX_ROUNDS,
+        max_steps=steps_for(len(specs)),
         seen_after_end_s=given.end_seen_s,
     )
     engine = Engine(

@@ -8,11 +8,12 @@ command each and may be retried once when the controller did not answer;
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from hopsd.slurm.classify import error_for
+from hopsd.slurm.classify import Failure, error_for, failure_of
 from hopsd.slurm.errors import (
     SlurmCommandError,
     SlurmError,
@@ -41,6 +42,7 @@ from hopsd.slurm.port import (
     RunRecord,
     SlurmJob,
     SlurmNode,
+    hold_each,
     job_id_arg,
 )
 from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
@@ -48,6 +50,11 @@ from hopsd.slurm.tag import HopsTag
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: Job ids per ``scontrol hold`` call: a few kilobytes of argument, a few seconds of work.
+HOLD_BATCH = 500
+#: ``scontrol hold LIST`` reports each job it could not hold on a line of its own.
+_HOLD_REFUSAL = re.compile(r"^(?P<why>.+) for job (?P<job>[0-9]+)$")
 
 # Options hops sets on every submission; a user's copy would silently undo them.
 RESERVED_SBATCH_OPTIONS = (
@@ -120,6 +127,30 @@ class CliSlurm:
 
     def hold(self, job_id: int) -> None:
         self._call(["scontrol", "hold", str(job_id)])
+
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """``scontrol hold 1,2,3`` per :data:`HOLD_BATCH` jobs: one process, not one per job.
+
+        scontrol holds every listed job it can and names each refused one on
+        stderr (``Invalid job id specified for job 7``), exiting 1. An
+        unreachable controller raises; a failure that names no job is retried
+        one job at a time, so every job still gets its own answer.
+        """
+        ids = sorted({int(i) for i in job_ids})
+        refused: dict[int, str] = {}
+        for start in range(0, len(ids), HOLD_BATCH):
+            chunk = ids[start : start + HOLD_BATCH]
+            result = self.run(["scontrol", "hold", ",".join(map(str, chunk))], self.timeout_s)
+            if result.ok:
+                continue
+            if failure_of(f"{result.stderr}\n{result.stdout}") in (
+                Failure.UNAVAILABLE,
+                Failure.AUTH,
+            ):
+                raise error_for(result)
+            named = hold_refusals(result.stderr, chunk)
+            refused.update(named or hold_each(self.hold, chunk))
+        return refused
 
     def requeue_hold(self, job_id: int) -> None:
         """Requeue held, then hold as hops's own user: an operator's hold.
@@ -303,6 +334,17 @@ def update_argv(job_id: int, placement: Placement) -> list[str]:
         # its --cpus-per-gpu says: a job moved from 1 GPU to 4 got 2 CPUs, not 8
         argv.append(f"NumCPUs={placement.cpus}")
     return argv
+
+
+def hold_refusals(stderr: str, asked: Sequence[int]) -> dict[int, str]:
+    """The jobs ``scontrol hold LIST`` refused, with Slurm's words, from its stderr."""
+    wanted = set(asked)
+    refused: dict[int, str] = {}
+    for line in stderr.splitlines():
+        found = _HOLD_REFUSAL.match(line.strip())
+        if found is not None and int(found.group("job")) in wanted:
+            refused[int(found.group("job"))] = found.group("why")
+    return refused
 
 
 def parse_job_id(result: CompletedRun) -> int:

@@ -8,13 +8,13 @@ same with ten jobs or ten thousand.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import hostlist
 
-from hopsd.slurm.errors import PlacementError
+from hopsd.slurm.errors import PlacementError, SlurmCommandError, SlurmUnavailableError
 from hopsd.slurm.parse_limits import ShareRow, SlurmLimits
 from hopsd.slurm.tag import HopsTag
 
@@ -291,6 +291,15 @@ class SlurmPort(Protocol):
 
     def hold(self, job_id: int) -> None: ...
 
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """Hold many jobs in as few calls as the backend allows (adoption holds thousands).
+
+        Returns why Slurm refused each job it did not hold (empty: all held).
+        ``SlurmUnavailableError`` means it is unknown which were held; holding
+        again is harmless.
+        """
+        ...
+
     def requeue_hold(self, job_id: int) -> None:
         """Stop a running job and put it back in the queue, held."""
         ...
@@ -342,6 +351,20 @@ class SlurmPolicyReads(Protocol):
     def partition_times(self) -> dict[str, float | None]:
         """Each partition's MaxTime in seconds (None: unlimited)."""
         ...
+
+
+def hold_each(hold: Callable[[int], None], job_ids: Sequence[int]) -> dict[int, str]:
+    """``hold_many`` one call per job, for backends without a batched hold: each refusal
+    is kept per job; an unreachable Slurm stops the loop (raised)."""
+    refused: dict[int, str] = {}
+    for job_id in job_ids:
+        try:
+            hold(job_id)
+        except SlurmUnavailableError:
+            raise
+        except SlurmCommandError as exc:
+            refused[job_id] = str(exc)
+    return refused
 
 
 #: A job id as Slurm prints it and users type it: ``42``, or ``26_1`` for task 1 of array 26.

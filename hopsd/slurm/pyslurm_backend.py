@@ -25,6 +25,7 @@ from hopsd.slurm.port import (
     AccountingRecord,
     SlurmJob,
     SlurmNode,
+    hold_each,
 )
 from hopsd.slurm.tag import try_decode
 
@@ -39,6 +40,10 @@ class PyslurmSlurm(CliFallback):
 
     def hold(self, job_id: int) -> None:
         _rpc(lambda: pyslurm.Job(job_id).hold())
+
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """One request per job: Slurm's API holds a single job per call."""
+        return hold_each(self.hold, job_ids)
 
     def requeue_hold(self, job_id: int) -> None:
         """Requeue held, then an operator's hold the owner cannot release (as the CLI port)."""

@@ -39,6 +39,7 @@ from hopsd.slurm.port import (
     Placement,
     SlurmJob,
     SlurmNode,
+    hold_each,
     job_id_arg,
 )
 from hopsd.slurm.rest_client import RestClient
@@ -109,6 +110,10 @@ class RestSlurm(CliFallback):
 
     def hold(self, job_id: int) -> None:
         self.client.post(f"job/{int(job_id)}", {"hold": True})
+
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """One request per job: Slurm's API holds a single job per call."""
+        return hold_each(self.hold, job_ids)
 
     def make_eligible(self, job_id: int) -> None:
         """Begin time two seconds from now (see ``CliSlurm.make_eligible`` for why not now)."""

@@ -22,6 +22,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from hopsd.slurm.errors import TagError
@@ -183,12 +184,26 @@ def _as_names(key: str, value: Any) -> tuple[Any, ...]:
     return tuple(value)
 
 
+#: Decoded comments kept: every tick reads every queued job's tag again, and a queue of
+#: tens of thousands must not decode (parse JSON, validate) each of them each tick.
+DECODED_CACHE = 65536
+
+
 def try_decode(comment: str | None) -> tuple[HopsTag | None, str | None]:
     """``(tag, None)`` if valid, ``(None, reason)`` if bad, ``(None, None)`` if not a hops tag."""
     if not is_hops_comment(comment):
         return None, None
+    text = str(comment)
+    if len(text) > MAX_TAG_CHARS + len(PREFIX):  # refused anyway; never kept in the cache
+        return _try_decode.__wrapped__(text)
+    return _try_decode(text)
+
+
+@lru_cache(maxsize=DECODED_CACHE)
+def _try_decode(comment: str) -> tuple[HopsTag | None, str | None]:
+    """The decoding of one comment (a tag is immutable, so one decoding serves every tick)."""
     try:
-        return decode(str(comment)), None
+        return decode(comment), None
     except TagError as exc:
         return None, str(exc)
 

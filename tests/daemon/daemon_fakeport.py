@@ -64,6 +64,7 @@ class FakePort:
         self.crash_on: tuple[str, int] | None = None
         self._next = 100
         self.run_log: list[RunRecord] = []
+        self.hold_batches: list[list[int]] = []
 
     # -- test controls ---------------------------------------------------------------
 
@@ -204,6 +205,18 @@ class FakePort:
         if job.state != "PENDING":
             raise SlurmCommandError(["scontrol", "hold"], 1, "Job is no longer pending")
         job.held, job.user_hold = True, False
+
+    def hold_many(self, job_ids: Sequence[int]) -> dict[int, str]:
+        """One batched call (counted in ``hold_batches``), each job held as by :meth:`hold`."""
+        self._check_up()
+        self.hold_batches.append(list(job_ids))
+        refused: dict[int, str] = {}
+        for job_id in job_ids:
+            try:
+                self.hold(job_id)
+            except SlurmCommandError as exc:
+                refused[job_id] = str(exc)
+        return refused
 
     def requeue_hold(self, job_id: int) -> None:
         job = self._act("requeue_hold", job_id)

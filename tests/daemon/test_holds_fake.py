@@ -13,12 +13,15 @@ import dataclasses
 import pytest
 from daemon_fakeport import FakeClock, FakePort
 from spool_tick import row_of
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.tick import Tick
-from hopsd.slurm.errors import SlurmCommandError
+from hopsd.ledger.models import IntentAction, IntentRow
+from hopsd.ledger.unit import Unit
+from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((4,), 1e7)
@@ -96,3 +99,81 @@ def test_a_shadow_daemon_takes_no_hold(config, port, sessions, clock) -> None:  
     port.owner_release(started, start_on={"fast1": 4})
     Tick(config, port, sessions, clock=clock, shadow=True).run_once()
     assert port.actions(job) == [] and port.actions(started) == []
+
+
+def _hold_intents(sessions: sessionmaker[Session]) -> dict[str, tuple[str, str]]:
+    with sessions() as s:
+        rows = s.scalars(select(IntentRow).where(IntentRow.action == IntentAction.HOLD))
+        return {str(r.job_id): (str(r.state), r.error or "") for r in rows}
+
+
+def _queue_behind_a_full_cluster(port: FakePort, n: int) -> list[int]:
+    port.add_job(None, held=False, running_on={node.name: 4 for node in port.nodes})
+    return [port.add_job(TAG, user_hold=True) for _ in range(n)]
+
+
+def test_a_queue_adopted_at_once_is_held_in_one_batched_call(
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+) -> None:
+    jobs = _queue_behind_a_full_cluster(port, 5)
+    port.refuse.add(("hold", jobs[2]))
+    Tick(config, port, sessions, clock=clock).run_once()
+    assert [sorted(batch) for batch in port.hold_batches] == [sorted(jobs)]
+    intents = _hold_intents(sessions)
+    assert intents[str(jobs[2])][0] == "failed" and "refused (fake)" in intents[str(jobs[2])][1]
+    for job in (*jobs[:2], *jobs[3:]):
+        assert intents[str(job)] == ("done", "")
+        assert port.jobs[job].held and not port.jobs[job].user_hold
+    assert port.jobs[jobs[2]].user_hold  # the refused one keeps its owner's hold
+
+
+def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = _queue_behind_a_full_cluster(port, 3)
+    tick = Tick(config, port, sessions, clock=clock)
+    with monkeypatch.context() as patch:
+
+        def away(job_ids: object) -> dict[int, str]:
+            raise SlurmUnavailableError("slurmctld does not answer (fake)")
+
+        patch.setattr(port, "hold_many", away)
+        with pytest.raises(SlurmUnavailableError):
+            tick.run_once()
+    assert {state for state, _ in _hold_intents(sessions).values()} == {"pending"}
+    clock.advance(1)
+    tick.run_once()  # resumes the recorded holds, in one call
+    assert [sorted(batch) for batch in port.hold_batches] == [sorted(jobs)]
+    assert {state for state, _ in _hold_intents(sessions).values()} == {"done"}
+    assert all(port.actions(job) == ["hold"] for job in jobs)
+
+
+def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jobs are adopted many under one savepoint; one failure redoes them one by one."""
+    jobs = _queue_behind_a_full_cluster(port, 4)
+    real_add_job = Unit.add_job
+
+    def broken_for_one(unit, spec, now, **kwargs):  # type: ignore[no-untyped-def]
+        if spec.slurm_job_id == jobs[1]:
+            raise RuntimeError("a bug triggered by this job's data")
+        return real_add_job(unit, spec, now, **kwargs)
+
+    monkeypatch.setattr(Unit, "add_job", broken_for_one)
+    result = Tick(config, port, sessions, clock=clock).run_once()
+    assert result.reconcile is not None
+    assert sorted(result.reconcile.adopted) == sorted(str(j) for j in jobs if j != jobs[1])
+    intents = _hold_intents(sessions)
+    assert sorted(intents) == sorted(str(j) for j in jobs if j != jobs[1])
+    assert port.actions(jobs[1]) == [] and port.jobs[jobs[1]].user_hold
+    for job in (jobs[0], *jobs[2:]):
+        assert row_of(sessions, job).id == str(job)  # its own id, no suffix from the retry

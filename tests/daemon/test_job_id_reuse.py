@@ -137,10 +137,10 @@ def test_a_failed_adoption_keeps_the_old_row_and_only_skips_that_job(
     other = fresh.add_job(TAG, user="carol")
     real_add_job = Unit.add_job
 
-    def broken_for_bob(unit, spec, now):  # type: ignore[no-untyped-def]
+    def broken_for_bob(unit, spec, now, **kwargs):  # type: ignore[no-untyped-def]
         if spec.user == "bob":
             raise RuntimeError("a bug triggered by this job's data")
-        return real_add_job(unit, spec, now)
+        return real_add_job(unit, spec, now, **kwargs)
 
     monkeypatch.setattr(Unit, "add_job", broken_for_bob)
     Tick(config, fresh, sessions, clock=clock).run_once()  # does not raise

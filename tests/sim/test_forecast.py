@@ -9,7 +9,8 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock
 from hopsd.core.throughput import InMemoryThroughputStore
-from hopsd.sim.forecast import ForecastInput, Hypothetical, forecast
+from hopsd.daemon.forecasting import Forecaster
+from hopsd.sim.forecast import ForecastInput, Hypothetical, forecast, steps_for
 
 NOW = 1_000_000.0
 RATE = 100.0  # samples/s per GPU, learned for every job on every node
@@ -192,3 +193,26 @@ def test_an_expected_arrival_goes_ahead_of_a_long_waiting_job() -> None:
     plain_start, start = plain["q"].start_at, seen["q"].start_at
     assert plain_start == pytest.approx(NOW + 25.0, abs=1.0)
     assert start is not None and start > plain_start + 5.0
+
+
+def test_a_long_queue_caps_the_forecast_s_steps_and_leaves_the_last_jobs_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each step costs about its jobs: steps x jobs is capped, the jobs beyond get no START."""
+    assert steps_for(10) is None and steps_for(10_000) == 5
+    jobs = [_queued(f"q{i}", 6000.0) for i in range(6)]  # one at a time, a minute each
+    full = forecast(_input(jobs))
+    assert all(full[j.id].start_at is not None for j in jobs)
+    monkeypatch.setattr("hopsd.sim.forecast.MAX_JOB_STEPS", 3 * 7)  # 3 steps for 7 jobs
+    capped = forecast(_input([*jobs, _queued("q6", 6000.0)]))
+    assert capped["q0"].start_at == full["q0"].start_at
+    assert capped["q6"].start_at is None
+
+
+def test_a_costly_forecast_waits_ten_times_its_cost_before_the_next() -> None:
+    forecaster = Forecaster()
+    forecaster.last_at, forecaster.cost_s = NOW, 0.1  # cheap: whenever due
+    assert forecaster.due(True, NOW + 1.0, 3600.0)
+    forecaster.cost_s = 5.0  # costly: not before 50 s have passed, change or not
+    assert not forecaster.due(True, NOW + 49.0, 3600.0)
+    assert forecaster.due(True, NOW + 51.0, 3600.0)

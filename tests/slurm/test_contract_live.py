@@ -267,3 +267,18 @@ def _both_ended(port: SlurmPort, job_ids: list[int]) -> list[AccountingRecord] |
     records = port.accounting(job_ids)
     done = len(records) == len(job_ids) and all(r.end_time for r in records)
     return records if done else None
+
+
+def test_hold_many_holds_every_listed_job_and_names_each_it_could_not(
+    port: SlurmPort, submit: Callable[..., int]
+) -> None:
+    """hopsd's batched hold (adoption's): an operator's hold on each held job, a refusal
+    for a job that has ended and for an id Slurm does not know, the others held."""
+    first, second, ended = submit(), submit(), submit()
+    port.cancel(ended)
+    wait_for("the cancelled job to end", lambda: job(port, ended).finished)
+    missing = 4_000_000_000
+    refused = port.hold_many([first, ended, missing, second])
+    assert set(refused) == {ended, missing}
+    for held in (first, second):
+        assert job(port, held).reason == "JobHeldAdmin"

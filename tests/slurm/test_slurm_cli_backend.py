@@ -254,3 +254,29 @@ def test_signal_reaches_the_batch_shell_alone_or_every_step() -> None:
     for bad in ("USR1 --full", "-9", ""):
         with pytest.raises(SubmitArgumentError):
             backend.signal(42, bad)
+
+
+def test_hold_many_holds_a_list_per_call_and_names_each_refused_job() -> None:
+    """Recorded: `scontrol hold 1,3,99999,2` holds 1 and 2, names 3 and 99999, exits 1."""
+    run = Replay(failed("err_hold_list_partial.22.05.txt"))
+    refused = CliSlurm(run=run).hold_many([2, 99999, 1, 3])
+    assert run.calls == [("scontrol", "hold", "1,2,3,99999")]
+    assert refused == {3: "Job has already finished", 99999: "Invalid job id specified"}
+
+
+def test_hold_many_splits_a_long_queue_into_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hopsd.slurm.cli_backend.HOLD_BATCH", 2)
+    run = Replay(ok(), ok(), ok())
+    assert CliSlurm(run=run).hold_many([5, 4, 3, 2, 1]) == {}
+    assert [c[2] for c in run.calls] == ["1,2", "3,4", "5"]
+
+
+def test_hold_many_raises_when_the_controller_is_away_and_asks_each_job_on_other_failures() -> None:
+    away = Replay(failed("err_scontrol_no_controller.22.05.txt"))
+    with pytest.raises(SlurmUnavailableError):
+        CliSlurm(run=away).hold_many([1, 2])
+    unnamed = CompletedRun((), 1, "", "scontrol: error: something unforeseen")
+    run = Replay(unnamed, ok(), failed("err_release_unknown.22.05.txt"))
+    refused = CliSlurm(run=run).hold_many([1, 2])
+    assert run.calls[1:] == [("scontrol", "hold", "1"), ("scontrol", "hold", "2")]
+    assert list(refused) == [2] and "Invalid job id" in refused[2]

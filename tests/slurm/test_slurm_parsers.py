@@ -226,3 +226,19 @@ def test_cpus_per_gpu_reads_both_spellings_and_typed_requests() -> None:
     assert cpus_per_gpu("gres:gpu:a100:3") == 3
     assert cpus_per_gpu("") == 0
     assert cpus_per_gpu("gres:mps:2") == 0
+
+
+def test_squeue_2205_a_large_queue_of_held_jobs_and_running_array_tasks() -> None:
+    """Recorded: 10,000 held hops jobs and a 2,000-task array of running one-CPU jobs."""
+    import lzma
+
+    text = lzma.decompress((FIXTURES / "squeue_10000_held_2000_running.22.05.json.xz").read_bytes())
+    jobs = parse_jobs(text.decode())
+    held = [j for j in jobs if j.pending and j.held and j.tag is not None]
+    running = [j for j in jobs if j.running]
+    assert len(held) == 9991 and {j.reason for j in held} == {"JobHeldAdmin"}
+    released = [j for j in jobs if j.pending and not j.held]  # released by hopsd, not started yet
+    assert len(released) == 3 and {j.reason for j in released} == {"Resources"}
+    assert len(running) == 2000 and all(j.tag is None and j.gpus == 0 for j in running)
+    arrays = {j.array_id.split("_")[0] for j in running}
+    assert len(arrays) == 1 and len({j.array_id for j in running}) == 2000
