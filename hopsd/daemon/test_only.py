@@ -223,18 +223,9 @@ def ask_hopsd(
     Only a server running as the ledger's owner (or root) is believed.
     """
     from hopsd.ledger.errors import LedgerUnavailableError
-    from hopsd.ledger.private_copy import check_peer, socket_path
+    from hopsd.ledger.private_copy import hopsd_socket
 
-    where = socket_path(ledger)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout_s)
-        try:
-            conn.connect(str(where))
-        except OSError as exc:
-            raise LedgerUnavailableError(
-                f"hopsd does not answer at {where} ({exc.strerror or exc}): is hopsd running?"
-            ) from exc
-        check_peer(conn, owner_uid)
+    with hopsd_socket(ledger, owner_uid, timeout_s) as conn:
         conn.sendall(FORECAST + tag.encode().encode() + b"\n")
         reply = _read_all(conn)
     head, _, body = reply.partition(b"\n")

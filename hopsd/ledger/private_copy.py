@@ -19,6 +19,7 @@ import re
 import socket
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -171,6 +172,19 @@ def fetch_copy(ledger: Path, owner_uid: int, timeout_s: float = 30.0) -> Path:
     socket sits in hopsd's directory, and its peer is checked too). The file is
     the caller's to remove.
     """
+    with hopsd_socket(ledger, owner_uid, timeout_s) as conn:
+        conn.sendall(REQUEST)
+        reply, fds, _flags, _addr = socket.recv_fds(conn, MAX_REPLY, 1)
+    if not fds:
+        text = reply.decode(errors="replace").strip() or "no answer"
+        raise LedgerUnavailableError(f"hopsd could not copy the ledger for you: {text}")
+    return _store(fds[0])
+
+
+@contextlib.contextmanager
+def hopsd_socket(ledger: Path, owner_uid: int, timeout_s: float) -> Iterator[socket.socket]:
+    """A connection to the hopsd that keeps ``ledger``, checked to run as its owner (or
+    root); hopsd not answering is said plainly."""
     where = socket_path(ledger)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout_s)
@@ -182,12 +196,7 @@ def fetch_copy(ledger: Path, owner_uid: int, timeout_s: float = 30.0) -> Path:
                 f"{where} ({exc.strerror or exc}): is hopsd running?"
             ) from exc
         check_peer(conn, owner_uid)
-        conn.sendall(REQUEST)
-        reply, fds, _flags, _addr = socket.recv_fds(conn, MAX_REPLY, 1)
-    if not fds:
-        text = reply.decode(errors="replace").strip() or "no answer"
-        raise LedgerUnavailableError(f"hopsd could not copy the ledger for you: {text}")
-    return _store(fds[0])
+        yield conn
 
 
 def check_peer(conn: socket.socket, owner_uid: int) -> None:
