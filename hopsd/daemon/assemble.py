@@ -131,17 +131,7 @@ def assemble(
         handles[row.id] = JobHandle(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
-    crowded = crowded_out(
-        {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
-        obs.nodes,
-        held_running,
-    )
-    if crowded:
-        log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
-        jobs = [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
-        starting -= crowded
-        for job_id in crowded:
-            handles[job_id] = dataclasses.replace(handles[job_id], released=True)
+    jobs = _replan_crowded_out(jobs, handles, starting, obs, held_running)
     view = build_cluster_view(obs.nodes, config, held_running)
     closing = closings(obs.nodes, reservations, sizes, config, now)
     snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)
@@ -149,6 +139,30 @@ def assemble(
     listening = frozenset(r.id for r in rows if hears_notice(r.startup_s))
     snapshot = dataclasses.replace(snapshot, listening=listening)
     return Assembled(snapshot, view, handles, frozenset(starting))
+
+
+def _replan_crowded_out(
+    jobs: list[Job],
+    handles: dict[str, JobHandle],
+    starting: set[str],
+    obs: Observation,
+    held_running: Mapping[str, int],
+) -> list[Job]:
+    """Released jobs whose GPUs another job took before Slurm launched them
+    (:func:`crowded_out`) hold nothing: they are planned again, as released jobs
+    (``starting`` and ``handles`` are updated in place)."""
+    crowded = crowded_out(
+        {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
+        obs.nodes,
+        held_running,
+    )
+    if not crowded:
+        return jobs
+    log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
+    starting -= crowded
+    for job_id in crowded:
+        handles[job_id] = dataclasses.replace(handles[job_id], released=True)
+    return [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
 
 
 def _snapshot(
