@@ -21,12 +21,11 @@ traces are in its SOSP '23 artifact (``sia-simulator/workloads``, ``traces``).
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+
+from fidelity_report import fidelity_report, print_report
 
 from hopsd.core.model import Configuration
 from hopsd.sim.knobs import SimKnobs, load_knobs
@@ -107,22 +106,8 @@ def main() -> None:
         trace_format="sia",
         knobs=load_knobs(args.sim_config) if args.sim_config else SimKnobs(),
     )
-    report: dict[str, Any] = {
-        "run_time_ratio": {
-            k: {"jobs": len(v), "median": statistics.median(v), "min": min(v), "max": max(v)}
-            for k, v in ratios.items()
-        },
-        "avg_jct_h": {name: f["avg_jct_h"] for name, f in out["policies"].items()},
-    }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return
-    print("isolated run time on Sia's profiled placements, hops / Sia (1.000 is exact):")
-    for key, r in report["run_time_ratio"].items():
-        spread = f"min {r['min']:.3f}  max {r['max']:.3f}"
-        print(f"  {key:12s} {r['jobs']:3d} jobs  median {r['median']:.3f}  {spread}")
-    jct = ", ".join(f"{name} {h:.2f} h" for name, h in report["avg_jct_h"].items())
-    print(f"average JCT: {jct}")
+    title = "isolated run time on Sia's profiled placements, hops / Sia (1.000 is exact):"
+    print_report(fidelity_report(ratios, out), title, args.json, 12)
 
 
 if __name__ == "__main__":
