@@ -92,6 +92,59 @@ def _settled_cluster(request: pytest.FixtureRequest) -> None:
                 capture_output=True,
                 timeout=20,
             )
+    _restore_nodes_and_reservations()
+
+
+# A node an earlier test left drained or down (Slurm drains a node itself when a
+# step outlives UnkillableStepTimeout on a loaded machine; a restarted slurmd may
+# not have registered yet), or a reservation left behind, would fail a later test
+# that names the node. Each is put back before the next live test, with a warning
+# that says what was found, so the test that left it can be told from the one hit.
+def _unavailable_nodes() -> dict[str, str]:
+    import subprocess
+
+    out = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N|%t|%E"], capture_output=True, text=True, timeout=20
+    )
+    found: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        node, state, reason = [*line.split("|", 2), "", ""][:3]
+        if any(s in state for s in ("drain", "drng", "down", "fail")):
+            found[node] = f"{state} ({reason})"
+    return found
+
+
+def _restore_nodes_and_reservations() -> None:
+    import subprocess
+    import warnings
+
+    names = subprocess.run(
+        ["scontrol", "-o", "show", "reservation"], capture_output=True, text=True, timeout=20
+    ).stdout
+    for line in names.splitlines():
+        if line.startswith("ReservationName="):
+            name = line.split()[0].partition("=")[2]
+            warnings.warn(f"live tests: reservation {name} left behind, deleted", stacklevel=1)
+            subprocess.run(
+                ["scontrol", "delete", f"reservation={name}"], capture_output=True, timeout=20
+            )
+    end = time.monotonic() + SETTLE_S
+    found = _unavailable_nodes()
+    while found and time.monotonic() < end:
+        for node, state in sorted(found.items()):
+            if "*" not in state:  # not responding: its slurmd registers on its own first
+                subprocess.run(
+                    ["scontrol", "update", f"nodename={node}", "state=resume"],
+                    capture_output=True,
+                    timeout=20,
+                )
+        time.sleep(1.0)
+        left = _unavailable_nodes()
+        for node in sorted(set(found) - set(left)):
+            warnings.warn(f"live tests: node {node} was {found[node]}, resumed", stacklevel=1)
+        found = left
+    if found:
+        warnings.warn(f"live tests: nodes still unavailable: {found}", stacklevel=1)
 
 
 # Hypothesis's per-example deadline is a timer: on a loaded machine a 0.03 ms

@@ -43,6 +43,9 @@ class Bar:
 
 #: How long before its start a release still counts as this run's (older: a stale intent).
 HELD_MAX_S = 600.0
+#: Slurm stamps starts in whole seconds, hops sees ends to the microsecond: an end less
+#: than this after a start on the same node may still have freed that start's GPUs.
+SLURM_CLOCK_S = 1.0
 
 
 def held_from(run: JobRun, released_at: float | None, after: float | None = None) -> float:
@@ -123,8 +126,8 @@ def _held_after_others(
     out = []
     for held, end, node, job, run in spans:
         if held < run.start_time:
-            freed = [e for e in ends[node] if held < e <= run.start_time]
-            held = max([held, *freed])
+            freed = [e for e in ends[node] if held < e < run.start_time + SLURM_CLOCK_S]
+            held = min(max([held, *freed]), run.start_time)
         out.append((held, end, node, job, run))
     return out
 

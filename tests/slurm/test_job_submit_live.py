@@ -112,9 +112,14 @@ def test_hopsd_puts_the_plain_job_that_gains_most_on_the_fast_gpus(env: LiveEnv)
     env.blockers.append(blocker)
     # Slurm starts it at its next scheduling pass; on a busy host that can be a backfill
     # pass (30 s) away. What it waited for is said if it never starts.
-    assert drive(lambda: None, lambda: listed(env, blocker).running, 75, 0.5), subprocess.run(
-        ["squeue", "-a", "-o", "%i %u %T %R %N"], capture_output=True, text=True, timeout=30
-    ).stdout
+    assert drive(lambda: None, lambda: listed(env, blocker).running, 75, 0.5), "\n".join(
+        subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+        for argv in (
+            ["squeue", "-a", "-o", "%i %u %T %R %N"],
+            ["sinfo", "-N", "-o", "%N %T %E"],
+            ["scontrol", "show", "reservation"],
+        )
+    )
     flat = plain_training_job(env, "flat", "a100=1.1,v100=1.0")
     gainer = plain_training_job(env, "gainer", "a100=8")
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())

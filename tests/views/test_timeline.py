@@ -130,3 +130,15 @@ def test_a_run_taking_a_preempted_jobs_gpus_is_held_from_that_jobs_end() -> None
     bars = bars_of(runs, {}, {"a100n1": 4}, 0.0, 200.0, {(8, 0): 150.0})
     got = [(b.job_id, b.kind, b.start, b.end, b.lane) for b in bars]
     assert (8, "held", 160.0, 165.0, 0) in got and (7, "run", 100.0, 160.0, 0) in got
+
+
+def test_a_start_in_the_same_second_as_the_preempted_jobs_end_is_never_drawn_over_it() -> None:
+    """Slurm stamps a start in whole seconds; hops may see the preempted job end a moment
+    into that second. The new run's GPUs are still held from that end, not from the
+    release during the grace, so no held bar covers the grace."""
+    runs = {7: [run(0, 100.0, 160.0006, {"a100n1": 4})], 8: [run(0, 160.0, None, {"a100n1": 4})]}
+    bars = bars_of(runs, {(7, 0): 157.0}, {"a100n1": 4}, 0.0, 200.0, {(8, 0): 150.0})
+    grace = [b for b in bars if b.kind == "grace"]
+    assert [(b.job_id, b.start, b.end) for b in grace] == [(7, 157.0, 160.0006)]
+    assert not [b for b in bars if b.job_id == 8 and b.kind == "held"]
+    assert [(b.kind, b.start) for b in bars if b.job_id == 8] == [("run", 160.0)]
