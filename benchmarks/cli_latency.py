@@ -1,9 +1,11 @@
 """How fast ``hops`` answers, against ``squeue`` measured in the same run.
 
 Builds a SQLite ledger of 1000 jobs (800 finished, 120 running, 80 queued,
-each running job with a placement), points a hops.conf at it and times, as
+each running job with a placement; ``--jobs 12000 --running 2000 --queued 10000``
+is a large centre's queue), points a hops.conf at it and times, as
 separate processes the way a user runs them: ``hops status --all`` (which also
-asks Slurm for its nodes), ``hops version``, one Tab completion of ``hops st``,
+asks Slurm for its nodes), ``hops status`` (one user's jobs, every job read for
+the queue positions), ``hops version``, one Tab completion of ``hops st``,
 and ``squeue`` (the baseline). Each figure is the median wall time of
 ``--runs`` runs after one warm-up; ``*_min_s`` is the fastest run and
 ``*_cpu_s`` the median CPU time (user + system, the child processes' own, which
@@ -39,8 +41,12 @@ from hopsd.ledger.unit import Ledger
 BIN = Path(sys.executable).parent
 
 
-def build_ledger(path: Path, jobs: int = 1000) -> None:
-    """A ledger shaped like a busy day: mostly finished jobs, some running, some queued."""
+def build_ledger(path: Path, jobs: int = 1000, running: int = 120, queued: int = 80) -> None:
+    """A ledger shaped like a busy day: mostly finished jobs, some running, some queued
+    (the last ``queued`` jobs wait; the ``running`` before them hold GPUs)."""
+    finished = jobs - running - queued
+    if finished < 0:
+        raise SystemExit(f"cli_latency: {running} running + {queued} queued > {jobs} jobs")
     url = f"sqlite:///{path}"
     upgrade(url)
     ledger = Ledger.open(url)
@@ -60,10 +66,10 @@ def build_ledger(path: Path, jobs: int = 1000) -> None:
             )
             job = unit.add_job(spec, at)
             unit.transition(job.id, JobState.QUEUED, at)
-            if i < 800 or i >= 880:
+            if i < finished + running:
                 unit.transition(job.id, JobState.RUNNING, at + 30)
                 unit.set_placement(job.id, Configuration.of("v100", {f"v100n{i % 2 + 1}": 2}))
-            if i < 800:
+            if i < finished:
                 unit.transition(job.id, JobState.DONE, at + 600)
     ledger.dispose()
 
@@ -97,6 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1000, help="jobs in the ledger")
+    parser.add_argument("--running", type=int, default=120, help="of them running")
+    parser.add_argument("--queued", type=int, default=80, help="of them waiting")
     args = parser.parse_args()
     squeue = shutil.which("squeue")
     if squeue is None:
@@ -104,7 +113,7 @@ def main() -> None:
     hops = str(BIN / "hops")
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Path(tmp) / "ledger.sqlite"
-        build_ledger(ledger)
+        build_ledger(ledger, args.jobs, args.running, args.queued)
         conf = Path(tmp) / "hops.conf"
         conf.write_text(f'[ledger]\nurl = "sqlite:///{ledger}"\n')
         env = {**os.environ, "HOPS_CONF": str(conf)}
@@ -117,6 +126,7 @@ def main() -> None:
         }
         commands = {
             "status": [hops, "status", "--all"],
+            "status_own": [hops, "status"],  # a user's own jobs: every job read, few shown
             "version": [hops, "version"],
             "completion": [hops],
             "squeue": [squeue],
@@ -133,6 +143,7 @@ def main() -> None:
     figures = {k: round(v, 4) for k, v in figures.items()}
     figures["ratio_status_to_squeue"] = round(figures["status_s"] / figures["squeue_s"], 2)
     figures["runs"] = args.runs
+    figures.update(jobs=args.jobs, running=args.running, queued=args.queued)
     figures["load_1min"] = round(os.getloadavg()[0], 2)
     if args.json:
         print(json.dumps(figures, indent=2, sort_keys=True))

@@ -80,11 +80,14 @@ def render(
 
 def plain(columns: Sequence[str], rows: Sequence[Sequence[str]], header: bool = True) -> list[str]:
     """Left-aligned columns two spaces apart, no trailing blanks (squeue's look)."""
-    body = [list(columns)] + [list(r) for r in rows] if header else [list(r) for r in rows]
+    body = [tuple(columns), *map(tuple, rows)] if header else [tuple(r) for r in rows]
     if not body:
         return []
-    widths = [max(len(r[i]) for r in body) for i in range(len(columns))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in body]
+    if any(len(r) != len(columns) for r in body):
+        raise ValueError(f"rows of other widths than the {len(columns)} columns")
+    widths = [max(map(len, cells)) for cells in zip(*body, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)  # one format per row: 10,000 rows stay quick
+    return [line.format(*r).rstrip() for r in body]
 
 
 def _write(lines: Sequence[str]) -> None:

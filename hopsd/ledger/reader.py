@@ -151,7 +151,9 @@ class Reader:
         if not wanted:
             return []
         marks = ", ".join([self._mark] * len(wanted))
-        return [_job(row) for row in self._rows(_JOBS_IN_STATES.format(marks=marks), wanted)]
+        decoded = _Decoded()
+        rows = self._rows(_JOBS_IN_STATES.format(marks=marks), wanted)
+        return [_job(row, decoded) for row in rows]
 
     def finished_latency_ratios(self, since: float) -> list[float]:
         """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR)."""
@@ -208,20 +210,54 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _job(row: tuple[Any, ...]) -> JobRecord:
+class _Decoded:
+    """Column texts decoded once per read: at 10,000 queued jobs most jobs share their
+    demands and placement texts, and ``hops status`` would otherwise parse each again."""
+
+    def __init__(self) -> None:
+        self._demands: dict[Any, tuple[int, ...]] = {}
+        self._parts: dict[Any, tuple[tuple[str, int], ...] | None] = {}
+
+    def demands(self, raw: Any) -> tuple[int, ...]:
+        got = self._demands.get(raw) if isinstance(raw, str) else None
+        if got is None:
+            got = tuple(int(d) for d in _json(raw))
+            if isinstance(raw, str):
+                self._demands[raw] = got
+        return got
+
+    def parts(self, raw: Any) -> tuple[tuple[str, int], ...] | None:
+        if raw is None:
+            return None
+        if isinstance(raw, str) and raw in self._parts:
+            return self._parts[raw]
+        parts = _json(raw)
+        got = None if parts is None else tuple((str(n), int(g)) for n, g in parts)
+        if isinstance(raw, str):
+            self._parts[raw] = got
+        return got
+
+
+_STATES = {s.value: s for s in JobState}
+_LR_RULES = {r.value: r for r in LrRule}
+_TAG_STATUSES = {t.value: t for t in TagStatus}
+
+
+def _job(row: tuple[Any, ...], decoded: _Decoded | None = None) -> JobRecord:
     """A record from a ``jobs`` row, as :func:`hopsd.ledger.jobs.record_of` builds it."""
+    decoded = decoded or _Decoded()
     values = dict(zip(JOB_COLUMNS, row, strict=True))
     for name, default in _DEFAULTS.items():
         if values[name] is None:
             values[name] = default
-    values["demands"] = tuple(int(d) for d in _json(values["demands"]))
+    values["demands"] = decoded.demands(values["demands"])
     lrs = _json(values["lr_by_demand"])
     values["lr_by_demand"] = None if lrs is None else dict(lrs)
-    values["state"] = JobState(values["state"])
-    values["lr_rule"] = LrRule(values["lr_rule"])
-    values["tag_status"] = TagStatus(values["tag_status"])
-    parts = _json(values["current_parts"])
-    values["current_parts"] = None if parts is None else tuple((str(n), int(g)) for n, g in parts)
+    values["state"] = _STATES.get(values["state"]) or JobState(values["state"])
+    values["lr_rule"] = _LR_RULES.get(values["lr_rule"]) or LrRule(values["lr_rule"])
+    status = values["tag_status"]
+    values["tag_status"] = _TAG_STATUSES.get(status) or TagStatus(status)
+    values["current_parts"] = decoded.parts(values["current_parts"])
     record = object.__new__(JobRecord)
     record.__dict__.update(values)  # complete, and never changed afterwards
     return record
