@@ -45,8 +45,8 @@ Trace families run seeds 0-2 unless ``--seeds`` (the seed draws the hidden
 truth and the estimator's noise; the jobs are the trace's). Knobs:
 ``hopsd/sim/presets/published-knobs.toml`` unless ``--sim-config`` (the
 baselines with their published round mechanics; hops with the project's).
-``--quick``: paper-64 seeds 0-2 and the recorded Gavel trace on seed 0, a few
-minutes on one CPU, for smoke use.
+``--quick``: paper-64 seeds 0-2 and the first Gavel trace on seed 0 (16 cells,
+about 15 s on one CPU), for smoke use.
 """
 
 from __future__ import annotations
