@@ -10,7 +10,7 @@ upper bound <= 1.00 for average JCT, p99 JCT and max LR, <= 1.03 for makespan.
 
     .venv/bin/python benchmarks/dominance.py [--json] [--families paper-64,gavel]
         [--seeds 0-9] [--results DIR] [--executor local|slurm] [--workers N] [--quick]
-        [--gavel-dir DIR] [--sia-dir DIR] [--sim-config F]
+        [--gavel-dir DIR] [--sia-dir DIR --sia-cluster F] [--sim-config F]
 
 **The interval.** Each pair is one workload on one seed run under hops and under
 the baseline (same jobs, same hidden truth, same noise draw): its ratio
@@ -27,8 +27,10 @@ themselves (``"scale": "linear"``). With one pair the interval is that ratio.
 ``--sim-config`` fills the same cells):
 
 * ``paper-64``, ``paper-512``: the presets, seeds 0-9 unless ``--seeds``.
-* ``gavel``: Gavel's generator traces (``*.trace``) with Gavel's throughputs file
-  (``throughputs.json``) in ``--gavel-dir``, on Gavel's 16:16:16 cluster of one-GPU
+* ``gavel``: Gavel's generator traces (``*.trace``, made by
+  ``scheduler/scripts/utils/generate_trace.py`` of github.com/stanford-futuredata/gavel)
+  with Gavel's throughputs file (its ``scheduler/simulation_throughputs.json``, as
+  ``throughputs.json``) in ``--gavel-dir``, on Gavel's 16:16:16 cluster of one-GPU
   servers (``cluster.toml`` there, else ``tests/fixtures/gavel/cluster.toml``).
   Without it, the family runs the one Gavel trace the repository records
   (``tests/fixtures/gavel/max_min_fairness.trace``, Gavel's physical-cluster
@@ -36,10 +38,11 @@ themselves (``"scale": "linear"``). With one pair the interval is that ratio.
   generator's traces at three arrival rates.
 * ``sia-saturn``, ``sia-philly``, ``sia-newtrace``: Sia's published workload CSVs
   under ``--sia-dir``/``workloads`` whose path names the family (saturn,
-  philly, newtrace), with Sia's ``traces`` directory beside them and a hops
-  cluster file of Sia's 64-GPU cluster (``cluster.toml`` in that directory).
-  The repository holds none of these; without them the family is reported
-  missing.
+  philly, newtrace), with Sia's ``traces`` directory beside them (the layout of
+  ``sia-simulator/`` in Sia's SOSP '23 artifact, github.com/siasosp23/artifacts),
+  and a hops cluster file of Sia's 64-GPU cluster (``--sia-cluster``, default
+  ``cluster.toml`` in ``--sia-dir``). The repository holds none of these;
+  without them the family is reported missing.
 
 Trace families run seeds 0-2 unless ``--seeds`` (the seed draws the hidden
 truth and the estimator's noise; the jobs are the trace's). Knobs:
@@ -129,20 +132,21 @@ def gavel_family(gavel_dir: Path | None, seeds: list[int]) -> Family:
     return Family("gavel", [stand_in], seeds, missing)
 
 
-def sia_family(name: str, sia_dir: Path | None, seeds: list[int]) -> Family:
-    """Sia's published workloads of the family (saturn, philly, newtrace) under ``sia_dir``."""
+def sia_family(name: str, sia_dir: Path | None, cluster: Path | None, seeds: list[int]) -> Family:
+    """Sia's published workloads of the family (saturn, philly, newtrace) under ``sia_dir``,
+    on the hops cluster file ``cluster`` (default: ``cluster.toml`` in ``sia_dir``)."""
     key = name.removeprefix("sia-")
     absent = (
         f"Sia's published {key} workloads, its traces directory and a hops cluster file of "
-        "Sia's 64-GPU cluster are not in the repository (give --sia-dir with workloads/, "
-        "traces/ and cluster.toml)"
+        "Sia's 64-GPU cluster are not in the repository (give --sia-dir with workloads/ and "
+        "traces/, as sia-simulator/ of Sia's artifact, and --sia-cluster)"
     )
     if sia_dir is None:
         return Family(name, [], seeds, absent)
     found = sorted(
         p for p in (sia_dir / "workloads").rglob("*.csv") if key in str(p.relative_to(sia_dir))
     )
-    cluster, traces = sia_dir / "cluster.toml", sia_dir / "traces"
+    cluster, traces = cluster or sia_dir / "cluster.toml", sia_dir / "traces"
     if not found or not cluster.is_file() or not traces.is_dir():
         return Family(name, [], seeds, f"{absent}; looked in {sia_dir}")
     loads = [
@@ -175,7 +179,8 @@ def families_of(args: argparse.Namespace) -> list[Family]:
         elif name == "gavel":
             out.append(gavel_family(args.gavel_dir, parse_seeds(args.seeds or TRACE_SEEDS)))
         else:
-            out.append(sia_family(name, args.sia_dir, parse_seeds(args.seeds or TRACE_SEEDS)))
+            seeds = parse_seeds(args.seeds or TRACE_SEEDS)
+            out.append(sia_family(name, args.sia_dir, args.sia_cluster, seeds))
     return out
 
 
@@ -308,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--gavel-dir", type=Path)
     parser.add_argument("--sia-dir", type=Path)
+    parser.add_argument("--sia-cluster", type=Path)
     parser.add_argument("--sim-config", type=Path, default=preset_path("published-knobs.toml"))
     args = parser.parse_args(argv)
     knobs = load_knobs(args.sim_config)

@@ -32,11 +32,10 @@ def bench() -> ModuleType:
 
 
 def _sia_dir(tmp: Path) -> Path:
-    """Sia's layout: two saturn workloads (the fixture's, and its jobs arriving later and
-    closer together, so the pairs' ratios differ), its traces and a cluster file."""
+    """Sia's layout: two saturn workloads (the fixture's, and its jobs arriving earlier and
+    closer together, so the pairs' ratios differ) and its traces."""
     root = tmp / "sia"
     (root / "workloads" / "saturn").mkdir(parents=True)
-    shutil.copy(SIA / "cluster.toml", root / "cluster.toml")
     shutil.copytree(SIA / "traces", root / "traces")
     lines = (SIA / "workload.csv").read_text(encoding="utf-8").splitlines()
     (root / "workloads" / "saturn" / "workload-1.csv").write_text("\n".join(lines) + "\n")
@@ -61,7 +60,8 @@ def test_ratios_equal_the_cells_by_hand(
 
     sia, results = _sia_dir(tmp_path), tmp_path / "results"
     argv = ["--json", "--families", "sia-saturn,sia-philly", "--seeds", "0-1"]
-    argv += ["--sia-dir", str(sia), "--results", str(results)]
+    argv += ["--sia-dir", str(sia), "--sia-cluster", str(SIA / "cluster.toml")]
+    argv += ["--results", str(results)]
     report = bench.main(argv)
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
     fam = report["families"]["sia-saturn"]
