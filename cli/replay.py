@@ -158,6 +158,7 @@ def replay_payload(
         adoption_s=config.queue_refresh_s / 2,
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,
+        notice_grace_s=config.checkpoint_grace_s,
     )
     results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}

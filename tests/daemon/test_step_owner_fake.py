@@ -1,0 +1,97 @@
+"""The scheduling step is the one owner of what hopsd plans around (in-memory Slurm).
+
+The tick reserves in-flight work once, through the core's reserve stage, and
+hands the step what it reserved; ``hops submit --test-only`` forecasts from the
+snapshot reserved by the same stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from daemon_fakeport import FakeClock, FakePort
+from spool_tick import row_of
+from sqlalchemy.orm import Session, sessionmaker
+
+from hopsd.config import HopsConfig
+from hopsd.core import reserve as reserve_stage
+from hopsd.core.snapshot import Snapshot
+from hopsd.daemon.holds import UNPLANNED
+from hopsd.daemon.test_only import _input
+from hopsd.daemon.tick import Tick
+from hopsd.ledger.unit import Ledger
+from hopsd.slurm.tag import HopsTag
+
+TAG = HopsTag((4,), 1e7)
+
+
+@pytest.fixture
+def under_notice(
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Tick, str]:
+    """A job Slurm started on fast1 without hops, told to checkpoint (as if its probe had
+    reported: one adopted running never has): in flight for 30 s."""
+    monkeypatch.setattr("hopsd.daemon.assemble.hears_notice", lambda startup_s: True)
+    config = dataclasses.replace(config, checkpoint_grace_s=30.0)
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job, start_on={"fast1": 4})
+    tick = Tick(config, port, sessions, clock=clock)
+    tick.run_once()
+    assert port.actions(job) == ["signal"]
+    clock.advance(5)
+    return tick, str(job)
+
+
+def test_an_unplanned_start_that_hears_notices_is_requeued_once_after_its_grace(
+    under_notice: tuple[Tick, str],
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+) -> None:
+    tick, job = under_notice
+    assert row_of(sessions, int(job)).plan_reason == UNPLANNED
+    tick.run_once()  # under notice: in flight, not requeued (nor told) twice
+    assert port.actions(int(job)) == ["signal"] and port.jobs[int(job)].state == "RUNNING"
+    clock.advance(31)
+    tick.run_once()
+    assert port.actions(int(job))[:2] == ["signal", "requeue_hold"]
+    assert port.actions(int(job)).count("requeue_hold") == 1
+
+
+def test_the_tick_reserves_in_flight_work_once(
+    under_notice: tuple[Tick, str], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tick, job = under_notice
+    reserved: list[Snapshot] = []
+    counted = reserve_stage.reserved_gpus
+
+    def counting(snapshot: Snapshot) -> dict[str, int]:
+        reserved.append(snapshot)
+        return counted(snapshot)
+
+    monkeypatch.setattr(reserve_stage, "reserved_gpus", counting)
+    result = tick.run_once()
+    assert len(reserved) == 1  # the tick's; the step is handed the reserved snapshot
+    assert [f.job_id for f in reserved[0].in_flight] == [job]
+    assert result.decision is None or job not in result.decision.plan.placements()
+
+
+def test_test_only_forecasts_from_the_reserved_snapshot(
+    under_notice: tuple[Tick, str],
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+) -> None:
+    _, job = under_notice
+    with Ledger(sessions).unit() as unit:
+        given, _ = _input(config, unit, port, clock())
+    snapshot = given.snapshot
+    assert job not in {j.id for j in snapshot.jobs}  # in flight: not planned again
+    assert snapshot.capacity_of("fast1") == 0  # its GPUs stay its own until it leaves them
+    assert snapshot.in_flight == ()  # spent on the capacity by the core's reserve stage
