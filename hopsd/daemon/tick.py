@@ -325,7 +325,8 @@ class Tick:
                 result.decide_s = time.perf_counter() - started
             self._note_latency(built, result, unit, decision.scores or Scores())
             self.round_clock = clock
-            self._offer_forecast(unit, rows, snap, decision, clock, result.reconcile)
+            # the forecast plans around work in flight itself (in its engine's step)
+            self._offer_forecast(unit, rows, given, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
             self._requeue_unplanned(unit, rows, obs, decision, result, now)
             built = self._profile(unit, rows, obs, built, decision, result, now)

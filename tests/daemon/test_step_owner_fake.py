@@ -1,8 +1,8 @@
 """The scheduling step is the one owner of what hopsd plans around (in-memory Slurm).
 
 The tick reserves in-flight work once, through the core's reserve stage, and
-hands the step what it reserved; ``hops submit --test-only`` forecasts from the
-snapshot reserved by the same stage.
+hands the step what it reserved; ``hops submit --test-only`` forecasts with the
+work in flight, which the forecast's own step reserves by the same stage.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
 from hopsd.core import reserve as reserve_stage
+from hopsd.core.reserve import flights
 from hopsd.core.snapshot import Snapshot
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.test_only import _input
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.unit import Ledger
+from hopsd.sim.forecast import forecast
 from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((4,), 1e7)
@@ -81,17 +83,18 @@ def test_the_tick_reserves_in_flight_work_once(
     assert result.decision is None or job not in result.decision.plan.placements()
 
 
-def test_test_only_forecasts_from_the_reserved_snapshot(
+def test_test_only_forecasts_work_in_flight_where_it_lands(
     under_notice: tuple[Tick, str],
     config: HopsConfig,
     port: FakePort,
     sessions: sessionmaker[Session],
     clock: FakeClock,
 ) -> None:
+    """The unplanned start under notice is in the forecast, requeued: it starts again
+    later (not "runs now" on GPUs it is about to leave)."""
     _, job = under_notice
     with Ledger(sessions).unit() as unit:
         given, _ = _input(config, unit, port, clock())
-    snapshot = given.snapshot
-    assert job not in {j.id for j in snapshot.jobs}  # in flight: not planned again
-    assert snapshot.capacity_of("fast1") == 0  # its GPUs stay its own until it leaves them
-    assert snapshot.in_flight == ()  # spent on the capacity by the core's reserve stage
+    assert [f.job_id for f in flights(given.snapshot)] == [job]
+    seen = forecast(given)[job]
+    assert seen.start_at is not None and seen.start_at >= clock()
