@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
+from hopsd.core.act import Act, act
 from hopsd.core.closing import ClosingAware
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
@@ -320,6 +321,9 @@ class Tick:
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
                 self._note_latency(built, result, unit, scored(snap, self.settings, options))
+                # no plan: the act stage still requeues the starts Slurm made without one
+                no_plan = act(Plan(), snap.listening, options.notice, snap.unplanned)
+                self._requeue_unplanned(unit, rows, obs, no_plan, result, now)
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
@@ -328,7 +332,7 @@ class Tick:
             # the forecast plans around work in flight itself (in its engine's step)
             self._offer_forecast(unit, rows, given, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
-            self._requeue_unplanned(unit, rows, obs, decision, result, now)
+            self._requeue_unplanned(unit, rows, obs, decision.actions, result, now)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
@@ -416,7 +420,7 @@ class Tick:
         unit: Unit,
         rows: Sequence[JobRecord],
         obs: Observation,
-        decision: Decision,
+        acts: Sequence[Act],
         result: TickResult,
         now: float,
     ) -> None:
@@ -424,7 +428,7 @@ class Tick:
         decision (:func:`hopsd.core.act.act`); a shadow daemon asks nothing of Slurm."""
         if self.shadow:
             return
-        actions, intents = requeue_unplanned(unit, decision.actions, rows, obs, self.config, now)
+        actions, intents = requeue_unplanned(unit, acts, rows, obs, self.config, now)
         result.actions = [*result.actions, *actions]
         self._steps = [*self._steps, *(Step.of(r) for r in intents)]
         self._follow_enacted = self._follow_enacted or bool(intents)

@@ -8,6 +8,7 @@ work in flight, which the forecast's own step reserves by the same stage.
 from __future__ import annotations
 
 import dataclasses
+from typing import NoReturn
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort
@@ -18,6 +19,7 @@ from hopsd.config import HopsConfig
 from hopsd.core import reserve as reserve_stage
 from hopsd.core.reserve import flights
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.step import PlanRuleError
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.test_only import _input
 from hopsd.daemon.tick import Tick
@@ -29,24 +31,38 @@ TAG = HopsTag((4,), 1e7)
 
 
 @pytest.fixture
+def surprise(port: FakePort) -> int:
+    """A hops job Slurm started on fast1 without a hops decision (its owner released it)."""
+    job = port.add_job(TAG, user_hold=True)
+    port.owner_release(job, start_on={"fast1": 4})
+    return job
+
+
+@pytest.fixture
+def tick(
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+) -> Tick:
+    return Tick(config, port, sessions, clock=clock)
+
+
+@pytest.fixture
 def under_notice(
+    surprise: int,
     config: HopsConfig,
     port: FakePort,
     sessions: sessionmaker[Session],
     clock: FakeClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[Tick, str]:
-    """A job Slurm started on fast1 without hops, told to checkpoint (as if its probe had
-    reported: one adopted running never has): in flight for 30 s."""
+    """The surprise told to checkpoint (as if its probe had reported: one adopted running
+    never has): in flight for 30 s."""
     monkeypatch.setattr("hopsd.daemon.assemble.hears_notice", lambda startup_s: True)
     config = dataclasses.replace(config, checkpoint_grace_s=30.0)
-    job = port.add_job(TAG, user_hold=True)
-    port.owner_release(job, start_on={"fast1": 4})
     tick = Tick(config, port, sessions, clock=clock)
     tick.run_once()
-    assert port.actions(job) == ["signal"]
+    assert port.actions(surprise) == ["signal"]
     clock.advance(5)
-    return tick, str(job)
+    return tick, str(surprise)
 
 
 def test_an_unplanned_start_that_hears_notices_is_requeued_once_after_its_grace(
@@ -98,3 +114,19 @@ def test_test_only_forecasts_work_in_flight_where_it_lands(
     assert [f.job_id for f in flights(given.snapshot)] == [job]
     seen = forecast(given)[job]
     assert seen.start_at is not None and seen.start_at >= clock()
+
+
+def test_an_unplanned_start_is_requeued_when_planning_fails(
+    surprise: int,
+    monkeypatch: pytest.MonkeyPatch,
+    tick: Tick,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+) -> None:
+    def failing(*args: object, **kwargs: object) -> NoReturn:
+        raise PlanRuleError("a policy that breaks a rule")
+
+    monkeypatch.setattr("hopsd.daemon.tick.decide", failing)
+    tick.run_once()
+    assert port.actions(surprise)[0] == "requeue_hold"
+    assert row_of(sessions, surprise).state_reason == UNPLANNED
