@@ -139,8 +139,7 @@ def replay_payload(
             excluded_types=excluded_types(history.jobs, sorted(types)),
         )
 
-    # What a job's first launch cost (Slurm's start, the job's startup) is charged to its
-    # replayed first start.
+    # What a job's first launch cost (Slurm's start, its startup) is charged to its first start.
     launch = measured_launch(history.jobs, history.placements, config.queue_refresh_s)
     # What a relaunch really cost (measured on the window's restarted jobs) is charged
     # to every replayed move; the planner still prices moves at restart_penalty_s.
@@ -158,6 +157,7 @@ def replay_payload(
         adoption_s=config.queue_refresh_s / 2,
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,
+        notice_grace_s=config.checkpoint_grace_s,
     )
     results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}

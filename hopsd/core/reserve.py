@@ -13,7 +13,11 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
 * a job that still runs on its current GPUs (its notice's grace is not over,
   so it has not been requeued yet) keeps those busy too;
 * a placement onto GPUs a job under notice still holds counts them once
-  (:func:`reserve`): no job still planned is left over capacity.
+  (:func:`reserve`): no job still planned is left over capacity;
+* a running job Slurm started without a hops decision (``Snapshot.unplanned``)
+  is reserved like a job under notice: it keeps its GPUs until the act stage's
+  requeue (:func:`hopsd.core.act.act`) takes it off them. One already in
+  flight (its requeue is under way) is not requeued again.
 
 hopsd builds the in-flight records from its pending intents, the simulator
 from the moves it is enacting under a notice; both plan around them by this
@@ -28,16 +32,30 @@ from hopsd.core.capacity import held_gpus, left, node_capacity
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.snapshot import InFlight, Snapshot
 
-__all__ = ["InFlight", "reserve", "reserved_gpus"]
+__all__ = ["InFlight", "flights", "reserve", "reserved_gpus"]
+
+
+def flights(snapshot: Snapshot) -> tuple[InFlight, ...]:
+    """The in-flight records, and a running unplanned start not yet in flight as one that
+    still runs on its GPUs (its requeue is to come)."""
+    flying = {f.job_id for f in snapshot.in_flight}
+    running = {j.id for j in snapshot.running}
+    extra = tuple(
+        InFlight(job_id, (), runs_on=True)
+        for job_id in sorted(snapshot.unplanned)
+        if job_id in running and job_id not in flying
+    )
+    return (*snapshot.in_flight, *extra)
 
 
 def reserved_gpus(snapshot: Snapshot) -> dict[str, int]:
-    """GPUs per node in-flight work holds now (jobs under notice) plus what it will take
-    (pending placements). A node the snapshot's cluster does not know (a placement
-    decided before the node left the configuration) reserves nothing of the cluster's."""
+    """GPUs per node in-flight work holds now (jobs under notice, unplanned starts) plus
+    what it will take (pending placements). A node the snapshot's cluster does not know
+    (a placement decided before the node left the configuration) reserves nothing of
+    the cluster's."""
     current = {j.id: j.current for j in snapshot.jobs}
     held: dict[str, int] = {}
-    for flight in snapshot.in_flight:
+    for flight in flights(snapshot):
         config = current.get(flight.job_id)
         parts = [*flight.target, *(config.parts if flight.runs_on and config else ())]
         for node_id, gpus in parts:
@@ -56,11 +74,13 @@ def reserve(snapshot: Snapshot) -> Snapshot:
     preempted job's GPUs; in hopsd also a start Slurm holds back until that job
     has left): those GPUs are counted once, and nothing is left to hand out.
     The result carries no in-flight records any more (they are spent on its
-    capacity), so reserving twice changes nothing.
+    capacity), and ``unplanned`` only the starts the act stage is to requeue
+    (those already in flight are out), so reserving twice changes nothing.
     """
-    if not snapshot.in_flight:
-        return snapshot
-    waiting = {f.job_id for f in snapshot.in_flight}
+    flying = flights(snapshot)
+    if not flying:
+        return _requeued(snapshot, snapshot)
+    waiting = {f.job_id for f in flying}
     jobs = tuple(j for j in snapshot.jobs if j.id not in waiting)
     running = held_gpus(j.current for j in jobs if j.current is not None)
     reserved = reserved_gpus(snapshot)
@@ -68,10 +88,24 @@ def reserve(snapshot: Snapshot) -> Snapshot:
         n: min(cap, max(left(cap, reserved.get(n, 0)), running.get(n, 0)))
         for n, cap in node_capacity(snapshot).items()
     }
-    return dataclasses.replace(
+    reserved_snapshot = dataclasses.replace(
         snapshot,
         jobs=jobs,
         capacity=capacity,
         pinned=frozenset(j for j in snapshot.pinned if j not in waiting),
         in_flight=(),
     )
+    return _requeued(snapshot, reserved_snapshot)
+
+
+def _requeued(given: Snapshot, reserved: Snapshot) -> Snapshot:
+    """``reserved`` with only the unplanned starts the act stage is to requeue: not those
+    in flight already, nor a job still planned (one that is not running)."""
+    if not given.unplanned:
+        return reserved
+    pending = {f.job_id for f in given.in_flight}
+    planned = {j.id for j in reserved.jobs}
+    keep = frozenset(j for j in given.unplanned if j not in pending and j not in planned)
+    if keep == reserved.unplanned:
+        return reserved
+    return dataclasses.replace(reserved, unplanned=keep)

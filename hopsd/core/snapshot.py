@@ -44,7 +44,9 @@ class Snapshot:
     step's first stage (:func:`hopsd.core.reserve.reserve`) leaves them and the
     GPUs they hold or will take out of planning. ``listening`` names the jobs
     that can hear a checkpoint notice before a move or preemption (None: all;
-    :mod:`hopsd.core.act`).
+    :mod:`hopsd.core.act`). ``unplanned`` names running jobs Slurm started without
+    a hops decision (in hopsd: released by their owner before hops held them):
+    the reserve stage keeps their GPUs busy and the act stage requeues them.
     ``closing`` names nodes that stop taking work (drained, or under a
     reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
     them and moves jobs that would not finish in time.
@@ -61,6 +63,7 @@ class Snapshot:
     usage: Usage | None = None
     in_flight: tuple[InFlight, ...] = ()
     listening: frozenset[str] | None = None
+    unplanned: frozenset[str] = frozenset()
     closing: Mapping[str, NodeClosing] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -4,8 +4,11 @@ The step runs as named stages, in this order: **reserve** (in-flight work keeps
 its GPUs, :mod:`hopsd.core.reserve`), **profile** (the profiling queue),
 **evidence** (size claims), **score** (LR and rho, :mod:`hopsd.core.scoring`),
 the fair-share factors, **plan** (the policy, with its fragment refill),
-**guard** (sparing), validation and **act** (the plan's actions, and which
-start with a checkpoint notice: :mod:`hopsd.core.act`).
+**guard** (sparing), validation and **act** (the plan's actions, which start
+with a checkpoint notice, and the requeues of starts Slurm made without a
+decision: :mod:`hopsd.core.act`). A caller that reserved the snapshot already
+(hopsd, for its figures and quota) hands the step the reserved one: reserving
+it again changes nothing.
 
 hopsd (live Slurm), the simulator and replay differ only in where the snapshot
 comes from and where the decision goes; each of them calls
@@ -114,7 +117,8 @@ class StepResult:
     doubted: tuple[SizeVerdict, ...] = ()
     # LR and rho of the jobs planned (with ``StepOptions.score``; see :mod:`hopsd.core.scoring`)
     scores: Scores | None = None
-    # the plan's actions in enacting order, each saying whether a notice comes first
+    # the plan's actions in enacting order, each saying whether a notice comes first,
+    # then the requeues of unplanned starts
     actions: tuple[Act, ...] = ()
 
     @property
@@ -168,7 +172,7 @@ def schedule_step(
         planned=snapshot,
         doubted=doubted,
         scores=scores,
-        actions=act(result.plan, snapshot.listening, opts.notice),
+        actions=act(result.plan, snapshot.listening, opts.notice, snapshot.unplanned),
     )
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.act import HOLD as HOLD
+from hopsd.core.act import RELAUNCH as RELAUNCH
 from hopsd.core.act import Act
 from hopsd.core.model import Configuration, Plan
 from hopsd.core.policies import Policy
@@ -27,11 +29,10 @@ from hopsd.ledger.records import IntentAction, IntentRequest
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
 # Profiling (hopsd.core.profiling decides, hopsd.daemon.profiling enacts): start a
-# short run on one GPU of a type, and hold a released run that did not start in time
-# (also hops's own hold on a job its owner could release, hopsd.daemon.holds).
-PROFILE, HOLD = "profile", "hold"
-# Requeue held a job whose launch failed at once, to place it afresh (hopsd.daemon.relaunch).
-RELAUNCH = "relaunch"
+# short run on one GPU of a type, and HOLD a released run that did not start in time
+# (also hops's own hold on a job its owner could release). HOLD and RELAUNCH (requeue
+# held a job whose launch failed at once) are the act stage's (hopsd.core.act).
+PROFILE = "profile"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """Holds: keep a hops job held until hops places it, whatever its owner does.
 
 ``hops submit`` submits jobs held, but a user hold is its owner's to release.
-hopsd turns it into a hold only an operator can release, and a job its owner
-released before hopsd saw it started is requeued held. Both are intents the
-enactor carries out after reconcile; a shadow daemon (``acts`` false) records
-the run and asks for nothing.
+hopsd turns it into a hold only an operator can release (which jobs: the act
+stage's rule, :func:`hopsd.core.act.hold`), as an intent the enactor carries
+out after reconcile; a shadow daemon (``acts`` false) asks for nothing. A job
+its owner released before hopsd saw it started is recorded here as a run
+hops did not decide (:meth:`Holds.record_unplanned`); the scheduling step
+requeues it (:func:`hopsd.core.act.act`, enacted by :mod:`hopsd.daemon.flights`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,14 @@ from __future__ import annotations
 import logging
 
 from hopsd.config import HopsConfig
-from hopsd.daemon.decide import HOLD, PREEMPT, Action, intent_chain, notice_of
+from hopsd.core import act
+from hopsd.daemon.decide import Action, intent_chain
 from hopsd.daemon.views import ObservedJob
 from hopsd.ledger import runs
-from hopsd.ledger.records import IntentRequest, JobState, JobUpdate
+from hopsd.ledger.records import IntentRequest, JobState
 from hopsd.ledger.unit import Unit
 
 log = logging.getLogger("hopsd.reconcile")
-
-#: Slurm's reason for a hold the job's owner placed (and may release).
-USER_HOLD = "JobHeldUser"
 HOLD_USERS = "held by hops until placed (the owner's hold became hops's own)"
 HOLD_RELEASED = "released by its owner before hops placed it; held again until placed"
 UNPLANNED_RUN = (
@@ -31,8 +31,8 @@ UNPLANNED = f"{UNPLANNED_RUN}; requeued held"
 
 
 class Holds:
-    """Asks for hops's own hold on each pending job once per daemon, and requeues
-    jobs Slurm started without a hops decision."""
+    """Asks for hops's own hold on each pending job once per daemon, and records the runs
+    of jobs Slurm started without a hops decision."""
 
     def __init__(self, config: HopsConfig) -> None:
         self.config = config
@@ -57,12 +57,12 @@ class Holds:
         intent is recorded by :meth:`record`, in the same transaction, with the
         others of the reconciliation: one batched insert for a queue adopted at once.
         """
-        owners = not seen.held or seen.reason == USER_HOLD
-        if not (self.acts and seen.pending and owners) or seen.slurm_id in self.asked:
+        decided = act.hold(job_id, pending=seen.pending, held=seen.held, reason=seen.reason)
+        if decided is None or not self.acts or seen.slurm_id in self.asked:
             return
         self.asked.add(seen.slurm_id)
         why = HOLD_RELEASED if not seen.held else HOLD_USERS
-        action = Action(job_id, seen.slurm_id, HOLD, None, "", seen.restarts, False)
+        action = Action(job_id, seen.slurm_id, decided.kind, None, "", seen.restarts, False)
         self.waiting.extend(intent_chain(action, why))
         log.info("event=hold-locked job=%s slurm_job=%s reason=%r", job_id, seen.slurm_id, why)
 
@@ -77,24 +77,12 @@ class Holds:
         self.waiting = [r for r in self.waiting if r.payload.get("slurm_id") != slurm_id]
         self.asked.discard(slurm_id)
 
-    def requeue_unplanned(self, unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
-        """A hops job Slurm started before hopsd adopted it (its owner released it): requeue
-        it held, after the checkpoint notice a preemption gets, and say why.
-
-        The ledger records the run it had (the job ran); a shadow daemon only records it.
-        """
-        started = seen.start_time or now
-        unit.transition(job_id, JobState.RUNNING, min(started, now), UNPLANNED_RUN)
-        unit.open_run(job_id, seen.restarts, runs.RUN, None, min(started, now))
-        if not self.acts:
-            return
-        action = Action(job_id, seen.slurm_id, PREEMPT, None, "", seen.restarts, False)
-        unit.record_intents(intent_chain(action, UNPLANNED, notice_of(self.config)), None, now)
-        unit.update_job(JobUpdate(job_id, plan_reason=UNPLANNED))
-        log.warning(
-            "event=unplanned-start job=%s slurm_job=%s user=%s action=requeue-hold reason=%r",
-            job_id,
-            seen.slurm_id,
-            seen.user,
-            UNPLANNED,
-        )
+    @staticmethod
+    def record_unplanned(unit: Unit, job_id: str, seen: ObservedJob, now: float) -> None:
+        """A hops job Slurm started before hopsd adopted it (its owner released it): record
+        the run it has, and why. The state's reason marks it as unplanned for the
+        scheduling step (:func:`hopsd.daemon.flights.unplanned`), whose act stage
+        requeues it."""
+        started = min(seen.start_time or now, now)
+        unit.transition(job_id, JobState.RUNNING, started, UNPLANNED_RUN)
+        unit.open_run(job_id, seen.restarts, runs.RUN, None, started)

@@ -107,7 +107,7 @@ class Reconciler:
         self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
-        # Hops's own holds and the requeue of unplanned starts; ``holds.acts`` is false
+        # Hops's own holds and the record of unplanned starts; ``holds.acts`` is false
         # in shadow mode, where nothing is asked of Slurm.
         self.holds = Holds(config)
         # Slurm ids with a refusal in the ledger (loaded on first use): a job is
@@ -312,7 +312,7 @@ class Reconciler:
         unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
         if unplanned:
-            self.holds.requeue_unplanned(unit, spec.id, job, now)
+            self.holds.record_unplanned(unit, spec.id, job, now)
         else:
             self.holds.lock(unit, spec.id, job, now)
         refusals = self._refusal_ids(unit)

@@ -99,8 +99,14 @@ def _not_adopted(
 def _input(
     config: HopsConfig, unit: Unit, port: SlurmPort, now: float
 ) -> tuple[ForecastInput, Observation]:
+    """The forecast's input: the live state as the tick's step is given it, work under way
+    (hopsd's pending intents, unplanned starts) included: the forecast's own step
+    plans around it (:func:`hopsd.core.reserve.reserve`) until it lands."""
+    from dataclasses import replace
+
     from hopsd.core.step import RoundClock
     from hopsd.daemon.assemble import assemble
+    from hopsd.daemon.flights import in_flight, unplanned
     from hopsd.daemon.forecasting import measured_input
     from hopsd.daemon.observe import observe
 
@@ -110,9 +116,10 @@ def _input(
     built = assemble(
         rows, obs, config, unit.latest_targets(ids), unit.throughput_snapshot(ids), now
     )
+    flying = replace(built.snapshot, in_flight=in_flight(unit), unplanned=unplanned(rows))
     last = unit.latest_round()
     clock = RoundClock(config.round_length_s, None if last is None else last.started_at)
-    given = measured_input(unit, config, built.snapshot, clock, test_only=True)
+    given = measured_input(unit, config, flying, clock, test_only=True)
     return given, obs
 
 

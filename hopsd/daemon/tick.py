@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from hopsd.config import HopsConfig, policy_settings
+from hopsd.core.act import Act, act
 from hopsd.core.closing import ClosingAware
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
@@ -27,7 +28,7 @@ from hopsd.core.quota import held_back, with_quota
 from hopsd.core.reserve import reserve
 from hopsd.core.scoring import Scores, score_jobs
 from hopsd.core.sizeclaim import SizeRule
-from hopsd.core.snapshot import InFlight, Snapshot
+from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.closings import Reservations
@@ -44,9 +45,9 @@ from hopsd.daemon.enact import (
     EnactReport,
     SettleOptions,
     Step,
-    by_job,
 )
 from hopsd.daemon.faults import Faults, NoFaults
+from hopsd.daemon.flights import in_flight, requeue_unplanned, unplanned
 from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
@@ -72,7 +73,6 @@ from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.records import (
     AllocationChange,
     AllocationReason,
-    IntentAction,
     JobRecord,
     JobUpdate,
     RoundSummary,
@@ -141,6 +141,8 @@ class Tick:
         self.policy = ClosingAware(get_policy(config.policy, self.own_settings))
         self.reservations = Reservations(port, min(config.queue_refresh_s, config.round_length_s))
         self._steps: list[Step] = []
+        # the tick's intents requeue a job now, not at a plan's pace: reconcile after enacting
+        self._follow_enacted = False
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
         self.slurm_policy = slurm_policy_of(config, port)
@@ -196,6 +198,8 @@ class Tick:
         if result.actions and not self.shadow:
             self.faults.intents_committed()
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
+            if self._follow_enacted:  # a requeue of an unplanned start: the ledger follows now
+                self._follow_own_actions(observe(self.port, self.clock), result)
         result.forecast_s = self.forecaster.run(self.ledger)
         result.total_s = time.perf_counter() - started
         result.slurm_calls = self.call_count() - calls_before
@@ -276,6 +280,7 @@ class Tick:
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
         self._steps = []
+        self._follow_enacted = False
         with self.ledger.unit() as unit:
             rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
             ids = [r.id for r in rows]
@@ -291,16 +296,18 @@ class Tick:
                 self.reservations.current(now),
             )
             store.set_node_speeds(self.node_speeds.prior(unit, built.view.cluster, now))
-            in_flight = self._in_flight(unit)
-            waiting = frozenset(f.job_id for f in in_flight)
+            pending = in_flight(unit)
+            waiting = frozenset(f.job_id for f in pending)
             profilees = self.profiler.profilees(unit, rows, obs, built.view, now, waiting)
             given = dataclasses.replace(
                 built.snapshot,
                 profiling=profilees,
                 usage=self._usage(unit, now),
-                in_flight=in_flight,
+                in_flight=pending,
+                unplanned=unplanned(rows),
             )
-            # what the step will plan (the core's reserve stage): the figures below say so
+            # the core's reserve stage, taken once: the figures and quota below count
+            # what the step plans, and the step is handed the reserved snapshot
             snap = reserve(given)
             built = dataclasses.replace(built, snapshot=snap, waiting=waiting)
             result.queued, result.running = len(snap.queued), len(snap.running)
@@ -309,20 +316,23 @@ class Tick:
             started = time.perf_counter()
             try:
                 policy, held = self._within_limits(obs, built)
-                decision, clock = decide(
-                    given, self.round_clock, policy, self.settings, options
-                )
+                decision, clock = decide(snap, self.round_clock, policy, self.settings, options)
                 decision = with_reasons(decision, held(decision.plan))
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
-                self._note_latency(built, result, unit, scored(given, self.settings, options))
+                self._note_latency(built, result, unit, scored(snap, self.settings, options))
+                # no plan: the act stage still requeues the starts Slurm made without one
+                no_plan = act(Plan(), snap.listening, options.notice, snap.unplanned)
+                self._requeue_unplanned(unit, rows, obs, no_plan, result, now)
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
             self._note_latency(built, result, unit, decision.scores or Scores())
             self.round_clock = clock
-            self._offer_forecast(unit, rows, snap, decision, clock, result.reconcile)
+            # the forecast plans around work in flight itself (in its engine's step)
+            self._offer_forecast(unit, rows, given, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
+            self._requeue_unplanned(unit, rows, obs, decision.actions, result, now)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
@@ -405,25 +415,23 @@ class Tick:
             )
         unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
-    @staticmethod
-    def _in_flight(unit: Unit) -> tuple[InFlight, ...]:
-        """Jobs whose intent chains still wait, as the core's in-flight records.
-
-        A chain waits on a requeued job not yet off its nodes, or on a notice's
-        grace (the requeue is still to come: the job runs on its current GPUs).
-        What the step does with them is the core's rule (:mod:`hopsd.core.reserve`).
-        """
-        out: list[InFlight] = []
-        for job_id, chain in by_job([Step.of(r) for r in unit.pending_intents()]).items():
-            target = tuple(
-                (str(node), int(gpus))
-                for step in chain
-                if step.action == IntentAction.UPDATE
-                for node, gpus in step.payload.get("nodes", [])
-            )
-            runs_on = any(s.action == IntentAction.REQUEUE_HOLD for s in chain)
-            out.append(InFlight(job_id, target, runs_on))
-        return tuple(out)
+    def _requeue_unplanned(
+        self,
+        unit: Unit,
+        rows: Sequence[JobRecord],
+        obs: Observation,
+        acts: Sequence[Act],
+        result: TickResult,
+        now: float,
+    ) -> None:
+        """Write the intents of the step's requeues of starts Slurm made without a hops
+        decision (:func:`hopsd.core.act.act`); a shadow daemon asks nothing of Slurm."""
+        if self.shadow:
+            return
+        actions, intents = requeue_unplanned(unit, acts, rows, obs, self.config, now)
+        result.actions = [*result.actions, *actions]
+        self._steps = [*self._steps, *(Step.of(r) for r in intents)]
+        self._follow_enacted = self._follow_enacted or bool(intents)
 
     def _profile(
         self,

@@ -299,6 +299,8 @@ class Engine(SchedulerView, PlanEnactor):
                 job.penalty_until = was.busy_until
             if was.first_start is not None:
                 job.first_start = was.first_start
+            if was.flight is not None:  # reserved by the step until it lands
+                self.flights[job_id] = was.flight
 
     def _advance(self, t: float) -> None:
         dt = t - self.now

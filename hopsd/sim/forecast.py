@@ -25,15 +25,16 @@ from dataclasses import dataclass, field, replace
 
 from hopsd.core.estimator import Estimator
 from hopsd.core.model import Cluster, Configuration, Job, Plan
+from hopsd.core.reserve import flights
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock, StepOptions
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
 from hopsd.sim.arrivals import ArrivalModel, PastArrival, expected
 from hopsd.sim.engine import Engine
 from hopsd.sim.engine_config import EngineConfig
-from hopsd.sim.state import EngineResult, Resumed
+from hopsd.sim.state import EngineResult, Flight, Resumed
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 
@@ -192,6 +193,33 @@ def _after_plan(was: Resumed, job: Job, plan: Plan, now: float, given: ForecastI
     return replace(was, status="running", config=config, has_run=True, busy_until=now + busy)
 
 
+def _flights(snapshot: Snapshot) -> dict[str, InFlight]:
+    """The snapshot's work in flight by job, unplanned starts included (they run on until
+    requeued): what the core's reserve stage would plan around (:func:`flights`)."""
+    return {f.job_id: f for f in flights(snapshot)}
+
+
+def _in_flight(was: Resumed, flight: InFlight, cluster: Cluster, start: float) -> Resumed:
+    """A job whose decided actions are still being taken: the engine takes them as its own
+    flight, landing at the start (how much of a notice's grace is left is not known
+    here), and its step plans around it meanwhile (:func:`hopsd.core.reserve.reserve`).
+    A job that runs on until it is requeued and has nowhere to go will start again."""
+    nodes = cluster.node_map()
+    known = flight.target and all(n in nodes for n, _ in flight.target)
+    target = Configuration(nodes[flight.target[0][0]].gpu_type, flight.target) if known else None
+    if flight.runs_on and was.config is not None:
+        first = was.first_start if target is not None else None
+        return replace(was, flight=Flight(start, target, True), first_start=first)
+    if was.config is None and target is not None:
+        return replace(was, flight=Flight(start, target, False))
+    return was
+
+
+def _requeued(was: Resumed) -> bool:
+    """The job runs now but its flight requeues it with nowhere to go: it starts again."""
+    return was.flight is not None and was.flight.runs_on and was.flight.target is None
+
+
 def _resumed(job: Job, origin: float, now: float) -> Resumed:
     if job.current is None:
         return Resumed(
@@ -228,6 +256,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
     profiling = {
         p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0) for p in snap.profiling
     }
+    flying = _flights(snap)
     for job in jobs:
         if job.samples_done >= job.total_samples:
             continue
@@ -236,6 +265,8 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         was = _resumed(job, origin, now)
         if given.plan is not None:
             was = _after_plan(was, job, given.plan, now - origin, given)
+        if job.id in flying:
+            was = _in_flight(was, flying[job.id], snap.cluster, now - origin)
         if job.id in profiling:
             # its profiling run's GPU is not a placement: it is queued when profiling ends
             was = replace(
@@ -370,7 +401,7 @@ def _predictions(
     out: dict[str, Predicted] = {}
     for js in result.jobs:
         was = resumed.get(js.spec.job_id)
-        runs_now = was is not None and was.status == "running"
+        runs_now = was is not None and was.status == "running" and not _requeued(was)
         start = None if runs_now or js.first_start is None else js.first_start + origin + lag
         done = js.finish_time
         end = done + origin if done is not None and math.isfinite(done) else None

@@ -339,12 +339,16 @@ def replay_engine_config(
     adoption_s: float,
     measure_after_s: float,
     profile_s: float = 0.0,
+    notice_grace_s: float = 0.0,
 ) -> EngineConfig:
     """The simulated world of a replay: hopsd's settings, no noise (the truth was measured).
 
     ``adoption_s`` stands for the delay before hopsd adopts a new job (half a queue
     refresh on average); ``profile_s`` for its profiling phase where hopsd profiles
     (its runs train the job on one GPU of each type in turn, as live).
+    ``notice_grace_s`` (hops.conf's checkpoint grace): moves and preemptions are
+    enacted under a notice as hopsd enacts them, the job in flight meanwhile, its
+    GPUs and its target reserved by the step (:func:`hopsd.core.reserve.reserve`).
     """
     return EngineConfig(
         settings=settings,
@@ -354,6 +358,7 @@ def replay_engine_config(
         measure_noise=0.0,
         measure_after_s=measure_after_s,
         spare_guard_s=spare_guard_s,
+        notice_grace_s=notice_grace_s,
     )
 
 
@@ -404,6 +409,7 @@ def replay(
         "round_length_s": config.settings.round_length_s,
         "restart_penalty_s": config.settings.restart_penalty_s,
         "spare_guard_s": config.spare_guard_s,
+        "notice_grace_s": config.notice_grace_s,
         "live": live_figures(world),
         "policies": figures,
         "policy_settings": {name: settings_table(own[name]) for name in policies},

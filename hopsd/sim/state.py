@@ -96,6 +96,9 @@ class Resumed:
     #: an arriving job whose profiling is under way live: at ``ready_at`` it is queued
     #: knowing every type, not profiled again
     profiled: bool = False
+    #: its decided actions are still being taken live (a notice's grace, a placement
+    #: waiting for its release): the engine enacts them as its own flight
+    flight: Flight | None = None
 
     def __post_init__(self) -> None:
         if self.status not in ("queued", "running", "arriving"):

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from hopsd.core.act import MOVE, PREEMPT, START, Act, act
+import dataclasses
+
+from hopsd.core.act import (
+    HOLD,
+    LAUNCH_FAILURE_S,
+    MAX_RELAUNCHES,
+    MOVE,
+    PREEMPT,
+    RELAUNCH,
+    REQUEUE,
+    START,
+    USER_HOLD,
+    Act,
+    act,
+    hold,
+    relaunch,
+)
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
+from hopsd.plugins import get_policy
 
 CLUSTER = Cluster.build([GpuType("k80")], [Node("k1", "k80", 4)])
 TWO = Configuration("k80", (("k1", 2),))
@@ -48,3 +65,50 @@ def test_the_step_returns_its_actions_and_says_who_hears_a_notice() -> None:
     )
     assert not schedule_step(deaf, clock, policy, settings, on).actions[1].notice
     assert not schedule_step(heard, clock, policy, settings).actions[1].notice  # notices off
+
+
+def test_the_step_requeues_an_unplanned_start_and_tells_it_only_if_it_hears() -> None:
+    """An unplanned start is requeued by the act stage, with a notice under a preemption's
+    rule: a job whose probe never reported (not listening) is requeued at once."""
+    jobs = (Job("surprise", (2,), 1e6, current=TWO), Job("new", (2,), 1e6))
+    clock, policy, on = RoundClock(10.0), get_policy("fifo"), StepOptions(notice=True)
+    deaf = Snapshot(0.0, CLUSTER, jobs, listening=frozenset(), unplanned=frozenset({"surprise"}))
+    step = schedule_step(deaf, clock, policy, Settings(), on)
+    assert Act("surprise", REQUEUE) in step.actions  # no notice
+    heard = dataclasses.replace(deaf, listening=frozenset({"surprise"}))
+    told = schedule_step(heard, clock, policy, Settings(), on)
+    assert Act("surprise", REQUEUE, notice=True) in told.actions
+    # it keeps its GPUs until it is off them: the queued job starts on the other two
+    assert [a.job_id for a in told.plan.start] == ["new"]
+    assert "surprise" not in told.plan.placements()
+
+
+def test_an_unplanned_start_already_in_flight_is_not_requeued_again() -> None:
+    jobs = (Job("surprise", (2,), 1e6, current=TWO),)
+    given = Snapshot(
+        0.0,
+        CLUSTER,
+        jobs,
+        unplanned=frozenset({"surprise"}),
+        in_flight=(InFlight("surprise", runs_on=True),),
+    )
+    step = schedule_step(given, RoundClock(10.0), get_policy("fifo"), Settings())
+    assert step.actions == ()
+
+
+def test_a_failed_launch_is_relaunched_only_when_hops_released_it_and_tries_remain() -> None:
+    failed = {"state": "FAILED", "start_time": 100.0, "end_time": 101.0}
+    assert relaunch("j", **failed, tries=0, released_by_hops=True) == Act("j", RELAUNCH)
+    assert relaunch("j", **failed, tries=MAX_RELAUNCHES, released_by_hops=True) is None
+    assert relaunch("j", **failed, tries=0, released_by_hops=False) is None
+    ran = {**failed, "end_time": 100.0 + LAUNCH_FAILURE_S + 1}  # it ran: its script failed
+    assert relaunch("j", **ran, tries=0, released_by_hops=True) is None
+    done = {**failed, "state": "COMPLETED"}
+    assert relaunch("j", **done, tries=0, released_by_hops=True) is None
+
+
+def test_hops_holds_a_pending_job_its_owner_could_release() -> None:
+    assert hold("j", pending=True, held=True, reason=USER_HOLD) == Act("j", HOLD)
+    assert hold("j", pending=True, held=False, reason="None") == Act("j", HOLD)  # released
+    assert hold("j", pending=True, held=True, reason="JobHeldAdmin") is None  # hops's own
+    assert hold("j", pending=False, held=False, reason="") is None  # running

@@ -102,3 +102,26 @@ def test_the_step_never_hands_out_reserved_gpus() -> None:
     )
     assert step.plan.placements() == {}  # every GPU is the moving job's, now or next
     assert "m" not in step.reasons and step.reasons["w"].startswith("waiting")
+
+
+def test_an_unplanned_start_keeps_its_gpus_until_it_is_requeued() -> None:
+    surprise = Job("u", (2,), 1e6, current=on("k1", 2))
+    given = snap(surprise, Job("q", (1,), 1e6), unplanned=frozenset({"u"}))
+    held = reserve(given)
+    assert [j.id for j in held.jobs] == ["q"] and held.capacity == {"k1": 2, "a1": 4}
+    assert held.unplanned == frozenset({"u"})  # the act stage requeues it
+    assert reserve(held) is held
+
+
+def test_an_unplanned_start_in_flight_or_still_planned_is_not_to_requeue() -> None:
+    surprise = Job("u", (2,), 1e6, current=on("k1", 2))
+    queued = Job("q", (1,), 1e6)  # marked, but requeued already: planned like any job
+    given = snap(
+        surprise,
+        queued,
+        in_flight=(InFlight("u", runs_on=True),),
+        unplanned=frozenset({"u", "q"}),
+    )
+    held = reserve(given)
+    assert held.unplanned == frozenset() and [j.id for j in held.jobs] == ["q"]
+    assert held.capacity == {"k1": 2, "a1": 4}

@@ -78,19 +78,18 @@ def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
         port.owner_release(job)  # the requeue's hold is hops's own
 
 
-def test_with_a_grace_an_unplanned_start_gets_the_notice_first(
+def test_with_a_grace_an_unplanned_start_whose_probe_never_reported_is_requeued_at_once(
     config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
 ) -> None:
+    """The notice is the act stage's to give (hopsd.core.act): a job that never reported
+    cannot checkpoint on it, and a batch script that does not catch the signal dies of it."""
     config = dataclasses.replace(config, checkpoint_grace_s=30.0)
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job, start_on={"fast1": 4})
-    tick = Tick(config, port, sessions, clock=clock)
-    tick.run_once()
-    assert port.actions(job) == ["signal"] and port.jobs[job].state == "RUNNING"
-    assert row_of(sessions, job).plan_reason == UNPLANNED
-    clock.advance(31)
-    tick.run_once()
-    assert port.actions(job)[:2] == ["signal", "requeue_hold"]
+    Tick(config, port, sessions, clock=clock).run_once()
+    assert port.actions(job)[0] == "requeue_hold" and "signal" not in port.actions(job)
+    row = row_of(sessions, job)
+    assert row.state == "preempted" and row.state_reason == UNPLANNED
 
 
 def test_a_shadow_daemon_takes_no_hold(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]

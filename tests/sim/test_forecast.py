@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.daemon.forecasting import Forecaster
@@ -216,3 +218,27 @@ def test_a_costly_forecast_waits_ten_times_its_cost_before_the_next() -> None:
     forecaster.cost_s = 5.0  # costly: not before 50 s have passed, change or not
     assert not forecaster.due(True, NOW + 49.0, 3600.0)
     assert forecaster.due(True, NOW + 51.0, 3600.0)
+
+
+def test_a_placement_in_flight_lands_before_the_queue_is_planned() -> None:
+    """hopsd decided q's start (its release is under way): q runs there first, and the
+    queue is planned around it (the core's reserve stage, in the forecast's own step)."""
+    jobs = [_queued("w", total=6000.0, submit=NOW - 500.0), _queued("q", total=6000.0)]
+    given = _input(jobs)
+    flying = dataclasses.replace(given.snapshot, in_flight=(InFlight("q", target=(("n1", 2),)),))
+    out = forecast(dataclasses.replace(given, snapshot=flying))
+    q, w = out["q"], out["w"]
+    assert q.start_at == pytest.approx(NOW, abs=1.0)
+    assert q.end_at is not None and w.start_at is not None
+    assert w.start_at >= q.end_at - 1.0  # behind q, although it waited longer
+
+
+def test_a_job_requeued_under_notice_starts_again_in_the_forecast() -> None:
+    """A preemption (or an unplanned start) in flight: the job is requeued, so it has a
+    start to come, not "runs now" on GPUs it is about to leave."""
+    jobs = [_running("p", done=0.0, total=6000.0), _queued("q", total=6000.0, submit=NOW - 500)]
+    given = _input(jobs)
+    flying = dataclasses.replace(given.snapshot, in_flight=(InFlight("p", runs_on=True),))
+    out = forecast(dataclasses.replace(given, snapshot=flying))
+    assert out["p"].start_at is not None and out["q"].start_at is not None
+    assert out["q"].start_at == pytest.approx(NOW, abs=1.0)  # p's GPUs are q's at once
