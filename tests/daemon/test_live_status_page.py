@@ -208,9 +208,8 @@ def check_job_page(base: str, env: LiveEnv, job: int, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
-    live_env: LiveEnv, tmp_path: Path
+    env: LiveEnv, tmp_path: Path
 ) -> None:
-    env = live_env
     port = free_port()
     text = env.config_path.read_text().replace(
         '[metrics]\naddress = ""', f'[metrics]\naddress = "127.0.0.1:{port}"'
