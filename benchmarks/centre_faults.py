@@ -27,7 +27,6 @@ it after it began. Goal: all five are 0.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ from centre_live import (
     scontrol,
 )
 from daemon_live import LiveEnv
+from figures import print_figures
 from live_replay import quietly
 from live_users import ensure_user
 
@@ -180,11 +180,7 @@ def main() -> int:
             resume(run.drained)
         env.cleanup()
     figures["wall_s"] = round(time.time() - started, 1)
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for key, value in figures.items():
-            print(f"{key:>24}: {value}")
+    print_figures(figures, args.json, 24, right=True)
     return 0
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import os
 import random
@@ -37,13 +36,13 @@ from typing import Any
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
+from figures import print_figures
 from hops_conf import live, render
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_SH = ROOT / "docker" / "cluster.sh"
 ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 LEASE_TTL_S = 5.0
-
 
 
 def conf_text(db: str, spool: Path) -> str:
@@ -58,6 +57,7 @@ def conf_text(db: str, spool: Path) -> str:
         "daemon": {"lease_ttl_s": LEASE_TTL_S, "checkpoint_grace_s": 0.0},
     }
     return render(live(f"postgresql+psycopg://postgres@127.0.0.1:5432/{db}", spool, changes))
+
 
 JOB = """#!/bin/bash
 # {work_ds} deciseconds of work, checkpointed, so a requeued run carries on
@@ -300,11 +300,7 @@ def main() -> int:
         print("enact_stress: SLURM_CONF unset; bring the test cluster up first", file=sys.stderr)
         return 2
     result = run(args)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:36} {value}")
+    print_figures(result, args.json, 36)
     ok = result["finished_twice"] == result["failed_by_hops"] == result["daemon_exits"] == 0
     return 0 if ok and result["finished"] == result["jobs"] else 1
 

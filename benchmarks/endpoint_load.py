@@ -1,13 +1,14 @@
 """hopsd's HTTP endpoint under slow clients, on the live test cluster.
 
-One hopsd runs against the test cluster (its own SQLite ledger, the cluster's
-Slurm) with its endpoint on 127.0.0.1. First it runs quietly (the baseline,
-measured in this run); then ``--clients`` concurrent clients connect for
-``--seconds`` seconds, each sending its request head one byte per second and
-never finishing it (a client the server cuts off waits half a second and
-connects again); meanwhile a scraper asks for ``/metrics`` once a second.
+One hopsd runs against the test cluster with a live test's hops.conf, ledger
+and spool (``tests/daemon/daemon_live.py``), its endpoint on 127.0.0.1. First
+it runs quietly (the baseline, measured in this run); then ``--clients``
+concurrent clients connect for ``--seconds`` seconds, each sending its request
+head one byte per second and never finishing it (a client the server cuts off
+waits half a second and connects again); meanwhile a scraper asks for
+``/metrics`` once a second.
 
-    HOPS_CLUSTER_PORT=... HOPS_CLUSTER_DIR=... (cluster up, SLURM_CONF and HOPS_CONF exported)
+    HOPS_CLUSTER_PORT=... HOPS_CLUSTER_DIR=... (cluster up, SLURM_CONF exported)
     .venv/bin/python benchmarks/endpoint_load.py --json
 
 prints one JSON object: tick times and intervals (quiet and loaded, with their
@@ -27,8 +28,6 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
-from faulty_hopsd import command as hopsd_command
+from daemon_live import LiveEnv, hopsd_process, serve_metrics
 
 _TICK = re.compile(r"^ts=(\S+) .*event=tick .*total_s=([0-9.]+)")
 
@@ -63,23 +62,6 @@ class Samples:
     at: list[float] = field(default_factory=list)
     threads: list[int] = field(default_factory=list)
     rss_kib: list[int] = field(default_factory=list)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def write_config(work: Path, port: int) -> Path:
-    """The cluster's hops.conf with a ledger of our own and the endpoint on ``port``."""
-    text = Path(os.environ["HOPS_CONF"]).read_text()
-    text = re.sub(r'(?m)^url = ".*"$', f'url = "sqlite:///{work}/ledger.sqlite"', text, count=1)
-    text = re.sub(r'(?m)^address = ".*"$', f'address = "127.0.0.1:{port}"', text, count=1)
-    text = re.sub(r"(?m)^queue_refresh_s = .*$", "queue_refresh_s = 1.0", text, count=1)
-    path = work / "hops.conf"
-    path.write_text(text)
-    return path
 
 
 def sample(pid: int, samples: Samples, stop: threading.Event) -> None:
@@ -169,15 +151,10 @@ def window(samples: Samples, start: float, end: float) -> tuple[list[int], list[
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="hops-endpoint-"))
-    port = free_port()
-    config = write_config(work, port)
-    py = [sys.executable, "-m", "hopsd.daemon.main", "--config", str(config)]
-    subprocess.run([*py, "db", "upgrade"], check=True, capture_output=True)
-    prefix = f"endpoint-load-{os.getpid()}-"
-    daemon = hopsd_command("--config", str(config), "--log-level", "debug", adopt_prefix=prefix)
+    env = LiveEnv.create(work)  # the live tests' hops.conf, ledger and spool, migrated
+    port = serve_metrics(env)
     log_path = work / "hopsd.log"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(daemon, stdout=out, stderr=out)
+    proc = hopsd_process(env, log=log_path, args=["--log-level", "debug"])
     samples, stop = Samples(), threading.Event()
     sampler = threading.Thread(target=sample, args=(proc.pid, samples, stop), daemon=True)
     sampler.start()
@@ -244,8 +221,8 @@ def main() -> int:
     parser.add_argument("--quiet", type=float, default=20.0, help="baseline seconds")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    if "HOPS_CONF" not in os.environ or "SLURM_CONF" not in os.environ:
-        print("endpoint_load: export the test cluster's SLURM_CONF and HOPS_CONF", file=sys.stderr)
+    if "SLURM_CONF" not in os.environ:
+        print("endpoint_load: export the test cluster's SLURM_CONF", file=sys.stderr)
         return 2
     result = run(args)
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))

@@ -39,6 +39,7 @@ from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
 from faulty_hopsd import command as hopsd_command
+from figures import print_figures
 from hops_conf import live, render
 
 from hopsd.ledger import migrate
@@ -322,11 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         if run.submitted:
             subprocess.run(["scancel", *map(str, run.submitted)], capture_output=True, check=False)
         run.ledger.dispose()
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for key, value in figures.items():
-            print(f"{key:22} {value}")
+    print_figures(figures, args.json, 22)
+    if not args.json:
         print(f"logs in {root}")
     ok = (
         figures["takeover_s_max"] <= figures["goal_s"]

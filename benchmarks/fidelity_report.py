@@ -4,9 +4,14 @@ policies' average JCT."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+from pathlib import Path
 from typing import Any
+
+from hopsd.sim.knobs import SimKnobs
+from hopsd.sim.run import simulate
 
 
 def fidelity_report(ratios: dict[str, list[float]], simulated: dict[str, Any]) -> dict[str, Any]:
@@ -31,3 +36,32 @@ def print_report(report: dict[str, Any], title: str, as_json: bool, width: int) 
         print(f"  {key:{width}s} {r['jobs']:3d} jobs  median {r['median']:.3f}  {spread}")
     jct = ", ".join(f"{name} {h:.2f} h" for name, h in report["avg_jct_h"].items())
     print(f"average JCT: {jct}")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options both benchmarks take besides their inputs: policies and JSON output."""
+    parser.add_argument("--policies", default="fifo,gavel")
+    parser.add_argument("--json", action="store_true")
+
+
+def simulate_and_print(
+    ratios: dict[str, list[float]],
+    args: argparse.Namespace,
+    inputs: tuple[Path, Path, str],
+    knobs: SimKnobs,
+    title: str,
+    width: int,
+) -> None:
+    """Simulate the source's trace (``inputs``: trace, profiles, format) under ``--policies``
+    on ``--cluster``, and print the report of ``ratios`` and the policies' JCTs."""
+    trace, profiles, trace_format = inputs
+    out = simulate(
+        None,
+        cluster=args.cluster,
+        trace=trace,
+        profiles=profiles,
+        policies=args.policies.split(","),
+        trace_format=trace_format,
+        knobs=knobs,
+    )
+    print_report(fidelity_report(ratios, out), title, args.json, width)

@@ -22,12 +22,12 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from fidelity_report import fidelity_report, print_report
+from fidelity_report import add_run_options, simulate_and_print
 
 from hopsd.core.model import Configuration
 from hopsd.sim.gavel_format import read_gavel_throughputs
 from hopsd.sim.knobs import load_knobs
-from hopsd.sim.run import load_inputs, preset_path, simulate
+from hopsd.sim.run import load_inputs, preset_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "gavel"
 
@@ -62,21 +62,12 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=FIXTURES / "max_min_fairness.trace")
     parser.add_argument("--throughputs", type=Path, default=FIXTURES / "throughputs.json")
     parser.add_argument("--sim-config", type=Path, default=preset_path("published-knobs.toml"))
-    parser.add_argument("--policies", default="fifo,gavel")
-    parser.add_argument("--json", action="store_true")
+    add_run_options(parser)
     args = parser.parse_args()
     ratios = run_time_ratios(args.cluster, args.trace, args.throughputs)
-    out = simulate(
-        None,
-        cluster=args.cluster,
-        trace=args.trace,
-        profiles=args.throughputs,
-        policies=args.policies.split(","),
-        trace_format="gavel",
-        knobs=load_knobs(args.sim_config),
-    )
+    inputs = (args.trace, args.throughputs, "gavel")
     title = "isolated run time, hops / Gavel (1.000 is exact):"
-    print_report(fidelity_report(ratios, out), title, args.json, 10)
+    simulate_and_print(ratios, args, inputs, load_knobs(args.sim_config), title, 10)
 
 
 if __name__ == "__main__":

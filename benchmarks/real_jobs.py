@@ -27,7 +27,6 @@ PyTorch. Usage: benchmarks/real_jobs.py [--jobs 6] [--json]
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
 
 from daemon_live import LiveEnv, hopsd_process
+from figures import print_figures
 from real_jobs import (
     GRACE_S,
     ROUND_S,
@@ -139,11 +139,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     figures = run(max(args.jobs, 1))
-    if args.json:
-        print(json.dumps(figures))
-    else:
-        for key, value in figures.items():
-            print(f"{key:18} {value}")
+    print_figures(figures, args.json, 18)
     return 0
 
 

@@ -25,11 +25,11 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from fidelity_report import fidelity_report, print_report
+from fidelity_report import add_run_options, simulate_and_print
 
 from hopsd.core.model import Configuration
 from hopsd.sim.knobs import SimKnobs, load_knobs
-from hopsd.sim.run import load_inputs, simulate
+from hopsd.sim.run import load_inputs
 from hopsd.sim.sia_format import SiaJob, read_placements, read_sia_workload
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
@@ -93,21 +93,13 @@ def main() -> None:
     parser.add_argument("--workload", type=Path, default=FIXTURES / "workload.csv")
     parser.add_argument("--profiles", type=Path, default=FIXTURES / "traces")
     parser.add_argument("--sim-config", type=Path)
-    parser.add_argument("--policies", default="fifo,gavel")
-    parser.add_argument("--json", action="store_true")
+    add_run_options(parser)
     args = parser.parse_args()
     ratios = run_time_ratios(args.cluster, args.workload, args.profiles)
-    out = simulate(
-        None,
-        cluster=args.cluster,
-        trace=args.workload,
-        profiles=args.profiles,
-        policies=args.policies.split(","),
-        trace_format="sia",
-        knobs=load_knobs(args.sim_config) if args.sim_config else SimKnobs(),
-    )
+    inputs = (args.workload, args.profiles, "sia")
+    knobs = load_knobs(args.sim_config) if args.sim_config else SimKnobs()
     title = "isolated run time on Sia's profiled placements, hops / Sia (1.000 is exact):"
-    print_report(fidelity_report(ratios, out), title, args.json, 12)
+    simulate_and_print(ratios, args, inputs, knobs, title, 12)
 
 
 if __name__ == "__main__":

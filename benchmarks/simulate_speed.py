@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,18 +117,28 @@ def child(kind: str, policy: str, seed: int, jobs: int, rate: float) -> None:
     from hopsd.sim.run import run_policy
 
     truth, specs = _inputs(kind, seed, jobs, rate)
+    figures = _timed_run(lambda: run_policy(truth, specs, policy, EngineConfig(seed=seed)))
+    print(json.dumps(figures))
+
+
+def _timed_run(run: Callable[[], Any]) -> dict[str, float]:
+    """``{"wall_s", "cpu_s", "makespan_h"}`` of one simulation ``run()``.
+
+    Its stdout goes to stderr meanwhile: solver prints from native code must not
+    mix with the figures the parent reads.
+    """
     saved = os.dup(1)
-    os.dup2(2, 1)  # solver prints from native code must not mix with the figures
+    os.dup2(2, 1)
     try:
         started, cpu_started = time.perf_counter(), time.process_time()
-        result = run_policy(truth, specs, policy, EngineConfig(seed=seed))
+        result = run()
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
     makespan_h = max(j.finish_time or 0.0 for j in result.jobs) / 3600
-    print(json.dumps({"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}))
+    return {"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}
 
 
 class TimedPolicy:
@@ -168,18 +179,9 @@ def planning_child(policy: str, seed: int, jobs: int, rate: float, gpus: int) ->
 
     truth, specs = _inputs("planning", seed, jobs, rate, gpus)
     timed = TimedPolicy(get_policy(policy, None))
-    saved = os.dup(1)
-    os.dup2(2, 1)  # solver prints from native code must not mix with the figures
-    try:
-        started, cpu_started = time.perf_counter(), time.process_time()
-        result = Engine(truth, specs, timed, EngineConfig(seed=seed)).run()
-        wall = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-    makespan_h = max(j.finish_time or 0.0 for j in result.jobs) / 3600
-    figures = {"wall_s": wall, "cpu_s": cpu, "makespan_h": makespan_h}
+    figures: dict[str, Any] = _timed_run(
+        lambda: Engine(truth, specs, timed, EngineConfig(seed=seed)).run()
+    )
     figures |= {"plan_s": timed.seconds, "plan_cpu_s": timed.cpu_seconds, "plan_calls": timed.calls}
     print(json.dumps({**figures, "plans_digest": timed.digest.hexdigest()}))
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,15 +32,8 @@ from hopsd.sim.sweep_run import run_sweep
 from hopsd.solver_banner import silence_solver_banner
 from hopsd.sweep_slurm import SlurmArray, SlurmOptions
 
-
-def cells(root: Path) -> dict[str, Any]:
-    """Every cell file's content without its planning wall time."""
-    out = {}
-    for path in sorted((root / "cells").rglob("*.json")):
-        doc = json.loads(path.read_text())
-        doc["figures"].pop("wall_s")
-        out[path.relative_to(root).as_posix()] = doc
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sim"))
+from sweep_cells import cell_docs
 
 
 def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -73,7 +67,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "overhead_per_cell_s": round((slurm.wall_s - local.wall_s) / local.cells, 2),
             "rerun_s": round(again.wall_s, 2),
             "rerun_computed": again.computed,
-            "cells_identical": cells(work / "local") == cells(work / "slurm"),
+            "cells_identical": cell_docs(work / "local") == cell_docs(work / "slurm"),
         }
     )
     return out

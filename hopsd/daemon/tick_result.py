@@ -7,7 +7,7 @@ the tick's machinery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from hopsd.daemon.decide import Action, Decision
 from hopsd.daemon.enact import EnactReport
@@ -42,14 +42,6 @@ class TickResult:
     would_enact: list[Action] = field(default_factory=list)
 
     def figures(self) -> dict[str, float]:
-        return {
-            "observe_s": self.observe_s,
-            "reconcile_s": self.reconcile_s,
-            "resume_s": self.resume_s,
-            "decide_s": self.decide_s,
-            "record_s": self.record_s,
-            "enact_s": self.enact_s,
-            "forecast_s": self.forecast_s,
-            "total_s": self.total_s,
-            "slurm_calls": self.slurm_calls,
-        }
+        """What each step cost (every ``*_s`` field, in step order) and the Slurm calls made."""
+        costs = [f.name for f in fields(self) if f.name.endswith("_s")]
+        return {name: getattr(self, name) for name in [*costs, "slurm_calls"]}

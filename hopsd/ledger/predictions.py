@@ -38,14 +38,8 @@ def changed(old: Prediction | None, new: Prediction) -> bool:
 
 
 def _record(row: PredictionRow) -> Prediction:
-    return Prediction(
-        row.job_id,
-        float(row.made_at),
-        row.state,
-        None if row.start_at is None else float(row.start_at),
-        None if row.end_at is None else float(row.end_at),
-        row.gpu_type,
-        int(row.gpus or 0),
+    return Prediction.from_row(
+        (row.job_id, row.made_at, row.state, row.start_at, row.end_at, row.gpu_type, row.gpus)
     )
 
 

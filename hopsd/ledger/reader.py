@@ -193,16 +193,9 @@ class Reader:
         for k in range(0, len(ids), _CHUNK):
             part = ids[k : k + _CHUNK]
             sql = _PREDICTIONS.format(marks=", ".join([self._mark] * len(part)))
-            for job_id, made, state, start, end, gpu_type, gpus in self._rows(sql, part):
-                out[job_id] = Prediction(
-                    job_id,
-                    float(made),
-                    state,
-                    None if start is None else float(start),
-                    None if end is None else float(end),
-                    gpu_type,
-                    int(gpus or 0),
-                )
+            for row in self._rows(sql, part):
+                prediction = Prediction.from_row(row)
+                out[prediction.job_id] = prediction
         return out
 
 

@@ -444,6 +444,24 @@ class Prediction:
     gpu_type: str | None = None
     gpus: int = 0
 
+    @classmethod
+    def from_row(cls, values: tuple[Any, ...]) -> Prediction:
+        """A stored row's values in column order (job, made, state, start, end, type, GPUs).
+
+        The ORM and the read-only reader both read rows; the numbers come back as
+        each database stored them (a ``Decimal``, an ``int``, NULL GPUs), made plain here.
+        """
+        job_id, made_at, state, start_at, end_at, gpu_type, gpus = values
+        return cls(
+            str(job_id),
+            float(made_at),
+            str(state),
+            None if start_at is None else float(start_at),
+            None if end_at is None else float(end_at),
+            gpu_type,
+            int(gpus or 0),
+        )
+
 
 @dataclass(frozen=True)
 class RoundInfo:

@@ -12,41 +12,30 @@ from collections.abc import Sequence
 
 from hopsd.core.accounting import RunEnd, restarts_after
 from hopsd.core.act import Act
-from hopsd.core.model import Assignment, Cluster, Configuration, Plan
+from hopsd.core.model import Assignment, Configuration, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
     ProfilingDecision,
     derived_profiles,
 )
 from hopsd.core.settings import Settings
-from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
-from hopsd.sim.engine_config import EngineConfig, SimulationError
+from hopsd.sim.engine_config import SimulationError
 from hopsd.sim.scheduler_view import known_profiles
-from hopsd.sim.state import Flight, JobState
+from hopsd.sim.state import EngineState, Flight, JobState
 from hopsd.sim.truth import GroundTruth
 
 
-class PlanEnactor:
+class PlanEnactor(EngineState):
     """Applies the core's plans and profiling decisions to the engine's state (a mixin of
     the engine)."""
 
-    cluster: Cluster
     truth: GroundTruth
     policy: Policy
     settings: Settings
-    now: float
-    store: InMemoryThroughputStore
-    active: dict[str, JobState]
     by_id: dict[str, JobState]
-    used: dict[str, int]
-    profiling_used: dict[str, int]
-    known: dict[tuple[str, int], dict[str, PhaseProfile]]
     preemptions: int
     moves: int
     unmentioned: int
-    config: EngineConfig
-    # jobs whose move, preemption or start waits for a notice's grace to end
-    flights: dict[str, Flight]
     # (instant, job, action) of every Slurm action hopsd would take: notice, requeue, release
     events: list[tuple[float, str, str]]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hopsd.core.capacity import headroom, node_sizes, per_type
-from hopsd.core.model import Cluster, Job
+from hopsd.core.model import Job
 from hopsd.core.nodespeed import SpeedLearner
 from hopsd.core.profiling import (
     KnownProfile,
@@ -20,9 +20,8 @@ from hopsd.core.profiling import (
     RunInFlight,
 )
 from hopsd.core.snapshot import InFlight, Snapshot
-from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
-from hopsd.sim.engine_config import EngineConfig
-from hopsd.sim.state import Flight, JobState
+from hopsd.core.throughput import PhaseProfile
+from hopsd.sim.state import EngineState, JobState
 
 
 def known_profiles(
@@ -33,22 +32,13 @@ def known_profiles(
     return tuple(KnownProfile(t, p) for t, p in sorted(found.items()))
 
 
-class SchedulerView:
+class SchedulerView(EngineState):
     """Builds the core's snapshot from the engine's state (a mixin of the engine)."""
 
-    cluster: Cluster
-    config: EngineConfig
-    now: float
-    store: InMemoryThroughputStore
     speeds: SpeedLearner
-    active: dict[str, JobState]
-    used: dict[str, int]
     reserved: dict[str, int]
-    profiling_used: dict[str, int]
-    known: dict[tuple[str, int], dict[str, PhaseProfile]]
     _limits: dict[str, tuple[tuple[str, int], ...]]
     _core_jobs: dict[str, tuple[tuple[object, ...], Job]]
-    flights: dict[str, Flight]
 
     def _core_job(self, js: JobState) -> Job:
         """The job as the core sees it; the same object again while nothing it holds changed

@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass, field
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.model import Configuration
+from hopsd.core.model import Cluster, Configuration
+from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.truth import ModelSpec
 from hopsd.sim.workload import JobSpec
 
@@ -136,3 +138,23 @@ class EngineResult:
     fragment_plans: int
     unmentioned_running: int
     wall_planning_s: float = 0.0
+
+
+class EngineState:
+    """The engine's state that both its mixins use.
+
+    :class:`~hopsd.sim.scheduler_view.SchedulerView` builds the core's snapshot from
+    it, :class:`~hopsd.sim.enact.PlanEnactor` applies plans to it. The engine sets it;
+    declared once here so the two agree on its types.
+    """
+
+    cluster: Cluster
+    config: EngineConfig
+    now: float
+    store: InMemoryThroughputStore
+    active: dict[str, JobState]
+    used: dict[str, int]
+    profiling_used: dict[str, int]
+    known: dict[tuple[str, int], dict[str, PhaseProfile]]
+    # jobs whose move, preemption or start waits for a notice's grace to end
+    flights: dict[str, Flight]

@@ -17,8 +17,6 @@ from hopsd.slurm.classify import Failure, error_for, failure_of
 from hopsd.slurm.errors import (
     SlurmCommandError,
     SlurmError,
-    SlurmTimeoutError,
-    SlurmUnavailableError,
     SubmitArgumentError,
 )
 from hopsd.slurm.parse_limits import (
@@ -44,6 +42,7 @@ from hopsd.slurm.port import (
     SlurmNode,
     hold_each,
     job_id_arg,
+    read_retried_once,
 )
 from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
@@ -253,13 +252,7 @@ class CliSlurm:
 
     def _read(self, argv: Sequence[str], parse: Callable[[CompletedRun], T]) -> T:
         """Run an idempotent read, retrying once if the controller did not answer."""
-        try:
-            return parse(self._call(argv))
-        except SlurmTimeoutError:
-            raise
-        except SlurmUnavailableError as exc:
-            log.warning("%s: %s; retrying once", argv[0], exc)
-            return parse(self._call(argv))
+        return read_retried_once(lambda: parse(self._call(argv)), argv[0])
 
 
 class CliFallback:

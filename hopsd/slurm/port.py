@@ -7,16 +7,25 @@ same with ten jobs or ten thousand.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import hostlist
 
-from hopsd.slurm.errors import PlacementError, SlurmCommandError, SlurmUnavailableError
+from hopsd.slurm.errors import (
+    PlacementError,
+    SlurmCommandError,
+    SlurmTimeoutError,
+    SlurmUnavailableError,
+)
 from hopsd.slurm.parse_limits import ShareRow, SlurmLimits
 from hopsd.slurm.tag import HopsTag
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
 UNUSABLE_NODE_STATES = frozenset(
@@ -365,6 +374,27 @@ def hold_each(hold: Callable[[int], None], job_ids: Sequence[int]) -> dict[int, 
         except SlurmCommandError as exc:
             refused[job_id] = str(exc)
     return refused
+
+
+def read_retried_once(
+    read: Callable[[], T],
+    what: str,
+    *,
+    final: tuple[type[SlurmUnavailableError], ...] = (SlurmTimeoutError,),
+) -> T:
+    """An idempotent read, retried once when Slurm did not answer (``SlurmUnavailableError``).
+
+    ``final`` are the kinds of unavailability a second try would only repeat: a
+    timeout (the read already waited its whole time), a refused token. Writes are
+    never retried: a lost reply may still have been acted on.
+    """
+    try:
+        return read()
+    except final:
+        raise
+    except SlurmUnavailableError as exc:
+        log.warning("%s: %s; retrying once", what, exc)
+        return read()
 
 
 #: A job id as Slurm prints it and users type it: ``42``, or ``26_1`` for task 1 of array 26.

@@ -15,7 +15,6 @@ because slurmrestd 24.11 (data parsers v0.0.40-42) offers no requeue, and
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,12 +40,12 @@ from hopsd.slurm.port import (
     SlurmNode,
     hold_each,
     job_id_arg,
+    read_retried_once,
 )
 from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.rest_submit import job_description
 from hopsd.slurm.tag import HopsTag
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -144,13 +143,7 @@ class RestSlurm(CliFallback):
 
     def _read(self, read: Callable[[], T]) -> T:
         """An idempotent read, retried once when slurmrestd or slurmctld did not answer."""
-        try:
-            return read()
-        except (SlurmTimeoutError, SlurmAuthError):
-            raise
-        except SlurmUnavailableError as exc:
-            log.warning("slurmrestd read: %s; retrying once", exc)
-            return read()
+        return read_retried_once(read, "slurmrestd read", final=(SlurmTimeoutError, SlurmAuthError))
 
 
 def update_body(placement: Placement) -> dict[str, Any]:

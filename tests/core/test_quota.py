@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from two_types import CLUSTER, SETTINGS, cfg
 
-from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
+from hopsd.core.model import Assignment, Job, Plan
 from hopsd.core.quota import (
     Quota,
     QuotaPolicy,
@@ -14,24 +15,13 @@ from hopsd.core.quota import (
     with_quota,
     within,
 )
-from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import RoundClock, schedule_step
 from hopsd.plugins import get_policy
 
-CLUSTER = Cluster.build(
-    [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
-    [Node("k1", "k80", 4), Node("a1", "a100", 4)],
-)
-SETTINGS = Settings(round_length_s=100.0, time_limit_s=5.0)
-
 
 def job(job_id: str, demands: tuple[int, ...], account: str, **kw: object) -> Job:
     return Job(job_id, demands, 1e6, user="u", account=account, **kw)  # type: ignore[arg-type]
-
-
-def cfg(node: str, gpus: int) -> Configuration:
-    return Configuration(CLUSTER.node(node).gpu_type, ((node, gpus),))
 
 
 def quota_of(jobs: list[Job], **kw: object) -> Quota:

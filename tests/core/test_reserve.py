@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from two_types import CLUSTER, SETTINGS, cfg
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.model import Job
 from hopsd.core.reserve import reserve, reserved_gpus
-from hopsd.core.settings import Settings
 from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock, schedule_step
 from hopsd.plugins import get_policy
-
-CLUSTER = Cluster.build(
-    [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
-    [Node("k1", "k80", 4), Node("a1", "a100", 4)],
-)
-SETTINGS = Settings(round_length_s=100.0, time_limit_s=5.0)
-
-
-def on(node: str, gpus: int) -> Configuration:
-    return Configuration(CLUSTER.node(node).gpu_type, ((node, gpus),))
 
 
 def snap(*jobs: Job, in_flight: tuple[InFlight, ...] = (), **kw: object) -> Snapshot:
@@ -28,7 +18,7 @@ def snap(*jobs: Job, in_flight: tuple[InFlight, ...] = (), **kw: object) -> Snap
 
 
 def test_a_job_under_notice_keeps_its_gpus_and_its_target() -> None:
-    moving = Job("m", (2,), 1e6, current=on("k1", 2))
+    moving = Job("m", (2,), 1e6, current=cfg("k1", 2))
     flying = InFlight("m", target=(("a1", 2),), runs_on=True)
     held = reserve(snap(moving, Job("q", (1,), 1e6), in_flight=(flying,), pinned=frozenset("m")))
     assert [j.id for j in held.jobs] == ["q"]
@@ -54,21 +44,21 @@ def test_a_move_onto_a_noticed_jobs_gpus_counts_them_once() -> None:
     # on a100: "p" (2 GPUs, preempted under notice) and "b" (2 GPUs, untouched);
     # "m" moves from the k80s onto p's two a100s once p has left them
     jobs = (
-        Job("p", (2,), 1e6, current=on("a1", 2)),
-        Job("b", (2,), 1e6, current=on("a1", 2)),
-        Job("m", (2,), 1e6, current=on("k1", 2)),
+        Job("p", (2,), 1e6, current=cfg("a1", 2)),
+        Job("b", (2,), 1e6, current=cfg("a1", 2)),
+        Job("m", (2,), 1e6, current=cfg("k1", 2)),
     )
     flying = (InFlight("p", runs_on=True), InFlight("m", (("a1", 2),), runs_on=True))
     given = snap(*jobs, in_flight=flying)
     held = reserve(given)
     assert held.capacity == {"k1": 2, "a1": 2}  # b keeps its two; nothing else is free there
     step = schedule_step(held, RoundClock(100.0), get_policy("fifo"), SETTINGS)
-    assert step.plan.placements()["b"] == on("a1", 2)  # planned within capacity
+    assert step.plan.placements()["b"] == cfg("a1", 2)  # planned within capacity
 
 
 def test_a_move_beside_a_noticed_job_reserves_both() -> None:
     # "p" holds two a100s under notice, "m" moves onto the other two: all four are taken
-    jobs = (Job("p", (2,), 1e6, current=on("a1", 2)), Job("m", (2,), 1e6, current=on("k1", 2)))
+    jobs = (Job("p", (2,), 1e6, current=cfg("a1", 2)), Job("m", (2,), 1e6, current=cfg("k1", 2)))
     flying = (InFlight("p", runs_on=True), InFlight("m", (("a1", 2),), runs_on=True))
     assert reserved_gpus(snap(*jobs, in_flight=flying)) == {"a1": 4, "k1": 2}
     held = reserve(snap(*jobs, Job("q", (1,), 1e6), in_flight=flying))
@@ -79,8 +69,8 @@ def test_a_start_released_onto_a_noticed_jobs_gpus_plans_on() -> None:
     # hopsd released "b" onto the GPUs of "p", preempted under notice: Slurm starts b once
     # p has left; meanwhile b shows as starting there (pinned), p as in flight
     jobs = (
-        Job("p", (4,), 1e6, current=on("a1", 4)),
-        Job("b", (4,), 1e6, current=on("a1", 4)),
+        Job("p", (4,), 1e6, current=cfg("a1", 4)),
+        Job("b", (4,), 1e6, current=cfg("a1", 4)),
         Job("q", (1,), 1e6),
     )
     given = snap(*jobs, in_flight=(InFlight("p", runs_on=True),), pinned=frozenset({"b"}))
@@ -94,7 +84,7 @@ def test_a_job_in_flight_twice_is_refused() -> None:
 
 
 def test_the_step_never_hands_out_reserved_gpus() -> None:
-    moving = Job("m", (4,), 1e6, current=on("k1", 4))
+    moving = Job("m", (4,), 1e6, current=cfg("k1", 4))
     flying = InFlight("m", target=(("a1", 4),), runs_on=True)
     waiting = Job("w", (1, 2, 4), 1e6)
     step = schedule_step(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from two_types import CLUSTER, SETTINGS, cfg
 
-from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
+from hopsd.core.model import Assignment, Job, Plan
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import (
@@ -23,16 +24,6 @@ from hopsd.core.step import (
 )
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.plugins import get_policy
-
-CLUSTER = Cluster.build(
-    [GpuType("k80", speed=1.0), GpuType("a100", speed=4.0)],
-    [Node("k1", "k80", 4), Node("a1", "a100", 4)],
-)
-SETTINGS = Settings(round_length_s=100.0, time_limit_s=5.0)
-
-
-def cfg(node: str, gpus: int) -> Configuration:
-    return Configuration(CLUSTER.node(node).gpu_type, ((node, gpus),))
 
 
 def job(job_id: str, demands: tuple[int, ...] = (1,), **kw: object) -> Job:

@@ -34,8 +34,12 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def live_env(tmp_path: Path) -> Iterator[LiveEnv]:
-    """A live test's private ledger, spool and job-name prefix; its jobs cancelled after."""
+def env(tmp_path: Path) -> Iterator[LiveEnv]:
+    """A live test's private ledger, spool and job-name prefix; its jobs cancelled after.
+
+    A test module that needs a different one (shared users, a shorter grace)
+    defines its own ``env``.
+    """
     live = LiveEnv.create(tmp_path)
     yield live
     live.cleanup()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -202,6 +203,23 @@ def hopsd_process(
     out = open(log or env.root / "hopsd.log", "ab")  # noqa: SIM115 - handed to the child
     line = command("--config", str(env.config_path), *args, adopt_prefix=env.prefix, faults=faults)
     return subprocess.Popen(line, stdout=out, stderr=out)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_metrics(env: LiveEnv) -> int:
+    """Have the test's hopsd serve its metrics and status page on a free port; the port."""
+    port = free_port()
+    text = env.config_path.read_text()
+    served = text.replace('[metrics]\naddress = ""', f'[metrics]\naddress = "127.0.0.1:{port}"')
+    assert served != text, "the live hops.conf has no empty [metrics] address to set"
+    env.config_path.write_text(served)
+    return port
 
 
 def hops_submit(env: LiveEnv, label: str, samples: int, gpus: str) -> int:

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from hops_cli.main import app
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.runner import CompletedRun, SubprocessRunner
+from hopsd.slurm.tag import HopsTag
 
 #: The unprivileged users of the multi-user live tests: one attacks hopsd, one is attacked.
 ATTACKER = "hopsmallory"
@@ -65,6 +66,21 @@ def traversable_home(name: str) -> Path:
 def slurm_as(env: LiveEnv, user: str) -> CliSlurm:
     """A Slurm port that submits and acts as ``user``, with the test's Slurm timeout."""
     return CliSlurm(run=AsUser(user), timeout_s=env.config.slurm_timeout_s)
+
+
+def submit_script_as(env: LiveEnv, user: str, name: str, body: str) -> int:
+    """A one-GPU hops job of ``user`` that runs ``body`` (bash) with its spool as HOPS_SPOOL_DIR.
+
+    The hostile-job tests submit what an attacker writes this way: as that user,
+    held and tagged like any hops job, and cancelled with the test's other jobs.
+    """
+    script = env.root / f"{name}.sh"
+    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool_of(user)}\n{body}")
+    script.chmod(0o755)
+    args = ["-J", f"{env.prefix}{name}", "-o", "/dev/null", "-t", "10"]
+    job = slurm_as(env, user).submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    env.submitted.append(job)
+    return job
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon_fakeport import FakeClock, FakePort, small_cluster
+from hops_conf import FAKE, merged, render
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -192,19 +193,10 @@ def _finite_everywhere(value: Any) -> bool:
 
 # -- whole ticks ------------------------------------------------------------------------
 
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-[metrics]
-address = ""
-[daemon]
-spool_dir = "{spool}"
-checkpoint_grace_s = 0.0
-"""
+
+def conf_with_spool(spool: Path) -> str:
+    """The fake cluster's hops.conf on ``spool``; no checkpoint notice, so moves requeue at once."""
+    return render(merged(FAKE, {"daemon": {"spool_dir": str(spool), "checkpoint_grace_s": 0.0}}))
 
 
 @TICK_FUZZ
@@ -225,7 +217,7 @@ def test_a_tick_over_fuzzed_inputs_completes_and_plans_the_honest_job(
         sessions = make_sessionmaker(engine)
         port, clock = FakePort(small_cluster()), FakeClock()
         sensing = Sensing(spool, uid_of=lambda user: os.getuid())
-        tick = Tick(parse_config(CONF.format(spool=spool)), port, sessions, clock=clock,
+        tick = Tick(parse_config(conf_with_spool(spool)), port, sessions, clock=clock,
                     sensing=sensing)  # fmt: skip
         by_progress = port.add_job(HopsTag((1,), 1e6), user="mallory")
         by_report = port.add_job(HopsTag((1,), 1e6), user="mallory")

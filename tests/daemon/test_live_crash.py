@@ -30,11 +30,6 @@ AFTER_INTENTS = ("--crash-after-intents",)
 AFTER_FIRST_ACTION = ("--crash-after-actions", "1")
 
 
-@pytest.fixture
-def env(live_env: LiveEnv) -> LiveEnv:
-    return live_env
-
-
 def restarts_planned(env: LiveEnv, job_id: str) -> int:
     with env.sessions.begin() as s:
         rows = s.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)).all()

@@ -26,11 +26,6 @@ from hopsd.slurm.tag import HopsTag
 pytestmark = LIVE
 
 
-@pytest.fixture
-def env(live_env: LiveEnv) -> LiveEnv:
-    return live_env
-
-
 def submit_script(env: LiveEnv, label: str, body: str) -> int:
     """A held hops job running ``body``; every run appends 'start' to <label>.runs."""
     runs = env.root / f"{label}.runs"

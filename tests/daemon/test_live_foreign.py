@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from centre_live import (
     finished_once,
     foreign,
@@ -22,7 +21,7 @@ from centre_live import (
     overbooked,
     wait_running,
 )
-from daemon_live import LIVE, LiveEnv
+from daemon_live import LIVE
 from live_users import ensure_user
 
 from hopsd.daemon.tick import Tick
@@ -32,13 +31,6 @@ pytestmark = LIVE
 OTHER_USER = "hopsother"
 #: (node, GPUs) of the other user's jobs, one every few ticks, each running 6 s
 CHURN = (("v100n1", 2), ("v100n2", 3), ("v100n1", 1), ("v100n2", 2), ("v100n1", 3))
-
-
-@pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
 
 
 def test_other_users_jobs_are_never_planned_over_nor_touched(env):

@@ -18,12 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive, hopsd_process
-from live_users import shared_env, slurm_as
+from live_users import shared_env, submit_script_as
 from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.ledger.models import JobState
-from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
     *LIVE,
@@ -49,15 +48,7 @@ def env() -> Iterator[LiveEnv]:
 
 
 def submit_attack(env: LiveEnv, user: str, attack: str) -> int:
-    script = env.root / f"attack-{attack}.sh"
-    spool = env.spool_of(user)
-    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={spool}\n{ATTACKS[attack]}")
-    script.chmod(0o755)
-    port = slurm_as(env, user)
-    args = ["-J", f"{env.prefix}attack", "-o", "/dev/null", "-t", "10"]
-    job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
-    env.submitted.append(job)
-    return job
+    return submit_script_as(env, user, "attack", ATTACKS[attack])
 
 
 def status_of(env: LiveEnv, job: int) -> dict[str, object]:

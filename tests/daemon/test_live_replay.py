@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 import pytest
-from daemon_live import LiveEnv
 from live_replay import Arrival, compare, replay_live, run_live
 
 pytestmark = [
@@ -32,13 +31,6 @@ WORKLOAD = [
     Arrival(5, (1, 2, 4), 4800),
     Arrival(8, (2,), 3200),
 ]
-
-
-@pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
 
 
 def test_replaying_the_ledger_runs_every_job_near_its_live_jct(env):

@@ -16,12 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 from daemon_live import LIVE, LiveEnv, drive, hopsd_process
-from live_users import shared_env, slurm_as
+from live_users import shared_env, submit_script_as
 from test_live_hostile import status_of
 
 from hopsd.daemon.sensing import MAX_FILE_BYTES
 from hopsd.ledger.models import JobState
-from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
     *LIVE,
@@ -47,14 +46,7 @@ def env() -> Iterator[LiveEnv]:
 
 
 def submit_flood(env: LiveEnv, user: str) -> int:
-    script = env.root / "flood.sh"
-    script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool_of(user)}\n{FLOOD}")
-    script.chmod(0o755)
-    port = slurm_as(env, user)
-    args = ["-J", f"{env.prefix}flood", "-o", "/dev/null", "-t", "10"]
-    job = port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
-    env.submitted.append(job)
-    return job
+    return submit_script_as(env, user, "flood", FLOOD)
 
 
 def test_a_report_past_its_quota_is_emptied_while_the_job_runs(env: LiveEnv, attacker: str) -> None:

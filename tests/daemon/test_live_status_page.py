@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_live import LIVE, LiveEnv, hopsd_process
+from daemon_live import LIVE, LiveEnv, hopsd_process, serve_metrics
 from timeline_check import bars_against_ledger, bars_in_screenshot
 
 from hopsd.views.cells import duration, ratio
@@ -75,12 +74,6 @@ class Tables(HTMLParser):
             self._cell.append(data)
         if self._in_leader:
             self.leader += data
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def chromium(args: list[str], profile: Path) -> str:
@@ -208,14 +201,9 @@ def check_job_page(base: str, env: LiveEnv, job: int, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_status_page_in_headless_chromium_shows_queue_running_jobs_and_fairness(
-    live_env: LiveEnv, tmp_path: Path
+    env: LiveEnv, tmp_path: Path
 ) -> None:
-    env = live_env
-    port = free_port()
-    text = env.config_path.read_text().replace(
-        '[metrics]\naddress = ""', f'[metrics]\naddress = "127.0.0.1:{port}"'
-    )
-    env.config_path.write_text(text)
+    port = serve_metrics(env)
     # 18 GPUs (8 a100, 8 v100, 2 k80): two of three 8-GPU jobs run, one waits
     jobs = [env.submit((8,), 5e6, label=f"r{i}") for i in range(3)]
     proc = hopsd_process(env)

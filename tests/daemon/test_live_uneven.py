@@ -29,13 +29,6 @@ pytestmark = [
 PLAN = {"v100n1": 4, "v100n2": 1}
 
 
-@pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
-
-
 def block(env: LiveEnv, *args: str) -> int:
     """A plain (non-hops) job holding GPUs until the test cancels it."""
     out = subprocess.run(

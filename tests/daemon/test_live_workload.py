@@ -43,13 +43,6 @@ WORKLOAD = [  # (demand set, samples, per-type speed-ups of the model)
 ]
 
 
-@pytest.fixture
-def env(tmp_path):
-    live = LiveEnv.create(tmp_path)
-    yield live
-    live.cleanup()
-
-
 def last_placement(env: LiveEnv, job_id: str) -> set[str]:
     with env.sessions.begin() as s:
         allocs = [

@@ -1,19 +1,13 @@
-"""Configuration shared by the sensing tests (the daemon tests' small cluster)."""
+"""The sensing tests' hops.conf: the daemon tests' small cluster, profiling on or off."""
 
-CONF = """
-[slurm]
-partitions = ["slow", "fast"]
-[scheduler]
-round_length_s = 10.0
-queue_refresh_s = 1.0
-restart_penalty_s = 1.0
-profiling = {profiling}
-profiling_iterations = 3
-profiling_timeout_s = 5.0
-[gpu_types.k80]
-speed = 1.0
-[gpu_types.a100]
-speed = 4.0
-[metrics]
-address = ""
-"""
+from __future__ import annotations
+
+from hops_conf import FAKE, merged, render
+
+from hopsd.config import HopsConfig, parse_config
+
+
+def sensing_config(profiling: bool) -> HopsConfig:
+    """The fake cluster's hops.conf with quick profiling (3 iterations, 5 s) or none."""
+    scheduler = {"profiling": profiling, "profiling_iterations": 3, "profiling_timeout_s": 5.0}
+    return parse_config(render(merged(FAKE, {"scheduler": scheduler})))

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
-from sensing_conf import CONF
+from sensing_conf import sensing_config
 from spool_tick import row_of
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hops_probe import Probe
-from hopsd.config import HopsConfig, parse_config
+from hopsd.config import HopsConfig
 from hopsd.core.step import RoundClock
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.tick import Tick
@@ -32,7 +32,7 @@ def spool(tmp_path: Path) -> Path:
 
 
 def config_of(spool: Path, profiling: bool) -> HopsConfig:
-    return parse_config(CONF.format(spool=spool, profiling=str(profiling).lower()))
+    return sensing_config(profiling)
 
 
 def make_tick(spool: Path, sessions: sessionmaker[Session], port: FakePort, clock: FakeClock, *,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort, small_cluster
-from sensing_conf import CONF
+from sensing_conf import sensing_config
 from sqlalchemy.orm import Session, sessionmaker
 
 from hops_probe import Probe
-from hopsd.config import HopsConfig, parse_config
+from hopsd.config import HopsConfig
 from hopsd.daemon.spool import Spools, UnsafeSpool, read_owned, write_file
 from hopsd.daemon.tick import Tick
 from hopsd.daemon.views import ObservedJob
@@ -48,7 +48,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def config(profiling: bool) -> HopsConfig:
-    cfg = parse_config(CONF.format(profiling=str(profiling).lower()))
+    cfg = sensing_config(profiling)
     assert cfg.spool_dir == ""
     return cfg
 

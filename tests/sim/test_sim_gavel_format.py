@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sim_helpers import assert_replays_under_every_policy
@@ -16,6 +17,8 @@ from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.gavel_format import batch_of, fitted_comm_s, read_gavel_trace
 from hopsd.sim.run import load_inputs
 from hopsd.sim.trace import TraceError
+from hopsd.sim.truth import GroundTruth
+from hopsd.sim.workload import JobSpec
 
 CLUSTER = """
 [gpu_types.v100]
@@ -135,11 +138,9 @@ def test_a_worker_type_without_throughputs_is_named(files: tuple[Path, Path, Pat
 GAVEL = Path(__file__).parents[1] / "fixtures" / "gavel"
 
 
-def test_every_job_of_gavels_trace_runs_alone_as_long_as_gavels_table_says() -> None:
-    # Gavel's own trace and throughputs on 16 one-GPU servers per type: a job of scale
-    # factor n runs total_steps / (Gavel's steps/s for (job type, n)) on n GPUs of any
-    # type, spread over n servers (Gavel measured, and simulates, no placement).
-    truth, jobs = load_inputs(
+def gavels_inputs() -> tuple[GroundTruth, list[JobSpec]]:
+    """Gavel's own trace and throughputs, read as ``hops simulate --trace-format gavel`` does."""
+    return load_inputs(
         None,
         GAVEL / "cluster.toml",
         GAVEL / "max_min_fairness.trace",
@@ -147,7 +148,19 @@ def test_every_job_of_gavels_trace_runs_alone_as_long_as_gavels_table_says() -> 
         0,
         "gavel",
     )
-    table = json.loads((GAVEL / "throughputs.json").read_text())
+
+
+def gavels_table() -> dict[str, Any]:
+    """Gavel's throughputs JSON as Gavel wrote it: steps/s per type, (job type, scale)."""
+    return json.loads((GAVEL / "throughputs.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_every_job_of_gavels_trace_runs_alone_as_long_as_gavels_table_says() -> None:
+    # Gavel's own trace and throughputs on 16 one-GPU servers per type: a job of scale
+    # factor n runs total_steps / (Gavel's steps/s for (job type, n)) on n GPUs of any
+    # type, spread over n servers (Gavel measured, and simulates, no placement).
+    truth, jobs = gavels_inputs()
+    table = gavels_table()
     lines = (GAVEL / "max_min_fairness.trace").read_text().splitlines()
     by_id = {j.job_id: j for j in jobs}
     checked = set()
@@ -173,14 +186,7 @@ def test_the_scheduler_is_not_told_gavels_scaling() -> None:
     # The estimator sees the model's single-GPU figures and fitted parameter count only:
     # with one-GPU servers nothing is fitted, so it first expects linear scaling and
     # learns Gavel's by measuring.
-    truth, _ = load_inputs(
-        None,
-        GAVEL / "cluster.toml",
-        GAVEL / "max_min_fairness.trace",
-        GAVEL / "throughputs.json",
-        0,
-        "gavel",
-    )
+    truth, _ = gavels_inputs()
     model = truth.model("ResNet-50 (batch size 64)")
     assert model.params == 0.0
     assert model.measured("v100", 4) is not None
@@ -190,15 +196,8 @@ def test_the_scheduler_is_not_told_gavels_scaling() -> None:
 def test_a_multi_gpu_job_alone_in_the_simulator_runs_as_long_as_in_gavels() -> None:
     # End to end: the engine runs each 4-GPU job type of the trace alone (no profiling,
     # free restarts), spread over four one-GPU servers, as long as Gavel's table says.
-    truth, jobs = load_inputs(
-        None,
-        GAVEL / "cluster.toml",
-        GAVEL / "max_min_fairness.trace",
-        GAVEL / "throughputs.json",
-        0,
-        "gavel",
-    )
-    table = json.loads((GAVEL / "throughputs.json").read_text())
+    truth, jobs = gavels_inputs()
+    table = gavels_table()
     config = EngineConfig(settings=Settings(restart_penalty_s=0.0), profile_s=0.0)
     one_per_type = {j.model: j for j in jobs if j.demands == (4,)}
     assert len(one_per_type) >= 5

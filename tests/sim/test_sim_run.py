@@ -11,6 +11,7 @@ from sim_helpers import tiny_jobs
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.run import simulate
+from hopsd.sim.seeds import RATIO_METRICS
 from hopsd.sim.trace import write_trace
 
 CLUSTER = """
@@ -43,20 +44,8 @@ batch_size = 10
 compute_ms = { fast = 250.0, slow = 1000.0 }
 """
 
-KEYS = {
-    "makespan_h",
-    "avg_jct_h",
-    "median_jct_h",
-    "p99_jct_h",
-    "avg_wait_h",
-    "max_lr",
-    "p99_lr",
-    "max_ftf",
-    "avg_idle_gpus",
-    "avg_usable_idle_gpus",
-    "utilization",
-    "preemptions",
-}
+#: a policy's figures: those a multi-seed run reports ratios of, and the others
+KEYS = {*RATIO_METRICS, "avg_idle_gpus", "avg_usable_idle_gpus", "utilization", "preemptions"}
 
 
 @pytest.fixture()

@@ -20,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))
 from daemon_live import LIVE
+from sweep_cells import cell_docs
 
 from hopsd.sim.sweep import SweepError, make_workload, write_atomic
 from hopsd.sim.sweep_run import run_sweep
@@ -28,16 +29,6 @@ from hopsd.sweep_slurm import LOGS, SlurmArray, SlurmOptions
 pytestmark = LIVE
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cell_docs(root: Path) -> dict[str, dict[str, Any]]:
-    """Every cell file's content, wall time left out, by its path in the results."""
-    out = {}
-    for path in sorted((root / "cells").rglob("*.json")):
-        doc = json.loads(path.read_text())
-        doc["figures"].pop("wall_s")
-        out[path.relative_to(root).as_posix()] = doc
-    return out
 
 
 def final_states(array: str, tasks: int, deadline_s: float = 60.0) -> list[str]:
@@ -66,9 +57,7 @@ def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
     args: dict[str, Any] = {"seeds": [0, 1], "policies": ["hops", "fifo"]}
     local = run_sweep([workload], results=tmp_path / "local", workers=2, **args)
     options = SlurmOptions(time_limit_min=5, array_parallelism=4, poll_s=0.5)
-    remote = run_sweep(
-        [workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args
-    )
+    remote = run_sweep([workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args)
 
     assert remote.computed == 4 and remote.notes[0].endswith(": 4 tasks")
     array = remote.notes[0].split()[2].rstrip(":")
@@ -81,9 +70,7 @@ def test_job_array_sweep_matches_the_local_run(tmp_path: Path) -> None:
     assert local.merged[0]["summary"] == remote.merged[0]["summary"]
     assert local.merged[0]["paired_ratio"] == remote.merged[0]["paired_ratio"]
 
-    again = run_sweep(
-        [workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args
-    )
+    again = run_sweep([workload], results=tmp_path / "slurm", remote=SlurmArray(options), **args)
     assert (again.skipped, again.computed, again.notes) == (4, 0, [])
 
 
