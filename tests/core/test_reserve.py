@@ -95,7 +95,7 @@ def test_the_step_never_hands_out_reserved_gpus() -> None:
 
 
 def test_an_unplanned_start_keeps_its_gpus_until_it_is_requeued() -> None:
-    surprise = Job("u", (2,), 1e6, current=on("k1", 2))
+    surprise = Job("u", (2,), 1e6, current=cfg("k1", 2))
     given = snap(surprise, Job("q", (1,), 1e6), unplanned=frozenset({"u"}))
     held = reserve(given)
     assert [j.id for j in held.jobs] == ["q"] and held.capacity == {"k1": 2, "a1": 4}
@@ -104,7 +104,7 @@ def test_an_unplanned_start_keeps_its_gpus_until_it_is_requeued() -> None:
 
 
 def test_an_unplanned_start_in_flight_or_still_planned_is_not_to_requeue() -> None:
-    surprise = Job("u", (2,), 1e6, current=on("k1", 2))
+    surprise = Job("u", (2,), 1e6, current=cfg("k1", 2))
     queued = Job("q", (1,), 1e6)  # marked, but requeued already: planned like any job
     given = snap(
         surprise,
