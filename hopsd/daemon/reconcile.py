@@ -45,6 +45,7 @@ from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.relaunch import relaunch
 from hopsd.daemon.sensing import Sensing
+from hopsd.daemon.slurm_requeues import RunEnds, SlurmRequeues
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger import runs
@@ -98,6 +99,7 @@ class Reconciler:
         accounting: AccountingLookup,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
         sensing: Sensing | None = None,
+        run_ends: RunEnds | None = None,
     ) -> None:
         self.config = config
         self.accounting = accounting
@@ -114,6 +116,8 @@ class Reconciler:
         # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
         self.learner = ProgressLearner(self.sensing)
+        # requeues Slurm made itself (its preemption, a node failure): named from accounting
+        self.slurm_requeues = SlurmRequeues(run_ends)
 
     def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
         """Bring the ledger in step with what Slurm shows, in ``unit``'s transaction."""
@@ -123,6 +127,7 @@ class Reconciler:
             self._refusals = None  # the transaction rolls back: reread what it really holds
             self.holds.asked = set()  # and the hold intents it recorded: ask again
             self.holds.waiting = []
+            self.slurm_requeues.forget()
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -147,6 +152,7 @@ class Reconciler:
                 continue
             work = partial(self._one, unit, store, row, seen, view, now, report)
             self._isolated(unit, row, usage, work)
+        self.slurm_requeues.record(unit)
         self._finish_gone(unit, gone, view, now, usage, report)
         for (user, account), used in usage.items():
             if used.gpu_s > 0:
@@ -463,6 +469,8 @@ class Reconciler:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
             # why hops requeued it (a move, a preemption, ...), else Slurm's word
             why = unit.close_requeued_run(row.id, now, row.restarts or 0)
+            if why is None:
+                self.slurm_requeues.note(row.id, seen.slurm_id)
             unit.transition(row.id, target, now, why or seen.reason or "requeued")
             unit.set_placement(row.id, None)
             # what the run said after the last tick: had it done all its samples
