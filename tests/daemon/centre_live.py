@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from daemon_live import LiveEnv
+from sqlalchemy import select
 
 from hopsd.core.capacity import held_gpus
 from hopsd.daemon.decide import Decision
+from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobState
 
 
 def scontrol(*args: str) -> None:
@@ -53,6 +55,34 @@ def foreign(env: LiveEnv, *args: str, seconds: int = 300, user: str | None = Non
     job = int(out.stdout.strip().split(";")[0])
     env.blockers.append(job)
     return job
+
+
+def restarts_planned(env: LiveEnv, job_id: str) -> int:
+    """How many moves and preemptions hops planned for the job."""
+    with env.sessions.begin() as s:
+        rows = s.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)).all()
+        return sum(r.reason in (AllocationReason.MOVE, AllocationReason.PREEMPT) for r in rows)
+
+
+def check_exactly_once(env: LiveEnv) -> None:
+    """Every job of the test done and finished once, no restart hops did not plan, no
+    intent left pending."""
+    rows = env.rows()
+    slurm = {j.job_id: j for j in env.port.list_jobs()}
+    for job in env.submitted:
+        row = rows[job]
+        assert row.state == JobState.DONE, (job, row.state, row.state_reason)
+        events = env.events(job)
+        assert [e["event"] for e in events].count("done") == 1, events
+        starts = sum(e["event"] == "start" for e in events)
+        # a run requeued within milliseconds of its start may not have written its event
+        assert 1 <= starts <= 1 + row.restarts, (job, events, row.restarts)
+        assert row.restarts <= restarts_planned(env, row.id), "a restart nobody planned"
+        if job in slurm:
+            assert slurm[job].restarts == row.restarts
+    with env.sessions.begin() as s:
+        states = [i.state for i in s.scalars(select(IntentRow))]
+    assert IntentState.PENDING not in states
 
 
 def slurm_states(env: LiveEnv) -> dict[int, tuple[str, bool, dict[str, int]]]:
