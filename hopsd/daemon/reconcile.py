@@ -36,9 +36,11 @@ from hopsd.daemon.adoption import (
     TAG_CHANGED,
     adopt_together,
     check_tag,
+    entry_partitions,
     free_id,
     in_savepoint,
     job_id_of,
+    outside_managed,
     reuse_reason,
 )
 from hopsd.daemon.holds import Holds
@@ -272,7 +274,8 @@ class Reconciler:
         known = unit.jobs_by_slurm_ids(ids)
         # ledger ids already taken, read at once rather than one query per job
         taken = set(unit.jobs([job_id_of(i) for i in ids]))
-        limits = (view.largest_config(), view.per_type())
+        entry = entry_partitions(obs.nodes, view.partition_of)
+        limits = (view.largest_config(), view.per_type(), entry)
         adopt = partial(self._adopt_one, unit, limits=limits, taken=taken, now=now, report=report)
         fresh = [j for j in candidates if j.slurm_id not in known]
         alone = [j for j in candidates if j.slurm_id in known]
@@ -294,18 +297,22 @@ class Reconciler:
         job: ObservedJob,
         old: JobRecord | None,
         *,
-        limits: tuple[int, Mapping[str, int]],
+        limits: tuple[int, Mapping[str, int], frozenset[str]],
         taken: set[str],
         now: float,
         report: ReconcileReport,
     ) -> None:
-        """Adopt one tagged held job, or refuse it with the reason."""
+        """Adopt one tagged held job, or refuse it with the reason (``limits``: the largest
+        configuration, GPUs per type, the partitions hops jobs may be submitted to)."""
         if old is not None:
             why = reuse_reason(old, job)
             if not why:
                 return  # adopted before (and finished): never adopted twice
             self._retire(unit, old, why, now, report)
         if job.final:
+            return
+        if elsewhere := outside_managed(job, limits[2]):  # a partition hops does not manage
+            self._refuse(unit, job, elsewhere, now, report)
             return
         if not (job.pending or job.state == RUNNING):
             self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
