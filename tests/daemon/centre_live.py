@@ -85,6 +85,14 @@ def check_exactly_once(env: LiveEnv) -> None:
     assert IntentState.PENDING not in states
 
 
+def tick_while_away(tick: Callable[[], object], seconds: float) -> None:
+    """Tick once a second for ``seconds`` while slurmctld is away (the ticks fail)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        tick()
+        time.sleep(1.0)
+
+
 def slurm_states(env: LiveEnv) -> dict[int, tuple[str, bool, dict[str, int]]]:
     """Per job: Slurm's state, whether it is held, and its GPUs per node."""
     return {j.job_id: (j.state, j.held, j.placement) for j in env.port.list_jobs()}
@@ -141,6 +149,58 @@ def reserved(name: str, nodes: str, start_in_s: int, minutes: int = 30) -> Itera
             timeout=20,
             check=False,
         )
+
+
+def accounting_kept() -> str:
+    """Why Slurm keeps no accounting database here ("" when it does: sacctmgr works)."""
+    listed = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return f"no accounting database (HOPS_ACCOUNTING=0?): {listed.stderr.strip()}"
+    return ""
+
+
+@contextmanager
+def preempting_qos(name: str) -> Iterator[str]:
+    """A QOS whose jobs preempt those of QOS ``normal`` (Slurm requeues them: the test
+    cluster runs ``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``), deleted at the
+    end even on failure; needs root and accounting."""
+
+    def sacctmgr(*args: str) -> str:
+        return subprocess.run(
+            ["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+
+    sacctmgr("add", "qos", name, "Preempt=normal")
+    try:
+        shown = sacctmgr("-n", "-P", "show", "qos", name, "format=Name,Preempt")
+        assert shown.strip() == f"{name}|normal", shown
+        yield name
+    finally:
+        # refused while a job of it is still active: the test's cancelled jobs end first
+        end = time.monotonic() + 30
+        while name in sacctmgr("-n", "-P", "show", "qos", name, "format=Name").split():
+            sacctmgr("delete", "qos", name)
+            if time.monotonic() > end:
+                raise AssertionError(f"QOS {name} could not be deleted")
+            time.sleep(1.0)
+
+
+def preemptor(env: LiveEnv, qos: str, node: str, gpus: int, seconds: int) -> int:
+    """Root's plain job of the preempting ``qos`` on ``gpus`` GPUs of ``node`` (tried
+    until slurmctld has the new QOS from slurmdbd)."""
+    partition = node.rstrip("0123456789").removesuffix("n")
+    args = ("-p", partition, "-w", node, f"--gres=gpu:{gpus}", f"--qos={qos}")
+    end = time.monotonic() + 20
+    while True:
+        try:
+            return foreign(env, *args, seconds=seconds)
+        except subprocess.CalledProcessError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(1.0)
 
 
 def running_on(env: LiveEnv, job: int) -> dict[str, int]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from centre_live import check_exactly_once
+from centre_live import check_exactly_once, tick_while_away
 from daemon_live import LIVE, LiveEnv, cluster, drive, hopsd_process
 from sqlalchemy import select
 
@@ -97,10 +97,7 @@ def test_slurmctld_outage_backs_off_and_recovers_without_loss(env, caplog):
     before = daemon_pids()
     cluster("stop-ctld")
     try:
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            service.run_once()
-            time.sleep(1.0)
+        tick_while_away(service.run_once, 30)
         assert service.failures >= 2
     finally:
         cluster("start-ctld")

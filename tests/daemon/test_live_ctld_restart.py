@@ -12,10 +12,8 @@ Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped otherwise.
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from centre_live import check_exactly_once
+from centre_live import check_exactly_once, tick_while_away
 from daemon_live import LIVE, LiveEnv, cluster, drive
 from sqlalchemy import select
 
@@ -91,10 +89,7 @@ def test_a_controller_restart_mid_enactment_starts_nothing_twice_and_loses_nothi
     # the decision's releases were still to be taken when slurmctld went away
     assert fault.releasing, "no release left to take"
     try:
-        end = time.monotonic() + AWAY_S
-        while time.monotonic() < end:
-            service.run_once()
-            time.sleep(1.0)
+        tick_while_away(service.run_once, AWAY_S)
         assert service.failures >= 1
     finally:
         cluster("start-ctld")

@@ -17,10 +17,18 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 
 import pytest
-from centre_live import finished_once, foreign, running_on, started_on, wait_running
+from centre_live import (
+    accounting_kept,
+    finished_once,
+    foreign,
+    preempting_qos,
+    preemptor,
+    running_on,
+    started_on,
+    wait_running,
+)
 from daemon_live import LIVE, LiveEnv, drive
 from sqlalchemy import select
 
@@ -28,59 +36,21 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.models import AllocationReason, IntentAction, IntentRow, JobState, RunRow
 
-pytestmark = [
-    *LIVE,
-    pytest.mark.skipif(os.geteuid() != 0, reason="sacctmgr changes need root"),
-]
+pytestmark = LIVE
 
 #: The preempting QOS the test makes (and removes).
 QOS = "hopspreempt"
 
 
-def sacctmgr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, check=False
-    )
-
-
 @pytest.fixture
-def preempting_qos() -> Iterator[str]:
-    """QOS ``hopspreempt`` with ``Preempt=normal``, deleted at the end even on failure."""
-    listed = subprocess.run(
-        ["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    if listed.returncode != 0 or not listed.stdout.strip():
-        pytest.skip(f"no accounting database (HOPS_ACCOUNTING=0?): {listed.stderr.strip()}")
-    sacctmgr("add", "qos", QOS, "Preempt=normal")
-    try:
-        shown = sacctmgr("-n", "-P", "show", "qos", QOS, "format=Name,Preempt").stdout
-        assert shown.strip() == f"{QOS}|normal", shown
-        yield QOS
-    finally:
-        sacctmgr("delete", "qos", QOS)
-
-
-@pytest.fixture
-def env(tmp_path, preempting_qos):
-    live = LiveEnv.create(tmp_path, grace_s=3.0)
-    yield live
-    live.cleanup()
-
-
-def preemptor(env: LiveEnv, seconds: int) -> int:
-    """Root's plain job of the preempting QOS on all of ``v100n1`` (tried until slurmctld
-    has the new QOS from slurmdbd)."""
-    end = time.monotonic() + 20
-    while True:
-        try:
-            return foreign(
-                env, "-p", "v100", "-w", "v100n1", "--gres=gpu:4", f"--qos={QOS}", seconds=seconds
-            )
-        except subprocess.CalledProcessError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(1.0)
+def env(tmp_path):
+    why = "sacctmgr changes need root" if os.geteuid() != 0 else accounting_kept()
+    if why:
+        pytest.skip(why)
+    with preempting_qos(QOS):
+        live = LiveEnv.create(tmp_path, grace_s=3.0)
+        yield live
+        live.cleanup()
 
 
 @pytest.mark.parametrize("frees", ["its-node", "another-node"])
@@ -97,7 +67,7 @@ def test_a_job_slurm_preempts_is_recorded_as_slurms_and_keeps_its_place(env, fre
     assert running_on(env, job) == {"v100n1": 4}
     time.sleep(3)  # some work done, checkpointed
     # its own node frees when the preemptor ends; else v100n2 frees while it runs on
-    high = preemptor(env, seconds=15 if frees == "its-node" else 300)
+    high = preemptor(env, QOS, "v100n1", 4, seconds=15 if frees == "its-node" else 300)
     wait_running(env, [high])
     # a later arrival of the same demand and four times the work: its LR stays below
     later = env.submit((4,), 48_000, label="later")
