@@ -162,8 +162,12 @@ def test_recorded_errors_are_classified() -> None:
     assert isinstance(unavailable, SlurmUnavailableError)
     assert "Unable to contact slurm controller" in str(unavailable)
     assert isinstance(error_for(failed("err_sacct_no_dbd.22.05.txt")), SlurmUnavailableError)
-    # hold, release and requeuehold word an absent slurmctld differently
-    for name in ("err_release_no_controller.22.05.txt", "err_requeuehold_no_controller.22.05.txt"):
+    # hold, release and requeuehold word an absent slurmctld differently (22.05 and 24.11)
+    for name in (
+        "err_release_no_controller.22.05.txt",
+        "err_release_no_controller.24.11.txt",
+        "err_requeuehold_no_controller.22.05.txt",
+    ):
         assert isinstance(error_for(failed(name)), SlurmUnavailableError), name
     missing = error_for(failed("err_update_unknown.22.05.txt"))
     assert isinstance(missing, SlurmJobNotFoundError)
