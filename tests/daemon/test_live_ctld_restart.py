@@ -5,8 +5,10 @@ slurmctld stops (``docker/cluster.sh stop-ctld``: SIGTERM, it saves its state)
 -- before any of the Slurm calls, or between a start's update and its release.
 hopsd's ticks fail while it is away, and back off; it is started again as
 ``docker/cluster.sh up`` starts it (the cluster's pids file updated). hopsd's
-next ticks finish what the restart left: no job started twice, none lost,
-every one finished once, no intent left pending.
+next ticks finish what the restart left, by resuming its intents: each
+release taken once (``scontrol release`` with slurmctld away says "Unexpected
+message received", which must read as Slurm away, not as a refusal that fails
+the chain), no job started twice, none lost, no intent left pending.
 Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped otherwise.
 """
 
