@@ -7,7 +7,10 @@ arrivals on the live Slurm test cluster while:
   go on the v100 and a100 nodes;
 * **drain**: the node of a running hops job is drained (``on_drain =
   "finish"``) and resumed later;
-* **reservation**: a maintenance reservation on ``a100n2`` begins mid-run.
+* **reservation**: a maintenance reservation on ``a100n2`` begins mid-run;
+* **Slurm preemption**: root's plain job of a QOS that preempts ``normal``
+  takes a node where only hops jobs run, and Slurm requeues them itself
+  (``PreemptMode=REQUEUE``; left out where Slurm keeps no accounting).
 
 A down node (slurmd killed) is not part of it. Run::
 
@@ -27,6 +30,7 @@ it after it began. Goal: all five are 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -36,12 +40,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemon"))
 
 from centre_live import (
+    accounting_kept,
     done_count,
     foreign,
     held_throughout,
     names_any,
     others_running,
     overbooked,
+    preempting_qos,
+    preemptor,
     reserved,
     resume,
     running_on,
@@ -51,8 +58,10 @@ from daemon_live import LiveEnv
 from figures import print_figures
 from live_replay import quietly
 from live_users import ensure_user
+from sqlalchemy import select
 
 from hopsd.daemon.tick import Tick
+from hopsd.ledger.models import RunRow
 
 OTHER_USER = "hopsother"
 #: (second of arrival, demands, samples) of the hops jobs
@@ -77,6 +86,7 @@ FOREIGN_JOBS = [
 ]
 DRAIN_AT_S, RESUME_AT_S = 10.0, 45.0
 RESERVATION_NODE, RESERVATION_IN_S = "a100n2", 40
+PREEMPT_AT_S, PREEMPT_FOR_S, PREEMPT_QOS = 25.0, 10, "hopsbenchpreempt"
 DEADLINE_S = 240.0
 
 
@@ -85,7 +95,10 @@ class Run:
     env: LiveEnv
     hops: list[int] = field(default_factory=list)
     theirs: list[int] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)
     drained: str = ""
+    #: the node Slurm's preemption took ("" before; "-": not part of this run)
+    preempted: str = ""
     overbooked: int = 0
     in_reservation: set[str] = field(default_factory=set)
 
@@ -110,6 +123,21 @@ def step_faults(run: Run, elapsed: float, user: str) -> None:
                 break
     if run.drained and elapsed >= RESUME_AT_S:
         resume(run.drained)
+    if not run.preempted and elapsed >= PREEMPT_AT_S:
+        preempt_hops_node(run)
+
+
+def preempt_hops_node(run: Run) -> None:
+    """Root's preempting job on all of a node where hops jobs alone run (no other user's
+    job is preempted, so ``requeued_foreign`` stays hops's own)."""
+    env = run.env
+    others = {n for p in others_running(env, run.hops).values() for n in p}
+    for job in run.hops:
+        for node in running_on(env, job):
+            if node not in (run.drained, RESERVATION_NODE) and node not in others:
+                run.preempted = node
+                preemptor(env, PREEMPT_QOS, node, run.sizes[node], PREEMPT_FOR_S)
+                return
 
 
 def tick_once(run: Run, tick: Tick, sizes: dict[str, int], reservation_at: float) -> None:
@@ -138,12 +166,16 @@ def measure(run: Run) -> dict[str, object]:
         per_job[r.job_id] = per_job.get(r.job_id, 0) + 1
     named = {j for j in run.theirs if any(names_any(a, [j]) for a in env.runner.calls)}
     requeued = {j for j, n in per_job.items() if n > 1} | named
+    with env.sessions.begin() as s:  # hops jobs whose run the ledger says Slurm preempted
+        ended = select(RunRow.job_id).where(RunRow.ended == "preempted by slurm")
+        by_slurm = len(set(s.scalars(ended)))
     return {
         "jobs": len(run.hops),
         "faults": {
             "foreign_jobs": len(run.theirs),
             "drain": 1 if run.drained else 0,
             "reservation": 1,
+            "slurm_preemption": "not included" if run.preempted in ("", "-") else by_slurm,
             "down_node": "not included",
         },
         "finished_twice": sum(1 for n in done.values() if n > 1),
@@ -160,25 +192,32 @@ def main() -> int:
     args = parser.parse_args()
     user = ensure_user(OTHER_USER)
     env = LiveEnv.create(Path(tempfile.mkdtemp(prefix="centre-")), grace_s=5.0)
-    run = Run(env)
     sizes = {n.name: n.gpus_total for n in env.port.list_nodes()}
+    run = Run(env, sizes=sizes)
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
     started = time.time()
+    qos = contextlib.nullcontext(PREEMPT_QOS)
+    if accounting_kept():
+        run.preempted = "-"  # no QOS without accounting
+    else:
+        qos = preempting_qos(PREEMPT_QOS)
     try:
         name = f"{env.prefix}maint"
-        with reserved(name, RESERVATION_NODE, start_in_s=RESERVATION_IN_S, minutes=10):
+        with qos, reserved(name, RESERVATION_NODE, start_in_s=RESERVATION_IN_S, minutes=10):
             reservation_at = started + RESERVATION_IN_S
-            while time.time() - started < DEADLINE_S:
-                step_faults(run, time.time() - started, user)
-                tick_once(run, tick, sizes, reservation_at)
-                if len(run.hops) == len(HOPS_JOBS) and env.all_terminal():
-                    break
-                time.sleep(0.5)
-        figures = measure(run)
+            try:
+                while time.time() - started < DEADLINE_S:
+                    step_faults(run, time.time() - started, user)
+                    tick_once(run, tick, sizes, reservation_at)
+                    if len(run.hops) == len(HOPS_JOBS) and env.all_terminal():
+                        break
+                    time.sleep(0.5)
+                figures = measure(run)
+            finally:
+                env.cleanup()  # before the preempting QOS goes: its job must be gone
     finally:
         if run.drained:
             resume(run.drained)
-        env.cleanup()
     figures["wall_s"] = round(time.time() - started, 1)
     print_figures(figures, args.json, 24, right=True)
     return 0

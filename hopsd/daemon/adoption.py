@@ -11,13 +11,13 @@ and tested without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from hopsd.core.admission import admit
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.problems import InputProblems
-from hopsd.daemon.views import ObservedJob
+from hopsd.daemon.views import ObservedJob, ObservedNode
 from hopsd.ledger.records import JobRecord, JobSpec, JobState, LrRule, TagStatus
 from hopsd.ledger.unit import Unit
 from hopsd.userdata import slurm_field_problem
@@ -66,6 +66,31 @@ TAG_CHANGED = (
     "the job's hops tag (Slurm comment) was changed after hopsd adopted it; the change is "
     "ignored: the job keeps the demands, size and GPU types it was adopted with"
 )
+
+
+def entry_partitions(nodes: Sequence[ObservedNode], managed: Collection[str]) -> frozenset[str]:
+    """Partitions a hops job may be submitted to: those sharing a node with the managed
+    ones (the managed partitions themselves, and e.g. a site's default ``all`` or the
+    partition ``contrib/job_submit.lua`` takes over).
+
+    hops places a job it adopts through its managed partitions, whatever partition
+    it was submitted to. A partition with none of their nodes is the centre's
+    alone (other GPUs, CPUs): a job sent there was sent past hops, and is left to
+    Slurm, never adopted, held nor requeued.
+    """
+    return frozenset(p for n in nodes if n.name in managed for p in n.partitions)
+
+
+def outside_managed(job: ObservedJob, entry: Collection[str]) -> str:
+    """Why a tagged job is left to Slurm ("" when it may be adopted): every partition it
+    asked for (Slurm lists them comma-separated) shares no node with the managed ones."""
+    asked = [p for p in job.partition.split(",") if p]
+    if not asked or any(p in entry for p in asked):
+        return ""
+    return (
+        f"submitted to partition {job.partition}, which shares no node with the partitions "
+        "hops manages ([slurm] partitions); left to Slurm"
+    )
 
 
 def check_tag(

@@ -36,15 +36,18 @@ from hopsd.daemon.adoption import (
     TAG_CHANGED,
     adopt_together,
     check_tag,
+    entry_partitions,
     free_id,
     in_savepoint,
     job_id_of,
+    outside_managed,
     reuse_reason,
 )
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.relaunch import relaunch
 from hopsd.daemon.sensing import Sensing
+from hopsd.daemon.slurm_requeues import RunEnds, SlurmRequeues
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
 from hopsd.ledger import runs
@@ -98,6 +101,7 @@ class Reconciler:
         accounting: AccountingLookup,
         adopt_filter: Callable[[ObservedJob], bool] | None = None,
         sensing: Sensing | None = None,
+        run_ends: RunEnds | None = None,
     ) -> None:
         self.config = config
         self.accounting = accounting
@@ -114,6 +118,8 @@ class Reconciler:
         # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
         self.learner = ProgressLearner(self.sensing)
+        # requeues Slurm made itself (its preemption, a node failure): named from accounting
+        self.slurm_requeues = SlurmRequeues(run_ends)
 
     def run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
         """Bring the ledger in step with what Slurm shows, in ``unit``'s transaction."""
@@ -123,6 +129,7 @@ class Reconciler:
             self._refusals = None  # the transaction rolls back: reread what it really holds
             self.holds.asked = set()  # and the hold intents it recorded: ask again
             self.holds.waiting = []
+            self.slurm_requeues.forget()
             raise
 
     def _run(self, unit: Unit, obs: Observation, view: ClusterView, now: float) -> ReconcileReport:
@@ -147,6 +154,7 @@ class Reconciler:
                 continue
             work = partial(self._one, unit, store, row, seen, view, now, report)
             self._isolated(unit, row, usage, work)
+        self.slurm_requeues.record(unit)
         self._finish_gone(unit, gone, view, now, usage, report)
         for (user, account), used in usage.items():
             if used.gpu_s > 0:
@@ -266,7 +274,8 @@ class Reconciler:
         known = unit.jobs_by_slurm_ids(ids)
         # ledger ids already taken, read at once rather than one query per job
         taken = set(unit.jobs([job_id_of(i) for i in ids]))
-        limits = (view.largest_config(), view.per_type())
+        entry = entry_partitions(obs.nodes, view.partition_of)
+        limits = (view.largest_config(), view.per_type(), entry)
         adopt = partial(self._adopt_one, unit, limits=limits, taken=taken, now=now, report=report)
         fresh = [j for j in candidates if j.slurm_id not in known]
         alone = [j for j in candidates if j.slurm_id in known]
@@ -288,18 +297,22 @@ class Reconciler:
         job: ObservedJob,
         old: JobRecord | None,
         *,
-        limits: tuple[int, Mapping[str, int]],
+        limits: tuple[int, Mapping[str, int], frozenset[str]],
         taken: set[str],
         now: float,
         report: ReconcileReport,
     ) -> None:
-        """Adopt one tagged held job, or refuse it with the reason."""
+        """Adopt one tagged held job, or refuse it with the reason (``limits``: the largest
+        configuration, GPUs per type, the partitions hops jobs may be submitted to)."""
         if old is not None:
             why = reuse_reason(old, job)
             if not why:
                 return  # adopted before (and finished): never adopted twice
             self._retire(unit, old, why, now, report)
         if job.final:
+            return
+        if elsewhere := outside_managed(job, limits[2]):  # a partition hops does not manage
+            self._refuse(unit, job, elsewhere, now, report)
             return
         if not (job.pending or job.state == RUNNING):
             self._refuse(unit, job, "tagged but not submitted held; left to Slurm", now, report)
@@ -463,6 +476,8 @@ class Reconciler:
             target = JobState.PREEMPTED if seen.held else JobState.REQUEUED
             # why hops requeued it (a move, a preemption, ...), else Slurm's word
             why = unit.close_requeued_run(row.id, now, row.restarts or 0)
+            if why is None:
+                self.slurm_requeues.note(row.id, seen.slurm_id)
             unit.transition(row.id, target, now, why or seen.reason or "requeued")
             unit.set_placement(row.id, None)
             # what the run said after the last tick: had it done all its samples

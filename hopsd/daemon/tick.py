@@ -66,6 +66,7 @@ from hopsd.daemon.slurm_policy import (
     type_max_times,
     with_reasons,
 )
+from hopsd.daemon.slurm_requeues import latest_ends
 from hopsd.daemon.snapshot_builder import build_cluster_view
 from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
@@ -118,7 +119,9 @@ class Tick:
             self.ledger.fence = lease.fence
         self.call_count = call_count or (lambda: 0)
         self.faults = faults or NoFaults()
-        self.reconciler = Reconciler(config, self._accounting, adopt_filter, sensing)
+        self.reconciler = Reconciler(
+            config, self._accounting, adopt_filter, sensing, run_ends=self._run_ends
+        )
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
         self.reconciler.holds.acts = not shadow
@@ -232,6 +235,14 @@ class Tick:
     def _accounting(self, slurm_ids: Sequence[int]) -> Mapping[int, ObservedJob]:
         try:
             return final_states(self.port, slurm_ids)
+        except SlurmCommandError as exc:
+            log.warning("event=accounting-unavailable error=%r", str(exc))
+            return {}
+
+    def _run_ends(self, slurm_ids: Sequence[int]) -> Mapping[int, str]:
+        """How each job's latest run ended, from accounting (empty where none is kept)."""
+        try:
+            return latest_ends(self.port.runs(slurm_ids))
         except SlurmCommandError as exc:
             log.warning("event=accounting-unavailable error=%r", str(exc))
             return {}

@@ -36,6 +36,10 @@ UNAVAILABLE_MARKERS = (
     "Connection refused",
     "Communication connection failure",
     "slurm_persist_conn_open",
+    # what `scontrol hold`, `release` and `requeuehold` say while slurmctld is down
+    # (22.05 and 24.11; other commands say "Unable to contact"): read as a refusal,
+    # a restart of slurmctld would fail the chain instead of leaving it to resume
+    "Unexpected message received",
 )
 NOT_FOUND_MARKERS = ("Invalid job id specified", "Invalid job id")
 ACCOUNTING_OFF_MARKERS = ("accounting storage is disabled",)

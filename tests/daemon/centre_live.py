@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from daemon_live import LiveEnv
+from sqlalchemy import select
 
 from hopsd.core.capacity import held_gpus
 from hopsd.daemon.decide import Decision
+from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobState
 
 
 def scontrol(*args: str) -> None:
@@ -53,6 +55,42 @@ def foreign(env: LiveEnv, *args: str, seconds: int = 300, user: str | None = Non
     job = int(out.stdout.strip().split(";")[0])
     env.blockers.append(job)
     return job
+
+
+def restarts_planned(env: LiveEnv, job_id: str) -> int:
+    """How many moves and preemptions hops planned for the job."""
+    with env.sessions.begin() as s:
+        rows = s.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)).all()
+        return sum(r.reason in (AllocationReason.MOVE, AllocationReason.PREEMPT) for r in rows)
+
+
+def check_exactly_once(env: LiveEnv) -> None:
+    """Every job of the test done and finished once, no restart hops did not plan, no
+    intent left pending."""
+    rows = env.rows()
+    slurm = {j.job_id: j for j in env.port.list_jobs()}
+    for job in env.submitted:
+        row = rows[job]
+        assert row.state == JobState.DONE, (job, row.state, row.state_reason)
+        events = env.events(job)
+        assert [e["event"] for e in events].count("done") == 1, events
+        starts = sum(e["event"] == "start" for e in events)
+        # a run requeued within milliseconds of its start may not have written its event
+        assert 1 <= starts <= 1 + row.restarts, (job, events, row.restarts)
+        assert row.restarts <= restarts_planned(env, row.id), "a restart nobody planned"
+        if job in slurm:
+            assert slurm[job].restarts == row.restarts
+    with env.sessions.begin() as s:
+        states = [i.state for i in s.scalars(select(IntentRow))]
+    assert IntentState.PENDING not in states
+
+
+def tick_while_away(tick: Callable[[], object], seconds: float) -> None:
+    """Tick once a second for ``seconds`` while slurmctld is away (the ticks fail)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        tick()
+        time.sleep(1.0)
 
 
 def slurm_states(env: LiveEnv) -> dict[int, tuple[str, bool, dict[str, int]]]:
@@ -111,6 +149,58 @@ def reserved(name: str, nodes: str, start_in_s: int, minutes: int = 30) -> Itera
             timeout=20,
             check=False,
         )
+
+
+def accounting_kept() -> str:
+    """Why Slurm keeps no accounting database here ("" when it does: sacctmgr works)."""
+    listed = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    if listed.returncode != 0 or not listed.stdout.strip():
+        return f"no accounting database (HOPS_ACCOUNTING=0?): {listed.stderr.strip()}"
+    return ""
+
+
+@contextmanager
+def preempting_qos(name: str) -> Iterator[str]:
+    """A QOS whose jobs preempt those of QOS ``normal`` (Slurm requeues them: the test
+    cluster runs ``PreemptType=preempt/qos``, ``PreemptMode=REQUEUE``), deleted at the
+    end even on failure; needs root and accounting."""
+
+    def sacctmgr(*args: str) -> str:
+        return subprocess.run(
+            ["sacctmgr", "-i", *args], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+
+    sacctmgr("add", "qos", name, "Preempt=normal")
+    try:
+        shown = sacctmgr("-n", "-P", "show", "qos", name, "format=Name,Preempt")
+        assert shown.strip() == f"{name}|normal", shown
+        yield name
+    finally:
+        # refused while a job of it is still active: the test's cancelled jobs end first
+        end = time.monotonic() + 30
+        while name in sacctmgr("-n", "-P", "show", "qos", name, "format=Name").split():
+            sacctmgr("delete", "qos", name)
+            if time.monotonic() > end:
+                raise AssertionError(f"QOS {name} could not be deleted")
+            time.sleep(1.0)
+
+
+def preemptor(env: LiveEnv, qos: str, node: str, gpus: int, seconds: int) -> int:
+    """Root's plain job of the preempting ``qos`` on ``gpus`` GPUs of ``node`` (tried
+    until slurmctld has the new QOS from slurmdbd)."""
+    partition = node.rstrip("0123456789").removesuffix("n")
+    args = ("-p", partition, "-w", node, f"--gres=gpu:{gpus}", f"--qos={qos}")
+    end = time.monotonic() + 20
+    while True:
+        try:
+            return foreign(env, *args, seconds=seconds)
+        except subprocess.CalledProcessError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(1.0)
 
 
 def running_on(env: LiveEnv, job: int) -> dict[str, int]:

@@ -17,42 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
-from daemon_live import LIVE, LiveEnv, cluster, drive, hopsd_process
+from centre_live import check_exactly_once, tick_while_away
+from daemon_live import LIVE, cluster, drive, hopsd_process
 from sqlalchemy import select
 
 from hopsd.daemon.service import Service
 from hopsd.daemon.tick import Tick
-from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, IntentState, JobState
+from hopsd.ledger.models import IntentRow, IntentState, JobState
 
 pytestmark = LIVE
 
 AFTER_INTENTS = ("--crash-after-intents",)
 AFTER_FIRST_ACTION = ("--crash-after-actions", "1")
-
-
-def restarts_planned(env: LiveEnv, job_id: str) -> int:
-    with env.sessions.begin() as s:
-        rows = s.scalars(select(AllocationRow).where(AllocationRow.job_id == job_id)).all()
-        return sum(r.reason in (AllocationReason.MOVE, AllocationReason.PREEMPT) for r in rows)
-
-
-def check_exactly_once(env: LiveEnv) -> None:
-    rows = env.rows()
-    slurm = {j.job_id: j for j in env.port.list_jobs()}
-    for job in env.submitted:
-        row = rows[job]
-        assert row.state == JobState.DONE, (job, row.state, row.state_reason)
-        events = env.events(job)
-        assert [e["event"] for e in events].count("done") == 1, events
-        starts = sum(e["event"] == "start" for e in events)
-        # a run requeued within milliseconds of its start may not have written its event
-        assert 1 <= starts <= 1 + row.restarts, (job, events, row.restarts)
-        assert row.restarts <= restarts_planned(env, row.id), "a restart nobody planned"
-        if job in slurm:
-            assert slurm[job].restarts == row.restarts
-    with env.sessions.begin() as s:
-        states = [i.state for i in s.scalars(select(IntentRow))]
-    assert IntentState.PENDING not in states
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int) -> int:
@@ -116,10 +92,7 @@ def test_slurmctld_outage_backs_off_and_recovers_without_loss(env, caplog):
     before = daemon_pids()
     cluster("stop-ctld")
     try:
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            service.run_once()
-            time.sleep(1.0)
+        tick_while_away(service.run_once, 30)
         assert service.failures >= 2
     finally:
         cluster("start-ctld")

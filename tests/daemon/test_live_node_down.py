@@ -22,10 +22,11 @@ from centre_live import (
     wait_running,
 )
 from daemon_live import LIVE, LiveEnv, drive
+from sqlalchemy import select
 
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_history
-from hopsd.ledger.models import AllocationReason, JobState
+from hopsd.ledger.models import AllocationReason, JobState, RunRow
 
 pytestmark = LIVE
 
@@ -61,5 +62,8 @@ def test_a_job_on_a_failed_node_is_placed_again_and_finishes_once(env):
     assert started_on(env, job) == [[where], [other]] and finished_once(env, job)
     with env.sessions.begin() as s:
         reasons = [a.reason for a in allocation_history(s, row.id)]
-    # Slurm's requeue, not one of hops's moves or preemptions
+    # Slurm's requeue, not one of hops's moves or preemptions, and named as accounting does
     assert AllocationReason.MOVE not in reasons and AllocationReason.PREEMPT not in reasons
+    with env.sessions.begin() as s:
+        ended = [r.ended for r in s.scalars(select(RunRow).where(RunRow.job_id == row.id))]
+    assert ended == ["node failure", "completed"], ended

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import hops_conf
 import pytest
+from centre_live import accounting_kept
 from daemon_live import LIVE, LiveEnv, hopsd_process
 
 from hopsd.config import parse_config
@@ -51,12 +52,9 @@ def sacctmgr(*args: str) -> None:
 @pytest.fixture(scope="module")
 def accounts() -> None:
     """The test's accounts, root a user in each (made once; changed to the test's values)."""
-    alive = subprocess.run(
-        ["sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster"],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    if alive.returncode != 0 or not alive.stdout.strip():
-        pytest.skip(f"no accounting database (HOPS_ACCOUNTING=0?): {alive.stderr.strip()}")
+    why = accounting_kept()
+    if why:
+        pytest.skip(why)
     shares = {LIMITED: 1, FS3: 3, FS1: 1}
     for account, share in shares.items():
         sacctmgr("add", "account", account, f"fairshare={share}")

@@ -162,6 +162,13 @@ def test_recorded_errors_are_classified() -> None:
     assert isinstance(unavailable, SlurmUnavailableError)
     assert "Unable to contact slurm controller" in str(unavailable)
     assert isinstance(error_for(failed("err_sacct_no_dbd.22.05.txt")), SlurmUnavailableError)
+    # hold, release and requeuehold word an absent slurmctld differently (22.05 and 24.11)
+    for name in (
+        "err_release_no_controller.22.05.txt",
+        "err_release_no_controller.24.11.txt",
+        "err_requeuehold_no_controller.22.05.txt",
+    ):
+        assert isinstance(error_for(failed(name)), SlurmUnavailableError), name
     missing = error_for(failed("err_update_unknown.22.05.txt"))
     assert isinstance(missing, SlurmJobNotFoundError)
     refused = error_for(failed("err_sbatch_badpart.22.05.txt"))
@@ -272,9 +279,10 @@ def test_hold_many_splits_a_long_queue_into_batches(monkeypatch: pytest.MonkeyPa
 
 
 def test_hold_many_raises_when_the_controller_is_away_and_asks_each_job_on_other_failures() -> None:
-    away = Replay(failed("err_scontrol_no_controller.22.05.txt"))
-    with pytest.raises(SlurmUnavailableError):
-        CliSlurm(run=away).hold_many([1, 2])
+    for words in ("err_scontrol_no_controller.22.05.txt", "err_release_no_controller.22.05.txt"):
+        away = Replay(failed(words))  # `scontrol hold` says what `release` does
+        with pytest.raises(SlurmUnavailableError):
+            CliSlurm(run=away).hold_many([1, 2])
     unnamed = CompletedRun((), 1, "", "scontrol: error: something unforeseen")
     run = Replay(unnamed, ok(), failed("err_release_unknown.22.05.txt"))
     refused = CliSlurm(run=run).hold_many([1, 2])
