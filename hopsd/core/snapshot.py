@@ -28,6 +28,23 @@ class InFlight:
 
 
 @dataclass(frozen=True)
+class LaunchFailure:
+    """A run Slurm ended as it may end a launch that failed (see :func:`hopsd.core.act.relaunch`).
+
+    ``tries`` counts the relaunches hops took already; ``released_by_hops``
+    says the run was hops's doing (its last enacted change was hops's release).
+    Whether the job is relaunched or ends is the act stage's to say.
+    """
+
+    job_id: str
+    state: str
+    start_time: float | None
+    end_time: float | None
+    tries: int = 0
+    released_by_hops: bool = False
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything a round needs, captured at one instant.
 
@@ -47,6 +64,9 @@ class Snapshot:
     :mod:`hopsd.core.act`). ``unplanned`` names running jobs Slurm started without
     a hops decision (in hopsd: released by their owner before hops held them):
     the reserve stage keeps their GPUs busy and the act stage requeues them.
+    ``launch_failures`` are runs Slurm ended as a failed launch ends (not jobs
+    of ``jobs``: they run nowhere); the act stage relaunches them or lets them
+    end, and the reserve stage drops those already in flight.
     ``closing`` names nodes that stop taking work (drained, or under a
     reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
     them and moves jobs that would not finish in time.
@@ -64,6 +84,7 @@ class Snapshot:
     in_flight: tuple[InFlight, ...] = ()
     listening: frozenset[str] | None = None
     unplanned: frozenset[str] = frozenset()
+    launch_failures: tuple[LaunchFailure, ...] = ()
     closing: Mapping[str, NodeClosing] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

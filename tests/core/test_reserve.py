@@ -8,7 +8,7 @@ from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.reserve import reserve, reserved_gpus
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import InFlight, Snapshot
+from hopsd.core.snapshot import InFlight, LaunchFailure, Snapshot
 from hopsd.core.step import RoundClock, schedule_step
 from hopsd.plugins import get_policy
 
@@ -125,3 +125,14 @@ def test_an_unplanned_start_in_flight_or_still_planned_is_not_to_requeue() -> No
     held = reserve(given)
     assert held.unplanned == frozenset() and [j.id for j in held.jobs] == ["q"]
     assert held.capacity == {"k1": 2, "a1": 4}
+
+
+def test_a_failed_launch_in_flight_is_not_judged_again_and_reserving_twice_keeps_the_rest() -> None:
+    failed = (
+        LaunchFailure("r", "FAILED", 1.0, 2.0, 0, True),
+        LaunchFailure("s", "FAILED", 1.0, 2.0),
+    )
+    given = snap(Job("q", (1,), 1e6), launch_failures=failed, in_flight=(InFlight("r"),))
+    held = reserve(given)
+    assert [f.job_id for f in held.launch_failures] == ["s"]
+    assert reserve(held) == held
