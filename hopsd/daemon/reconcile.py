@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 
 from hopsd.config import HopsConfig
+from hopsd.core import act
 from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.model import Configuration
 from hopsd.core.sizeclaim import SizeRule, progress_doubt
@@ -43,7 +44,6 @@ from hopsd.daemon.adoption import (
 )
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
-from hopsd.daemon.relaunch import relaunch
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
 from hopsd.daemon.views import RUNNING, Observation, ObservedJob
@@ -475,10 +475,22 @@ class Reconciler:
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
             report.requeued.append(row.id)
         elif seen.final:
-            if relaunch(unit, row, seen, now):
-                report.requeued.append(row.id)
-                return
-            self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
+            if act.launch_failed(seen.state, seen.start_time, seen.end_time):
+                return  # the step relaunches it, or :meth:`end` (hopsd.daemon.relaunch)
+            self.end(unit, row, seen, view, now, report)
+
+    def end(
+        self,
+        unit: Unit,
+        row: JobRecord,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+        report: ReconcileReport,
+    ) -> None:
+        """Record the end of a job Slurm ended, where it ran (a failed launch's end, which
+        reconcile defers, once the act stage has not relaunched it)."""
+        self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
 
     def _follow_profiling(
         self,
