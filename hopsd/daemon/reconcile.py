@@ -477,20 +477,16 @@ class Reconciler:
         elif seen.final:
             if act.launch_failed(seen.state, seen.start_time, seen.end_time):
                 return  # the step relaunches it, or :meth:`end` (hopsd.daemon.relaunch)
-            self.end(unit, row, seen, view, now, report)
+            self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
 
-    def end(
-        self,
-        unit: Unit,
-        row: JobRecord,
-        seen: ObservedJob,
-        view: ClusterView,
-        now: float,
-        report: ReconcileReport,
-    ) -> None:
-        """Record the end of a job Slurm ended, where it ran (a failed launch's end, which
-        reconcile defers, once the act stage has not relaunched it)."""
-        self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
+    def ender(
+        self, unit: Unit, view: ClusterView, now: float, report: ReconcileReport
+    ) -> Callable[[JobRecord, ObservedJob], None]:
+        """What records the end reconcile defers (a failed launch's, once the act stage has
+        not relaunched it), as :meth:`_follow` records any other: given the row and the job."""
+        return lambda row, seen: self._end(
+            unit, row, seen, now, report, observed_config(seen, view.cluster)
+        )
 
     def _follow_profiling(
         self,

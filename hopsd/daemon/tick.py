@@ -432,7 +432,7 @@ class Tick:
         (:mod:`hopsd.core.act`); a failed launch not relaunched ends (reconcile deferred it).
         A shadow daemon asks nothing of Slurm: every failed launch ends there."""
         report = result.reconcile = result.reconcile or ReconcileReport()
-        end = partial(self.reconciler.end, unit, view=built.view, now=now, report=report)
+        end = self.reconciler.ender(unit, built.view, now, report)
         acts = () if self.shadow else acts
         failures = built.snapshot.launch_failures
         actions, intents = relaunch_or_end(unit, failures, acts, rows, obs, end, now)
