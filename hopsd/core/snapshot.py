@@ -19,12 +19,15 @@ class InFlight:
 
     ``target`` names the GPUs per node its pending placement will take;
     ``runs_on`` says it still runs on its current GPUs (it was given notice and
-    its grace is not over, so it has not been requeued yet).
+    its grace is not over, so it has not been requeued yet). ``until`` is when
+    that grace ends (None: not known, or no notice): the reserve stage does not
+    read it; a forecast lands the work then, not at once.
     """
 
     job_id: str
     target: tuple[tuple[str, int], ...] = ()
     runs_on: bool = False
+    until: float | None = None
 
 
 @dataclass(frozen=True)
