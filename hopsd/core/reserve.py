@@ -102,14 +102,15 @@ def reserve(snapshot: Snapshot) -> Snapshot:
 
 def _requeued(given: Snapshot, reserved: Snapshot) -> Snapshot:
     """``reserved`` with only the unplanned starts the act stage is to requeue (not those
-    in flight already, nor a job still planned: one that is not running), and only the
-    failed launches it is to judge (not those in flight already)."""
+    in flight already, nor a job still planned: one that is not running, nor one whose
+    launch failed), and only the failed launches it is to judge (not those in flight)."""
     if not given.unplanned and not given.launch_failures:
         return reserved
     pending = {f.job_id for f in given.in_flight}
-    planned = {j.id for j in reserved.jobs}
-    keep = frozenset(j for j in given.unplanned if j not in pending and j not in planned)
     failed = tuple(f for f in given.launch_failures if f.job_id not in pending)
+    # a run that ended already (its launch failed) has nothing left to requeue
+    gone = pending | {j.id for j in reserved.jobs} | {f.job_id for f in given.launch_failures}
+    keep = frozenset(j for j in given.unplanned if j not in gone)
     if keep == reserved.unplanned and failed == reserved.launch_failures:
         return reserved
     return dataclasses.replace(reserved, unplanned=keep, launch_failures=failed)

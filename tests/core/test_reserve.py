@@ -136,3 +136,13 @@ def test_a_failed_launch_in_flight_is_not_judged_again_and_reserving_twice_keeps
     held = reserve(given)
     assert [f.job_id for f in held.launch_failures] == ["s"]
     assert reserve(held) == held
+
+
+def test_an_unplanned_start_whose_launch_failed_is_judged_as_a_failure_not_requeued() -> None:
+    """Slurm ended the run already: there is nothing to requeue; the act stage judges it
+    as a failed launch (one hops did not release: it ends)."""
+    failed = (LaunchFailure("u", "FAILED", 1.0, 2.0, 0, False),)
+    held = reserve(snap(unplanned=frozenset({"u"}), launch_failures=failed))
+    assert held.unplanned == frozenset() and held.launch_failures == failed
+    step = schedule_step(held, RoundClock(10.0), get_policy("fifo"), Settings())
+    assert step.actions == ()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from daemon_fakeport import FakeClock, FakePort, a100_pays_8x, small_cluster
 from sqlalchemy import select
+from tick_steps import observe_and_reconcile
 
 from hopsd.config import HopsConfig
 from hopsd.daemon.requeue_check import (
@@ -382,3 +383,23 @@ def test_a_relaunch_is_the_steps_written_before_slurm_and_taken_once_after_a_kil
     assert racing.actions(job).count("requeue_hold") == 1
     assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
     assert racing.jobs[job].state == "RUNNING"
+
+
+def test_a_failed_launch_slurm_made_without_hops_ends_and_is_neither_relaunched_nor_requeued(  # type: ignore[no-untyped-def]
+    config, racing, sessions, clock
+):
+    """Its owner released it and Slurm's launch failed at once: not hops's run to restart
+    (the act stage lets it end), and its unplanned run, over already, is not requeued."""
+    job = racing.add_job(HopsTag((4,), 1e7), user_hold=True)
+    racing.owner_release(job, start_on={"fast1": 4})
+    tick = Tick(config, racing, sessions, clock=clock)
+    observe_and_reconcile(tick)  # adopted as a run Slurm started without hops
+    racing.failed_launches.add(job)
+    racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
+    clock.advance(1)
+    tick.run_once()
+    assert "requeue_hold" not in racing.actions(job)
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.state == JobState.FAILED
+        assert not s.scalars(select(IntentRow).where(IntentRow.job_id == str(job))).all()
