@@ -15,8 +15,9 @@ every caller enacts one rule (hopsd is the only one Slurm surprises):
 * a running job Slurm started without a hops decision (``Snapshot.unplanned``)
   is requeued held, with a notice first under the same rule as a preemption
   (:func:`act`);
-* a job whose launch failed at once is relaunched, a bounded number of times
-  (:func:`relaunch`);
+* a job whose launch failed at once (``Snapshot.launch_failures``) is
+  relaunched, a bounded number of times (:func:`relaunch`, asked by :func:`act`);
+  one it does not relaunch ends;
 * a pending job whose hold its owner could release (or did) is held by hops
   (:func:`hold`).
 """
@@ -27,6 +28,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from hopsd.core.model import Configuration, Plan
+from hopsd.core.snapshot import LaunchFailure
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
 # requeue held a job Slurm started without a hops decision; requeue held a job whose
@@ -59,9 +61,11 @@ def act(
     listening: Collection[str] | None,
     notices: bool,
     unplanned: Collection[str] = (),
+    launch_failures: Collection[LaunchFailure] = (),
 ) -> tuple[Act, ...]:
     """The plan's actions in enacting order: starts, moves, then preemptions, then the
-    requeues of ``unplanned`` starts (after reserve: the ones not already in flight).
+    requeues of ``unplanned`` starts (after reserve: the ones not already in flight),
+    then the relaunches :func:`relaunch` takes among ``launch_failures``.
 
     ``listening`` None: every job hears a notice. An unplanned start is told as a
     preemption is: a job whose probe never reported is requeued at once.
@@ -75,7 +79,24 @@ def act(
         *(Act(a.job_id, MOVE, a.config, told(a.job_id)) for a in plan.move),
         *(Act(job_id, PREEMPT, None, told(job_id)) for job_id in plan.preempt),
         *(Act(job_id, REQUEUE, None, told(job_id)) for job_id in sorted(unplanned)),
+        *relaunches(launch_failures),
     )
+
+
+def relaunches(failures: Collection[LaunchFailure]) -> tuple[Act, ...]:
+    """The relaunches among ``failures`` (by job id); the others end as Slurm ended them."""
+    decided = (
+        relaunch(
+            f.job_id,
+            f.state,
+            f.start_time,
+            f.end_time,
+            tries=f.tries,
+            released_by_hops=f.released_by_hops,
+        )
+        for f in sorted(failures, key=lambda f: f.job_id)
+    )
+    return tuple(a for a in decided if a is not None)
 
 
 def launch_failed(state: str, start_time: float | None, end_time: float | None) -> bool:

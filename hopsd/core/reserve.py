@@ -17,7 +17,9 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
 * a running job Slurm started without a hops decision (``Snapshot.unplanned``)
   is reserved like a job under notice: it keeps its GPUs until the act stage's
   requeue (:func:`hopsd.core.act.act`) takes it off them. One already in
-  flight (its requeue is under way) is not requeued again.
+  flight (its requeue is under way) is not requeued again;
+* a failed launch (``Snapshot.launch_failures``) already in flight (its
+  relaunch is under way) is not judged again: the act stage would relaunch it twice.
 
 hopsd builds the in-flight records from its pending intents, the simulator
 from the moves it is enacting under a notice; both plan around them by this
@@ -99,13 +101,16 @@ def reserve(snapshot: Snapshot) -> Snapshot:
 
 
 def _requeued(given: Snapshot, reserved: Snapshot) -> Snapshot:
-    """``reserved`` with only the unplanned starts the act stage is to requeue: not those
-    in flight already, nor a job still planned (one that is not running)."""
-    if not given.unplanned:
+    """``reserved`` with only the unplanned starts the act stage is to requeue (not those
+    in flight already, nor a job still planned: one that is not running, nor one whose
+    launch failed), and only the failed launches it is to judge (not those in flight)."""
+    if not given.unplanned and not given.launch_failures:
         return reserved
     pending = {f.job_id for f in given.in_flight}
-    planned = {j.id for j in reserved.jobs}
-    keep = frozenset(j for j in given.unplanned if j not in pending and j not in planned)
-    if keep == reserved.unplanned:
+    failed = tuple(f for f in given.launch_failures if f.job_id not in pending)
+    # a run that ended already (its launch failed) has nothing left to requeue
+    gone = pending | {j.id for j in reserved.jobs} | {f.job_id for f in given.launch_failures}
+    keep = frozenset(j for j in given.unplanned if j not in gone)
+    if keep == reserved.unplanned and failed == reserved.launch_failures:
         return reserved
-    return dataclasses.replace(reserved, unplanned=keep)
+    return dataclasses.replace(reserved, unplanned=keep, launch_failures=failed)

@@ -19,12 +19,32 @@ class InFlight:
 
     ``target`` names the GPUs per node its pending placement will take;
     ``runs_on`` says it still runs on its current GPUs (it was given notice and
-    its grace is not over, so it has not been requeued yet).
+    its grace is not over, so it has not been requeued yet). ``until`` is when
+    that grace ends (None: not known, or no notice): the reserve stage does not
+    read it; a forecast lands the work then, not at once.
     """
 
     job_id: str
     target: tuple[tuple[str, int], ...] = ()
     runs_on: bool = False
+    until: float | None = None
+
+
+@dataclass(frozen=True)
+class LaunchFailure:
+    """A run Slurm ended as it may end a launch that failed (see :func:`hopsd.core.act.relaunch`).
+
+    ``tries`` counts the relaunches hops took already; ``released_by_hops``
+    says the run was hops's doing (its last enacted change was hops's release).
+    Whether the job is relaunched or ends is the act stage's to say.
+    """
+
+    job_id: str
+    state: str
+    start_time: float | None
+    end_time: float | None
+    tries: int = 0
+    released_by_hops: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,9 @@ class Snapshot:
     :mod:`hopsd.core.act`). ``unplanned`` names running jobs Slurm started without
     a hops decision (in hopsd: released by their owner before hops held them):
     the reserve stage keeps their GPUs busy and the act stage requeues them.
+    ``launch_failures`` are runs Slurm ended as a failed launch ends (not jobs
+    of ``jobs``: they run nowhere); the act stage relaunches them or lets them
+    end, and the reserve stage drops those already in flight.
     ``closing`` names nodes that stop taking work (drained, or under a
     reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
     them and moves jobs that would not finish in time.
@@ -64,6 +87,7 @@ class Snapshot:
     in_flight: tuple[InFlight, ...] = ()
     listening: frozenset[str] | None = None
     unplanned: frozenset[str] = frozenset()
+    launch_failures: tuple[LaunchFailure, ...] = ()
     closing: Mapping[str, NodeClosing] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

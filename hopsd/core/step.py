@@ -5,10 +5,10 @@ its GPUs, :mod:`hopsd.core.reserve`), **profile** (the profiling queue),
 **evidence** (size claims), **score** (LR and rho, :mod:`hopsd.core.scoring`),
 the fair-share factors, **plan** (the policy, with its fragment refill),
 **guard** (sparing), validation and **act** (the plan's actions, which start
-with a checkpoint notice, and the requeues of starts Slurm made without a
-decision: :mod:`hopsd.core.act`). A caller that reserved the snapshot already
-(hopsd, for its figures and quota) hands the step the reserved one: reserving
-it again changes nothing.
+with a checkpoint notice, the requeues of starts Slurm made without a
+decision and the relaunches of failed launches: :mod:`hopsd.core.act`). A
+caller that reserved the snapshot already (hopsd, for its figures and quota)
+hands the step the reserved one: reserving it again changes nothing.
 
 hopsd (live Slurm), the simulator and replay differ only in where the snapshot
 comes from and where the decision goes; each of them calls
@@ -172,7 +172,13 @@ def schedule_step(
         planned=snapshot,
         doubted=doubted,
         scores=scores,
-        actions=act(result.plan, snapshot.listening, opts.notice, snapshot.unplanned),
+        actions=act(
+            result.plan,
+            snapshot.listening,
+            opts.notice,
+            snapshot.unplanned,
+            snapshot.launch_failures,
+        ),
     )
 
 

@@ -29,8 +29,9 @@ def in_flight(unit: Unit) -> tuple[InFlight, ...]:
     """Jobs whose intent chains still wait, as the core's in-flight records.
 
     A chain waits on a requeued job not yet off its nodes, or on a notice's
-    grace (the requeue is still to come: the job runs on its current GPUs).
-    What the step does with them is the core's rule (:mod:`hopsd.core.reserve`).
+    grace (the requeue is still to come: the job runs on its current GPUs
+    until the grace ends). What the step does with them is the core's rule
+    (:mod:`hopsd.core.reserve`).
     """
     out: list[InFlight] = []
     for job_id, chain in by_job([Step.of(r) for r in unit.pending_intents()]).items():
@@ -41,8 +42,18 @@ def in_flight(unit: Unit) -> tuple[InFlight, ...]:
             for node, gpus in step.payload.get("nodes", [])
         )
         runs_on = any(s.action == IntentAction.REQUEUE_HOLD for s in chain)
-        out.append(InFlight(job_id, target, runs_on))
+        out.append(InFlight(job_id, target, runs_on, _grace_end(chain)))
     return tuple(out)
+
+
+def _grace_end(chain: Sequence[Step]) -> float | None:
+    """When the chain's notice grace ends: the signal's time (recorded in its intent when
+    sent) plus the grace; None without a notice, or before the signal went out."""
+    for step in chain:
+        sent_at = step.payload.get("sent_at") if step.action == IntentAction.NOTICE else None
+        if sent_at is not None:
+            return float(sent_at) + float(step.payload.get("grace_s", 0.0))
+    return None
 
 
 def unplanned(rows: Sequence[JobRecord]) -> frozenset[str]:

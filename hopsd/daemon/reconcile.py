@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 
 from hopsd.config import HopsConfig
+from hopsd.core import act
 from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.model import Configuration
 from hopsd.core.sizeclaim import SizeRule, progress_doubt
@@ -45,7 +46,6 @@ from hopsd.daemon.adoption import (
 )
 from hopsd.daemon.holds import Holds
 from hopsd.daemon.progress_learning import ProgressLearner
-from hopsd.daemon.relaunch import relaunch
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.slurm_requeues import RunEnds, SlurmRequeues
 from hopsd.daemon.snapshot_builder import ClusterView, observed_config
@@ -490,10 +490,18 @@ class Reconciler:
             unit.update_job(JobUpdate(row.id, restarts=seen.restarts))
             report.requeued.append(row.id)
         elif seen.final:
-            if relaunch(unit, row, seen, now):
-                report.requeued.append(row.id)
-                return
+            if act.launch_failed(seen.state, seen.start_time, seen.end_time):
+                return  # the step relaunches it, or :meth:`end` (hopsd.daemon.relaunch)
             self._end(unit, row, seen, now, report, observed_config(seen, view.cluster))
+
+    def ender(
+        self, unit: Unit, view: ClusterView, now: float, report: ReconcileReport
+    ) -> Callable[[JobRecord, ObservedJob], None]:
+        """What records the end reconcile defers (a failed launch's, once the act stage has
+        not relaunched it), as :meth:`_follow` records any other: given the row and the job."""
+        return lambda row, seen: self._end(
+            unit, row, seen, now, report, observed_config(seen, view.cluster)
+        )
 
     def _follow_profiling(
         self,

@@ -56,6 +56,7 @@ from hopsd.daemon.node_speeds import NodeSpeeds
 from hopsd.daemon.observe import final_states, observe
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
+from hopsd.daemon.relaunch import launch_failures, relaunch_or_end
 from hopsd.daemon.resume import resume_steps
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
@@ -316,6 +317,7 @@ class Tick:
                 usage=self._usage(unit, now),
                 in_flight=pending,
                 unplanned=unplanned(rows),
+                launch_failures=launch_failures(unit, rows, obs),
             )
             # the core's reserve stage, taken once: the figures and quota below count
             # what the step plans, and the step is handed the reserved snapshot
@@ -331,19 +333,20 @@ class Tick:
                 decision = with_reasons(decision, held(decision.plan))
             except HopsError as exc:
                 log.error("event=plan-failed policy=%s error=%r", self.policy.name, str(exc))
+                # no plan: the act stage still judges what Slurm did without hops
+                surprises = (snap.unplanned, snap.launch_failures)
+                no_plan = act(Plan(), snap.listening, options.notice, *surprises)
+                self._act_on_slurm(unit, rows, obs, built, no_plan, result, now)
                 self._note_latency(built, result, unit, scored(snap, self.settings, options))
-                # no plan: the act stage still requeues the starts Slurm made without one
-                no_plan = act(Plan(), snap.listening, options.notice, snap.unplanned)
-                self._requeue_unplanned(unit, rows, obs, no_plan, result, now)
                 return
             finally:
                 result.decide_s = time.perf_counter() - started
+            self._act_on_slurm(unit, rows, obs, built, decision.actions, result, now)
             self._note_latency(built, result, unit, decision.scores or Scores())
             self.round_clock = clock
             # the forecast plans around work in flight itself (in its engine's step)
             self._offer_forecast(unit, rows, given, decision, clock, result.reconcile)
             self._record_doubts(unit, decision)
-            self._requeue_unplanned(unit, rows, obs, decision.actions, result, now)
             built = self._profile(unit, rows, obs, built, decision, result, now)
             if decision.kind == IDLE:
                 return
@@ -426,23 +429,29 @@ class Tick:
             )
         unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
-    def _requeue_unplanned(
+    def _act_on_slurm(
         self,
         unit: Unit,
         rows: Sequence[JobRecord],
         obs: Observation,
+        built: Assembled,
         acts: Sequence[Act],
         result: TickResult,
         now: float,
     ) -> None:
-        """Write the intents of the step's requeues of starts Slurm made without a hops
-        decision (:func:`hopsd.core.act.act`); a shadow daemon asks nothing of Slurm."""
-        if self.shadow:
-            return
-        actions, intents = requeue_unplanned(unit, acts, rows, obs, self.config, now)
-        result.actions = [*result.actions, *actions]
-        self._steps = [*self._steps, *(Step.of(r) for r in intents)]
-        self._follow_enacted = self._follow_enacted or bool(intents)
+        """Write the intents of the act stage's requeues of unplanned starts and relaunches
+        (:mod:`hopsd.core.act`); a failed launch not relaunched ends (reconcile deferred it).
+        A shadow daemon asks nothing of Slurm: every failed launch ends there."""
+        report = result.reconcile = result.reconcile or ReconcileReport()
+        end = self.reconciler.ender(unit, built.view, now, report)
+        acts = () if self.shadow else acts
+        failures = built.snapshot.launch_failures
+        actions, intents = relaunch_or_end(unit, failures, acts, rows, obs, end, now)
+        report.requeued.extend(a.job_id for a in actions)
+        more, also = requeue_unplanned(unit, acts, rows, obs, self.config, now)
+        result.actions = [*result.actions, *actions, *more]
+        self._steps = [*self._steps, *(Step.of(r) for r in (*intents, *also))]
+        self._follow_enacted = self._follow_enacted or bool(intents or also)
 
     def _profile(
         self,

@@ -201,9 +201,12 @@ def _flights(snapshot: Snapshot) -> dict[str, InFlight]:
 
 def _in_flight(was: Resumed, flight: InFlight, cluster: Cluster, start: float) -> Resumed:
     """A job whose decided actions are still being taken: the engine takes them as its own
-    flight, landing at the start (how much of a notice's grace is left is not known
-    here), and its step plans around it meanwhile (:func:`hopsd.core.reserve.reserve`).
-    A job that runs on until it is requeued and has nowhere to go will start again."""
+    flight, landing when its notice's grace ends (``InFlight.until``, relative to the
+    forecast's origin; at the start when not known), and its step plans around it
+    meanwhile (:func:`hopsd.core.reserve.reserve`). A job that runs on until it is
+    requeued and has nowhere to go will start again."""
+    if flight.runs_on and flight.until is not None:
+        start = max(start, flight.until)
     nodes = cluster.node_map()
     known = flight.target and all(n in nodes for n, _ in flight.target)
     target = Configuration(nodes[flight.target[0][0]].gpu_type, flight.target) if known else None
@@ -266,7 +269,10 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         if given.plan is not None:
             was = _after_plan(was, job, given.plan, now - origin, given)
         if job.id in flying:
-            was = _in_flight(was, flying[job.id], snap.cluster, now - origin)
+            flight = flying[job.id]
+            if flight.until is not None:
+                flight = replace(flight, until=flight.until - origin)
+            was = _in_flight(was, flight, snap.cluster, now - origin)
         if job.id in profiling:
             # its profiling run's GPU is not a placement: it is queued when profiling ends
             was = replace(

@@ -112,7 +112,12 @@ class SchedulerView(EngineState):
         """The moves, preemptions and starts waiting for a notice's grace, as the core's
         in-flight records: the step plans around them (:mod:`hopsd.core.reserve`)."""
         return tuple(
-            InFlight(job_id, flight.target.parts if flight.target else (), flight.runs_on)
+            InFlight(
+                job_id,
+                flight.target.parts if flight.target else (),
+                flight.runs_on,
+                flight.until if flight.runs_on else None,
+            )
             for job_id, flight in self.flights.items()
         )
 

@@ -21,7 +21,7 @@ from hopsd.core.act import (
 )
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import InFlight, Snapshot
+from hopsd.core.snapshot import InFlight, LaunchFailure, Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.plugins import get_policy
 
@@ -112,3 +112,33 @@ def test_hops_holds_a_pending_job_its_owner_could_release() -> None:
     assert hold("j", pending=True, held=False, reason="None") == Act("j", HOLD)  # released
     assert hold("j", pending=True, held=True, reason="JobHeldAdmin") is None  # hops's own
     assert hold("j", pending=False, held=False, reason="") is None  # running
+
+
+def failure(job_id: str, *, tries: int = 0, released: bool = True) -> LaunchFailure:
+    """A run Slurm ended FAILED a second after its start."""
+    return LaunchFailure(job_id, "FAILED", 100.0, 101.0, tries, released)
+
+
+def test_the_step_relaunches_a_failed_launch_hops_released_a_bounded_number_of_times() -> None:
+    """The relaunch rule runs in the step: a failed launch hops released is relaunched
+    until MAX_RELAUNCHES tries; one hops did not release, or a run that really ran, ends."""
+    jobs = (Job("q", (2,), 1e6),)
+    ran_long = LaunchFailure("long", "FAILED", 100.0, 100.0 + 10 * LAUNCH_FAILURE_S, 0, True)
+    failures = (
+        failure("again"),
+        failure("spent", tries=MAX_RELAUNCHES),
+        failure("theirs", released=False),
+        ran_long,
+    )
+    given = Snapshot(0.0, CLUSTER, jobs, launch_failures=failures)
+    step = schedule_step(given, RoundClock(10.0), get_policy("fifo"), Settings())
+    assert [a for a in step.actions if a.kind == RELAUNCH] == [Act("again", RELAUNCH)]
+    assert step.actions[-1] == Act("again", RELAUNCH)  # after the plan's own actions
+    # the plan went on as without the failures (they run nowhere)
+    assert [a.job_id for a in step.plan.start] == ["q"]
+
+
+def test_a_failed_launch_whose_relaunch_is_in_flight_is_not_relaunched_again() -> None:
+    given = Snapshot(0.0, CLUSTER, (), launch_failures=(failure("r"),), in_flight=(InFlight("r"),))
+    step = schedule_step(given, RoundClock(10.0), get_policy("fifo"), Settings())
+    assert not any(a.kind == RELAUNCH for a in step.actions)

@@ -8,7 +8,8 @@ from two_types import CLUSTER, SETTINGS, cfg
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Job
 from hopsd.core.reserve import reserve, reserved_gpus
-from hopsd.core.snapshot import InFlight, Snapshot
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import InFlight, LaunchFailure, Snapshot
 from hopsd.core.step import RoundClock, schedule_step
 from hopsd.plugins import get_policy
 
@@ -115,3 +116,24 @@ def test_an_unplanned_start_in_flight_or_still_planned_is_not_to_requeue() -> No
     held = reserve(given)
     assert held.unplanned == frozenset() and [j.id for j in held.jobs] == ["q"]
     assert held.capacity == {"k1": 2, "a1": 4}
+
+
+def test_a_failed_launch_in_flight_is_not_judged_again_and_reserving_twice_keeps_the_rest() -> None:
+    failed = (
+        LaunchFailure("r", "FAILED", 1.0, 2.0, 0, True),
+        LaunchFailure("s", "FAILED", 1.0, 2.0),
+    )
+    given = snap(Job("q", (1,), 1e6), launch_failures=failed, in_flight=(InFlight("r"),))
+    held = reserve(given)
+    assert [f.job_id for f in held.launch_failures] == ["s"]
+    assert reserve(held) == held
+
+
+def test_an_unplanned_start_whose_launch_failed_is_judged_as_a_failure_not_requeued() -> None:
+    """Slurm ended the run already: there is nothing to requeue; the act stage judges it
+    as a failed launch (one hops did not release: it ends)."""
+    failed = (LaunchFailure("u", "FAILED", 1.0, 2.0, 0, False),)
+    held = reserve(snap(unplanned=frozenset({"u"}), launch_failures=failed))
+    assert held.unplanned == frozenset() and held.launch_failures == failed
+    step = schedule_step(held, RoundClock(10.0), get_policy("fifo"), Settings())
+    assert step.actions == ()

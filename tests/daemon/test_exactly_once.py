@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from daemon_fakeport import FakeClock, FakePort, a100_pays_8x, small_cluster
 from sqlalchemy import select
+from tick_steps import observe_and_reconcile
 
 from hopsd.config import HopsConfig
 from hopsd.daemon.requeue_check import (
@@ -276,8 +277,12 @@ def test_a_launch_that_fails_at_once_is_requeued_and_placed_again(config, racing
     racing.failed_launches.add(job)
     racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
     clock.advance(1)
-    result = tick.run_once()  # seen failed at once: requeued held, and placed again
+    result = tick.run_once()  # seen failed at once: the step relaunches it (requeued held)
     assert result.reconcile is not None and result.reconcile.requeued == [str(job)]
+    assert [(a.job_id, a.kind) for a in result.actions] == [(str(job), "relaunch")]
+    assert racing.actions(job)[-1] == "requeue_hold"
+    clock.advance(1)
+    tick.run_once()  # and placed again by the next plan
     # the failed run is not taken for a finished one: no cancel, a new start
     assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
     assert racing.jobs[job].state == "RUNNING"
@@ -331,3 +336,70 @@ def test_an_end_slurmctld_had_not_heard_of_is_told_by_the_job_output(  # type: i
             row = get_job(s, str(job))
             assert row is not None and row.state == JobState.DONE
             assert "no requeue line from slurmstepd" in row.state_reason
+
+
+class Killed(Exception):
+    """hopsd killed where the fault port strikes (a SIGKILL, for the ledger)."""
+
+
+class KillAfterIntents:
+    """Kills the tick right after its decision's intents are committed, noting what the
+    ledger and Slurm held at that instant."""
+
+    def __init__(self, port: RacingPort, sessions, job: int) -> None:  # type: ignore[no-untyped-def]
+        self.port, self.sessions, self.job = port, sessions, job
+        self.pending: list[IntentAction] = []
+        self.made: list[str] = []
+
+    def intents_committed(self) -> None:
+        with self.sessions.begin() as s:
+            self.pending = [i.action for i in pending_intents(s)]
+        self.made = self.port.actions(self.job)
+        raise Killed
+
+    def action_taken(self, count: int) -> None:
+        return None
+
+
+def test_a_relaunch_is_the_steps_written_before_slurm_and_taken_once_after_a_kill(  # type: ignore[no-untyped-def]
+    config, racing, sessions, clock
+):
+    """The step returns the relaunch and the tick enacts it: its intent is committed before
+    any Slurm call; a daemon killed there and restarted takes it once (resume), never twice."""
+    job = racing.add_job(HopsTag((1,), 10_000))
+    Tick(config, racing, sessions, clock=clock).run_once()
+    racing.failed_launches.add(job)
+    racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
+    before = racing.actions(job)
+    clock.advance(1)
+    kill = KillAfterIntents(racing, sessions, job)
+    with pytest.raises(Killed):
+        Tick(config, racing, sessions, clock=clock, faults=kill).run_once()
+    assert kill.pending == [IntentAction.REQUEUE_HOLD]
+    assert kill.made == before  # nothing of the relaunch asked of Slurm yet
+    for _ in range(3):  # restarted daemons
+        clock.advance(1)
+        Tick(config, racing, sessions, clock=clock).run_once()
+    assert racing.actions(job).count("requeue_hold") == 1
+    assert racing.actions(job)[-4:] == ["requeue_hold", "update", "make_eligible", "release"]
+    assert racing.jobs[job].state == "RUNNING"
+
+
+def test_a_failed_launch_slurm_made_without_hops_ends_and_is_neither_relaunched_nor_requeued(  # type: ignore[no-untyped-def]
+    config, racing, sessions, clock
+):
+    """Its owner released it and Slurm's launch failed at once: not hops's run to restart
+    (the act stage lets it end), and its unplanned run, over already, is not requeued."""
+    job = racing.add_job(HopsTag((4,), 1e7), user_hold=True)
+    racing.owner_release(job, start_on={"fast1": 4})
+    tick = Tick(config, racing, sessions, clock=clock)
+    observe_and_reconcile(tick)  # adopted as a run Slurm started without hops
+    racing.failed_launches.add(job)
+    racing.jobs[job].state, racing.jobs[job].placement = "FAILED", {}
+    clock.advance(1)
+    tick.run_once()
+    assert "requeue_hold" not in racing.actions(job)
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None and row.state == JobState.FAILED
+        assert not s.scalars(select(IntentRow).where(IntentRow.job_id == str(job))).all()

@@ -20,6 +20,7 @@ from hopsd.core import reserve as reserve_stage
 from hopsd.core.reserve import flights
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import PlanRuleError
+from hopsd.daemon.flights import in_flight
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.test_only import _input
 from hopsd.daemon.tick import Tick
@@ -130,3 +131,15 @@ def test_an_unplanned_start_is_requeued_when_planning_fails(
     tick.run_once()
     assert port.actions(surprise)[0] == "requeue_hold"
     assert row_of(sessions, surprise).state_reason == UNPLANNED
+
+
+def test_a_job_under_notice_is_in_flight_until_its_grace_ends(
+    under_notice: tuple[Tick, str], sessions: sessionmaker[Session], clock: FakeClock
+) -> None:
+    """The in-flight record carries the notice's end (signal time + grace, from the ledger):
+    a forecast lands the requeue then, not at once."""
+    _, job = under_notice
+    with Ledger(sessions).unit() as unit:
+        (flight,) = in_flight(unit)
+    assert flight.job_id == job and flight.runs_on
+    assert flight.until == pytest.approx(clock() - 5 + 30.0)  # told 5 s ago, 30 s of grace

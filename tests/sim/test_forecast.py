@@ -242,3 +242,16 @@ def test_a_job_requeued_under_notice_starts_again_in_the_forecast() -> None:
     out = forecast(dataclasses.replace(given, snapshot=flying))
     assert out["p"].start_at is not None and out["q"].start_at is not None
     assert out["q"].start_at == pytest.approx(NOW, abs=1.0)  # p's GPUs are q's at once
+
+
+def test_a_job_under_notice_keeps_its_gpus_until_its_grace_ends_in_the_forecast() -> None:
+    """The notice's end is known (``InFlight.until``): the preempted job runs on until then,
+    and the job waiting for its GPUs starts then, not at once (p runs 3000 s more)."""
+    jobs = [_running("p", done=0.0, total=600_000.0), _queued("q", total=6000.0, submit=NOW - 500)]
+    given = _input(jobs)
+    notice = InFlight("p", runs_on=True, until=NOW + 600.0)
+    flying = dataclasses.replace(given.snapshot, in_flight=(notice,))
+    out = forecast(dataclasses.replace(given, snapshot=flying))
+    assert out["q"].start_at == pytest.approx(NOW + 600.0, abs=1.0)
+    # p trained on during the grace: it ends 3000 s of work plus its restart from now
+    assert out["p"].end_at is not None and out["p"].end_at < NOW + 3000.0 + 60.0
