@@ -30,7 +30,6 @@ from hopsd.config import HopsConfig
 from hopsd.core import act
 from hopsd.core.accounting import Clock, charge, clock_of
 from hopsd.core.model import Configuration
-from hopsd.core.sizeclaim import SizeRule, progress_doubt
 from hopsd.daemon.adoption import (
     ADOPT_BATCH,
     REUSED,
@@ -45,6 +44,7 @@ from hopsd.daemon.adoption import (
     reuse_reason,
 )
 from hopsd.daemon.holds import Holds
+from hopsd.daemon.progress_doubt import doubt_reported_progress
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.slurm_requeues import RunEnds, SlurmRequeues
@@ -205,7 +205,7 @@ class Reconciler:
             self.holds.lock(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
         self._keep_tag(unit, row, seen)
         self.learner.learn(store, unit.refresh(row), seen, view, now)
-        self._doubt_progress(unit, row)
+        doubt_reported_progress(unit, row, self.sensing, self.config)
 
     def _keep_tag(self, unit: Unit, row: JobRecord, seen: ObservedJob) -> None:
         """A job keeps the tag it was adopted with; a comment edited since is reported to its
@@ -343,29 +343,6 @@ class Reconciler:
             ",".join(map(str, spec.demands)),
             spec.total_samples,
         )
-
-    def _doubt_progress(self, unit: Unit, row: JobRecord) -> None:
-        """A job that reported more samples done than it claimed is not believed from now on.
-
-        The ledger keeps samples done at the claim (a report's number is the
-        user's), so the core's rule (:func:`hopsd.core.sizeclaim.progress_doubt`)
-        is asked here, where the reported number is seen; the step then plans
-        the job from its time limit, as any doubted job.
-        """
-        reported = self.sensing.take_beyond(row.id)
-        if reported is None or row.size_doubt:
-            return
-        rule = SizeRule(self.config.size_check_factor, self.config.size_check_slack_s)
-        doubt = progress_doubt(reported, row.total_samples, rule)
-        if doubt:
-            unit.update_job(JobUpdate(row.id, size_doubt=doubt[:500]))
-            log.warning(
-                "event=size-doubted job=%s claimed=%g reported=%.0f reason=%r",
-                row.id,
-                row.total_samples,
-                reported,
-                doubt,
-            )
 
     def _retire(
         self, unit: Unit, row: JobRecord, why: str, now: float, report: ReconcileReport

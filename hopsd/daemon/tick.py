@@ -8,7 +8,6 @@ daemon restarted between any two steps carries on from what was committed.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,9 +19,8 @@ from hopsd.config import HopsConfig, policy_settings
 from hopsd.core.act import Act, act
 from hopsd.core.closing import ClosingAware
 from hopsd.core.errors import HopsError
-from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, Usage
-from hopsd.core.model import Job, Plan
+from hopsd.core.model import Plan
 from hopsd.core.policies import Policy
 from hopsd.core.quota import held_back, with_quota
 from hopsd.core.reserve import reserve
@@ -33,7 +31,6 @@ from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.closings import Reservations
 from hopsd.daemon.decide import (
-    Action,
     Decision,
     actions_from_plan,
     chains,
@@ -58,6 +55,12 @@ from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.relaunch import launch_failures, relaunch_or_end
 from hopsd.daemon.resume import resume_steps
+from hopsd.daemon.round_notes import (
+    ended_jobs,
+    record_estimate_sources,
+    round_note,
+    worth_recording,
+)
 from hopsd.daemon.sensing import Sensing
 from hopsd.daemon.shadow import ShadowMemory
 from hopsd.daemon.slurm_policy import (
@@ -73,13 +76,10 @@ from hopsd.daemon.spool import UnsafeSpool, prepare_root
 from hopsd.daemon.tick_result import TickResult
 from hopsd.daemon.views import Observation, ObservedJob
 from hopsd.ledger.records import (
-    AllocationChange,
-    AllocationReason,
     JobRecord,
     JobUpdate,
     RoundSummary,
     changes_from_plan,
-    core_job,
 )
 from hopsd.ledger.unit import LedgerLike, Unit, as_ledger
 from hopsd.plugins import get_policy
@@ -504,7 +504,7 @@ class Tick:
         result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
         rows = unit.jobs([*ratios, *ended])
-        final = score_jobs(built.snapshot, self.settings, (), ended=_ended_jobs(rows, ratios))
+        final = score_jobs(built.snapshot, self.settings, (), ended=ended_jobs(rows, ratios))
         ratios.update(final.latency_ratio)
         updates = [
             JobUpdate(job_id, latency_ratio=ratios.get(job_id), ftf_rho=scores.ftf_rho.get(job_id))
@@ -535,7 +535,7 @@ class Tick:
             decision_s=decision.decision_s,
             idle_gpus_waiting=decision.idle_gpus_waiting,
             shadow=self.shadow,
-            note=_note(decision.kind, actions, plan),
+            note=round_note(decision.kind, actions, plan),
         )
         round_row = unit.record_round(summary)
         if self.shadow:
@@ -553,20 +553,11 @@ class Tick:
             )
         if self.shadow:
             return
-        changes = [c for c in changes_from_plan(plan) if _worth_recording(c, decision.kind)]
+        changes = [c for c in changes_from_plan(plan) if worth_recording(c, decision.kind)]
         unit.record_allocations(round_row.id, changes, now)
-        planned = decision.planned or snap
-        estimator = Estimator(planned.cluster, planned.store, self.settings)
-        jobs = {j.id: j for j in planned.jobs}
-        sources = []
-        for row in unit.jobs([a.job_id for a in actions if a.config]).values():
-            config = next(a.config for a in actions if a.job_id == row.id)
-            if config is not None and row.id in jobs:
-                estimate = partial(estimator.throughput, jobs[row.id], config)
-                got = self.reconciler.problems.guard(row.slurm_job_id or 0, "planning", estimate)
-                if got is not None:
-                    sources.append(JobUpdate(row.id, estimate_source=got.source))
-        unit.update_jobs(sources)
+        record_estimate_sources(
+            unit, decision.planned or snap, actions, self.settings, self.reconciler.problems
+        )
         reasons = {a.job_id: f"{decision.kind} {round_row.number}: {a.describe()}" for a in actions}
         # who is given notice is the step's to say (hopsd.core.act)
         listening = {a.job_id for a in decision.actions if a.notice}
@@ -579,32 +570,5 @@ class Tick:
         return self.enactor.run(self._steps)
 
 
-def _ended_jobs(rows: Mapping[str, JobRecord], scored: Mapping[str, float]) -> list[Job]:
-    """The core jobs of rows the step did not score (jobs that just ended), where possible."""
-    out: list[Job] = []
-    for job_id, row in rows.items():
-        if job_id in scored:
-            continue
-        try:
-            out.append(core_job(row))
-        except HopsError:
-            continue  # a row that no longer reads as a job: no final LR
-    return out
-
-
 def _settle_of(config: HopsConfig) -> SettleOptions:
     return SettleOptions(timeout_s=config.requeue_wait_s, quiet_s=config.requeue_quiet_s)
-
-
-def _worth_recording(change: AllocationChange, kind: str) -> bool:
-    """Keeps are history only at full rounds; fragments record what they change."""
-    return kind == "round" or change.reason != AllocationReason.KEEP
-
-
-def _note(kind: str, actions: Sequence[Action], plan: Plan) -> str:
-    summary = {
-        "kind": kind,
-        "actions": [{"job": a.job_id, "slurm": a.slurm_id, "do": a.describe()} for a in actions],
-        "notes": list(plan.notes)[:5],
-    }
-    return json.dumps(summary, separators=(",", ":"))
