@@ -20,8 +20,7 @@ from hopsd.slurm.tag import HopsTag
 pytestmark = LIVE
 
 
-def test_a_run_that_fails_at_once_is_relaunched_then_ends_failed(live_env: LiveEnv) -> None:
-    env = live_env
+def test_a_run_that_fails_at_once_is_relaunched_then_ends_failed(env: LiveEnv) -> None:
     script = env.root / "fails.sh"
     script.write_text("#!/bin/sh\nexit 1\n")
     script.chmod(0o755)
