@@ -33,7 +33,7 @@ themselves (``"scale": "linear"``). With one pair the interval is that ratio.
   with Gavel's throughputs file (its ``scheduler/simulation_throughputs.json``, as
   ``throughputs.json``) in ``--gavel-dir``, on Gavel's 16:16:16 cluster of one-GPU
   servers (``cluster.toml`` there, else ``tests/fixtures/gavel/cluster.toml``).
-  ``benchmarks/extract_inputs.sh gavel`` runs that generator (300 jobs at 2, 4 and 6
+  ``benchmarks/extract_inputs.sh gavel`` runs that generator (300 jobs at 4, 8 and 12
   jobs an hour, seeds 0 and 1) into such a directory.
   Without it, the family runs the one Gavel trace the repository records
   (``tests/fixtures/gavel/max_min_fairness.trace``, Gavel's physical-cluster

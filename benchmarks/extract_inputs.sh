@@ -16,7 +16,7 @@
 # scheduler/scripts/utils/generate_trace.py, with PYTHON (an interpreter with numpy,
 # scipy, psutil and cvxpy, which Gavel's modules import: e.g. a venv made by
 # `python3 -m venv V && V/bin/pip install numpy scipy psutil cvxpy`): 300 jobs with
-# multi-GPU jobs (-m) at 2, 4 and 6 jobs an hour (Poisson, --lam 3600/rate), seeds 0
+# multi-GPU jobs (-m) at 4, 8 and 12 jobs an hour (Poisson, --lam 3600/rate), seeds 0
 # and 1, into OUT/rate<R>-seed<S>.trace, and copies Gavel's
 # scheduler/simulation_throughputs.json to OUT/throughputs.json: what --gavel-dir reads.
 set -euo pipefail
@@ -56,7 +56,7 @@ gavel)
             git --git-dir="$git" show "$rev:$path" >"$src/$path"
         done
     mkdir -p "$out"
-    for rate in 2 4 6; do
+    for rate in 4 8 12; do
         for seed in 0 1; do
             (cd "$src/scheduler/scripts/utils" &&
                 "$python" generate_trace.py --num_jobs 300 --lam "$((3600 / rate))" \
