@@ -10,7 +10,8 @@ upper bound <= 1.00 for average JCT, p99 JCT and max LR, <= 1.03 for makespan.
 
     .venv/bin/python benchmarks/dominance.py [--json] [--families paper-64,gavel]
         [--seeds 0-9] [--results DIR] [--executor local|slurm] [--workers N] [--quick]
-        [--gavel-dir DIR] [--sia-dir DIR --sia-cluster F] [--sim-config F]
+        [--gavel-dir DIR] [--sia-dir DIR [--sia-cluster F] [--sia-workloads N]]
+        [--sim-config F]
 
 **The interval.** Each pair is one workload on one seed run under hops and under
 the baseline (same jobs, same hidden truth, same noise draw): its ratio
@@ -32,17 +33,21 @@ themselves (``"scale": "linear"``). With one pair the interval is that ratio.
   with Gavel's throughputs file (its ``scheduler/simulation_throughputs.json``, as
   ``throughputs.json``) in ``--gavel-dir``, on Gavel's 16:16:16 cluster of one-GPU
   servers (``cluster.toml`` there, else ``tests/fixtures/gavel/cluster.toml``).
+  ``benchmarks/extract_inputs.sh gavel`` runs that generator (300 jobs at 4, 8 and 12
+  jobs an hour, seeds 0 and 1) into such a directory.
   Without it, the family runs the one Gavel trace the repository records
   (``tests/fixtures/gavel/max_min_fairness.trace``, Gavel's physical-cluster
   trace, with an excerpt of its throughputs) and says so: a stand-in, not the
   generator's traces at three arrival rates.
 * ``sia-saturn``, ``sia-philly``, ``sia-newtrace``: Sia's published workload CSVs
   under ``--sia-dir``/``workloads`` whose path names the family (saturn,
-  philly, newtrace), with Sia's ``traces`` directory beside them (the layout of
-  ``sia-simulator/`` in Sia's SOSP '23 artifact, github.com/siasosp23/artifacts),
-  and a hops cluster file of Sia's 64-GPU cluster (``--sia-cluster``, default
-  ``cluster.toml`` in ``--sia-dir``). The repository holds none of these;
-  without them the family is reported missing.
+  philly, newtrace; all of them, or the first ``--sia-workloads N`` by number),
+  with Sia's ``traces`` directory beside them (the layout of
+  ``sia-simulator/`` in Sia's SOSP '23 artifact, github.com/siasosp23/artifacts,
+  which ``benchmarks/extract_inputs.sh sia`` extracts), on a hops cluster file of
+  Sia's 64-GPU cluster (``--sia-cluster``, default ``cluster.toml`` in
+  ``--sia-dir``, else ``examples/sim/sia-cluster.toml``). The repository holds
+  the cluster file, not the workloads; without them the family is reported missing.
 
 Trace families run seeds 0-2 unless ``--seeds`` (the seed draws the hidden
 truth and the estimator's noise; the jobs are the trace's). Knobs:
@@ -74,6 +79,8 @@ from hopsd.sim.sweep_run import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 GAVEL_FIXTURES = ROOT / "tests" / "fixtures" / "gavel"
+#: hops cluster file of Sia's 64-GPU cluster (the facts and their source are in it)
+SIA_CLUSTER = ROOT / "examples" / "sim" / "sia-cluster.toml"
 FAMILIES = ("paper-64", "paper-512", "gavel", "sia-saturn", "sia-philly", "sia-newtrace")
 POLICIES = ("hops", "sia", "gavel", "fifo")
 BASELINES = POLICIES[1:]
@@ -132,21 +139,34 @@ def gavel_family(gavel_dir: Path | None, seeds: list[int]) -> Family:
     return Family("gavel", [stand_in], seeds, missing)
 
 
-def sia_family(name: str, sia_dir: Path | None, cluster: Path | None, seeds: list[int]) -> Family:
+def workload_order(path: Path) -> tuple[str, int, str]:
+    """Sia's ``workload-N.csv`` in the order of N (``workload-10`` after ``workload-9``)."""
+    stem, _, number = path.stem.rpartition("-")
+    return (str(path.parent / stem), int(number), "") if number.isdigit() else (str(path), 0, "")
+
+
+def sia_family(
+    name: str, sia_dir: Path | None, cluster: Path | None, seeds: list[int], first: int | None
+) -> Family:
     """Sia's published workloads of the family (saturn, philly, newtrace) under ``sia_dir``,
-    on the hops cluster file ``cluster`` (default: ``cluster.toml`` in ``sia_dir``)."""
+    the ``first`` of them by number (all when None), on the hops cluster file ``cluster``
+    (default: ``cluster.toml`` in ``sia_dir``, else the repository's file of Sia's cluster)."""
     key = name.removeprefix("sia-")
     absent = (
-        f"Sia's published {key} workloads, its traces directory and a hops cluster file of "
-        "Sia's 64-GPU cluster are not in the repository (give --sia-dir with workloads/ and "
-        "traces/, as sia-simulator/ of Sia's artifact, and --sia-cluster)"
+        f"Sia's published {key} workloads and its traces directory are not in the "
+        "repository (give --sia-dir with workloads/ and traces/, as sia-simulator/ of "
+        "Sia's artifact: benchmarks/extract_inputs.sh sia puts them there)"
     )
     if sia_dir is None:
         return Family(name, [], seeds, absent)
     found = sorted(
-        p for p in (sia_dir / "workloads").rglob("*.csv") if key in str(p.relative_to(sia_dir))
-    )
-    cluster, traces = cluster or sia_dir / "cluster.toml", sia_dir / "traces"
+        (p for p in (sia_dir / "workloads").rglob("*.csv") if key in str(p.relative_to(sia_dir))),
+        key=workload_order,
+    )[:first]
+    if cluster is None:
+        cluster = sia_dir / "cluster.toml"
+        cluster = cluster if cluster.is_file() else SIA_CLUSTER
+    traces = sia_dir / "traces"
     if not found or not cluster.is_file() or not traces.is_dir():
         return Family(name, [], seeds, f"{absent}; looked in {sia_dir}")
     loads = [
@@ -180,7 +200,7 @@ def families_of(args: argparse.Namespace) -> list[Family]:
             out.append(gavel_family(args.gavel_dir, parse_seeds(args.seeds or TRACE_SEEDS)))
         else:
             seeds = parse_seeds(args.seeds or TRACE_SEEDS)
-            out.append(sia_family(name, args.sia_dir, args.sia_cluster, seeds))
+            out.append(sia_family(name, args.sia_dir, args.sia_cluster, seeds, args.sia_workloads))
     return out
 
 
@@ -314,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--gavel-dir", type=Path)
     parser.add_argument("--sia-dir", type=Path)
     parser.add_argument("--sia-cluster", type=Path)
+    parser.add_argument("--sia-workloads", type=int, help="the first N of each Sia family")
     parser.add_argument("--sim-config", type=Path, default=preset_path("published-knobs.toml"))
     args = parser.parse_args(argv)
     knobs = load_knobs(args.sim_config)

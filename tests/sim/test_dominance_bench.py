@@ -107,3 +107,32 @@ def test_pair_edge_cases(bench: ModuleType) -> None:
     assert undefined["undefined"] == 1 and undefined["ratio"] == 0.5 and not undefined["meets"]
     one = bench.ratio_interval([(1.1, 1.0)], 1.03)
     assert one["ci_low"] == one["ci_high"] == pytest.approx(1.1) and not one["meets"]
+
+
+def test_sia_family_takes_the_first_workloads_by_number_on_sias_cluster(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """``workload-10`` sorts after ``workload-9`` (not after ``workload-1``), ``--sia-workloads``
+    keeps the first N, and without a cluster file in the directory the family runs on the
+    repository's file of Sia's 64-GPU cluster."""
+    root = tmp_path / "sia"
+    (root / "workloads" / "saturn").mkdir(parents=True)
+    shutil.copytree(SIA / "traces", root / "traces")
+    for n in (1, 2, 10, 9):
+        shutil.copy(SIA / "workload.csv", root / "workloads" / "saturn" / f"workload-{n}.csv")
+    every = bench.sia_family("sia-saturn", root, None, [0], None)
+    names = [w.name for w in every.workloads]
+    assert names == [f"sia-saturn-workload-{n}" for n in (1, 2, 9, 10)]
+    first = bench.sia_family("sia-saturn", root, None, [0], 3)
+    assert [w.name for w in first.workloads] == names[:3]
+    assert {w.cluster for w in first.workloads} == {str(bench.SIA_CLUSTER)}
+    assert not first.missing
+
+
+def test_sias_cluster_file_is_sias_64_gpus() -> None:
+    """The facts the file states: 6 aws servers of 4 GPUs, 2 dgx-ext and 3 rtx of 8."""
+    from hopsd.sim.cluster_file import load_cluster
+
+    cluster = load_cluster(ROOT / "examples" / "sim" / "sia-cluster.toml").cluster
+    per_type = {t: sorted(n.gpus for n in cluster.nodes_of_type(t)) for t in cluster.gpu_types}
+    assert per_type == {"aws": [4] * 6, "dgx-ext": [8] * 2, "rtx": [8] * 3}
