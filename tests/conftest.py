@@ -114,6 +114,23 @@ def _unavailable_nodes() -> dict[str, str]:
     return found
 
 
+def _restart_dead_slurmds(found: dict[str, str]) -> None:
+    """Start again the slurmd of a node not responding whose slurmd is gone (the test
+    cluster's ``ReturnToService=2`` then brings the node back when it registers)."""
+    import sys
+    import warnings
+
+    if not any("*" in state for state in found.values()):
+        return
+    sys.path.insert(0, str(Path(__file__).parent / "daemon"))
+    from centre_live import power_on, slurmd_alive
+
+    for node, state in sorted(found.items()):
+        if "*" in state and not slurmd_alive(node):
+            warnings.warn(f"live tests: slurmd of {node} ({state}) was gone, started", stacklevel=1)
+            power_on(node)
+
+
 def _restore_nodes_and_reservations() -> None:
     import subprocess
     import warnings
@@ -130,6 +147,7 @@ def _restore_nodes_and_reservations() -> None:
             )
     end = time.monotonic() + SETTLE_S
     found = _unavailable_nodes()
+    _restart_dead_slurmds(found)
     while found and time.monotonic() < end:
         for node, state in sorted(found.items()):
             if "*" not in state:  # not responding: its slurmd registers on its own first

@@ -313,15 +313,25 @@ def slurmd_pid(node: str) -> int:
     raise LookupError(f"no slurmd of {node} in the cluster's pids file")
 
 
+def slurmd_alive(node: str) -> bool:
+    """Whether the node's slurmd (its pid in the cluster's ``pids`` file) still runs."""
+    try:
+        cmdline = Path(f"/proc/{slurmd_pid(node)}/cmdline").read_bytes()
+    except (OSError, LookupError):
+        return False
+    return b"slurmd" in cmdline and node.encode() in cmdline
+
+
 def power_on(node: str) -> None:
     """Start ``node``'s slurmd again, recorded in the cluster's ``pids`` file as ``up`` does."""
     log = open(cluster_dir() / "log" / f"slurmd-{node}.out", "ab")  # noqa: SIM115 - the child's
     child = subprocess.Popen(
         ["slurmd", "-D", "-f", os.environ["SLURM_CONF"], "-N", node],
+        stdin=subprocess.DEVNULL,  # as the cluster's own daemons: nothing of the caller's
         stdout=log,
         stderr=log,
         start_new_session=True,
-        cwd=cluster_dir(),  # as the cluster's own daemons: nothing pins the caller's directory
+        cwd=cluster_dir(),  # nor its directory pinned
     )
     pids = cluster_dir() / "pids"
     lines = [ln for ln in pids.read_text().splitlines() if not ln.startswith(f"slurmd-{node} ")]
