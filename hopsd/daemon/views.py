@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hopsd.slurm.port import FINISHED_STATES
 from hopsd.slurm.tag import HopsTag
@@ -100,5 +101,10 @@ class Observation:
     nodes: tuple[ObservedNode, ...]
     slurm_calls: int = 2
 
-    def job_map(self) -> dict[int, ObservedJob]:
-        return {j.slurm_id: j for j in self.jobs}
+    def job_map(self) -> Mapping[int, ObservedJob]:
+        """The jobs by Slurm id, built once per observation: a tick's stages each ask."""
+        return self._by_slurm_id
+
+    @cached_property
+    def _by_slurm_id(self) -> Mapping[int, ObservedJob]:
+        return {j.slurm_id: j for j in self.jobs}  # read-only by its type
