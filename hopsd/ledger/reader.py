@@ -16,7 +16,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,27 +208,24 @@ class _Decoded:
     demands and placement texts, and ``hops status`` would otherwise parse each again."""
 
     def __init__(self) -> None:
-        self._demands: dict[Any, tuple[int, ...]] = {}
-        self._parts: dict[Any, tuple[tuple[str, int], ...] | None] = {}
+        self._seen: dict[tuple[str, str], Any] = {}
 
-    def demands(self, raw: Any) -> tuple[int, ...]:
-        got = self._demands.get(raw) if isinstance(raw, str) else None
-        if got is None:
-            got = tuple(int(d) for d in _json(raw))
-            if isinstance(raw, str):
-                self._demands[raw] = got
-        return got
+    def decode(self, column: str, raw: Any, convert: Callable[[Any], Any]) -> Any:
+        """``convert`` of the column's JSON value; a text seen before is not parsed again."""
+        if not isinstance(raw, str):  # a driver that decodes JSON itself, or NULL
+            return convert(_json(raw))
+        key = (column, raw)
+        if key not in self._seen:
+            self._seen[key] = convert(_json(raw))
+        return self._seen[key]
 
-    def parts(self, raw: Any) -> tuple[tuple[str, int], ...] | None:
-        if raw is None:
-            return None
-        if isinstance(raw, str) and raw in self._parts:
-            return self._parts[raw]
-        parts = _json(raw)
-        got = None if parts is None else tuple((str(n), int(g)) for n, g in parts)
-        if isinstance(raw, str):
-            self._parts[raw] = got
-        return got
+
+def _demands(value: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in value)
+
+
+def _parts(value: Any) -> tuple[tuple[str, int], ...] | None:
+    return None if value is None else tuple((str(n), int(g)) for n, g in value)
 
 
 _STATES = {s.value: s for s in JobState}
@@ -236,21 +233,20 @@ _LR_RULES = {r.value: r for r in LrRule}
 _TAG_STATUSES = {t.value: t for t in TagStatus}
 
 
-def _job(row: tuple[Any, ...], decoded: _Decoded | None = None) -> JobRecord:
+def _job(row: tuple[Any, ...], decoded: _Decoded) -> JobRecord:
     """A record from a ``jobs`` row, as :func:`hopsd.ledger.jobs.record_of` builds it."""
-    decoded = decoded or _Decoded()
     values = dict(zip(JOB_COLUMNS, row, strict=True))
     for name, default in _DEFAULTS.items():
         if values[name] is None:
             values[name] = default
-    values["demands"] = decoded.demands(values["demands"])
+    values["demands"] = decoded.decode("demands", values["demands"], _demands)
     lrs = _json(values["lr_by_demand"])
     values["lr_by_demand"] = None if lrs is None else dict(lrs)
     values["state"] = _STATES.get(values["state"]) or JobState(values["state"])
     values["lr_rule"] = _LR_RULES.get(values["lr_rule"]) or LrRule(values["lr_rule"])
     status = values["tag_status"]
     values["tag_status"] = _TAG_STATUSES.get(status) or TagStatus(status)
-    values["current_parts"] = decoded.parts(values["current_parts"])
+    values["current_parts"] = decoded.decode("parts", values["current_parts"], _parts)
     record = object.__new__(JobRecord)
     record.__dict__.update(values)  # complete, and never changed afterwards
     return record
