@@ -122,7 +122,9 @@ def _restart_dead_slurmds(found: dict[str, str]) -> None:
 
     if not any("*" in state for state in found.values()):
         return
-    sys.path.insert(0, str(Path(__file__).parent / "daemon"))
+    helpers = str(Path(__file__).parent / "daemon")
+    if helpers not in sys.path:
+        sys.path.insert(0, helpers)
     from centre_live import power_on, slurmd_alive
 
     for node, state in sorted(found.items()):
