@@ -153,7 +153,7 @@ def replay_payload(
         profile_s = profiled_s if profiled_s is not None else config.profiling_timeout_s
     engine = replay_engine_config(
         config.settings(),
-        spare_guard_s=max(config.restart_penalty_s, 2 * config.queue_refresh_s),
+        spare_guard_s=config.spare_guard_s,
         adoption_s=config.queue_refresh_s / 2,
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,

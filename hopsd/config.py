@@ -141,6 +141,14 @@ class HopsConfig:
             reference_throughput=self.reference_throughput,
         )
 
+    @property
+    def spare_guard_s(self) -> float:
+        """How near its end a running job is spared a move or preemption: within one
+        restart (moving it would cost more than it has left) or two of hopsd's queue
+        refreshes (the move could not be enacted before it ends). hopsd's step and
+        ``hops replay`` plan with the same guard."""
+        return max(self.restart_penalty_s, 2 * self.queue_refresh_s)
+
     def gpu_type(self, name: str) -> GpuType:
         """The core GpuType of ``name``, with this file's overrides or the defaults."""
         return self.gpu_types.get(name, GpuTypeConfig()).to_core(name)

@@ -401,11 +401,10 @@ class Tick:
         return with_quota(self.policy, quota), partial(held_back, built.snapshot, quota)
 
     def _step_options(self) -> StepOptions:
-        """Sparing guards a job that ends within a restart or two ticks of hopsd."""
-        guard = max(self.settings.restart_penalty_s, 2 * self.config.queue_refresh_s)
+        """Sparing guards a job near its end (:attr:`HopsConfig.spare_guard_s`)."""
         shares = self.slurm_policy.share_table()
         return StepOptions(
-            spare_guard_s=guard,
+            spare_guard_s=self.config.spare_guard_s,
             notice=notice_of(self.config) is not None,
             profiling=self.profiler.options.rules,
             fairshare=FairShareRule(

@@ -88,3 +88,14 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_a_bad_size_check_is_refused_naming_its_key(line: str, key: str) -> None:
     with pytest.raises(ConfigError, match=f"scheduler.{key}"):
         parse_config(f"[scheduler]\n{line}\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "guard"),
+    [
+        ("[scheduler]\nrestart_penalty_s = 45\nqueue_refresh_s = 10\n", 45.0),
+        ("[scheduler]\nrestart_penalty_s = 5\nqueue_refresh_s = 10\n", 20.0),
+    ],
+)
+def test_the_spare_guard_is_a_restart_or_two_refreshes(text: str, guard: float) -> None:
+    assert parse_config(text).spare_guard_s == guard

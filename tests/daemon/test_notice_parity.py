@@ -98,7 +98,9 @@ def through_hopsd(
     return events, t0, cluster
 
 
-def through_the_simulator(t0: float, cluster: Cluster, settings: Settings) -> list[Event]:
+def through_the_simulator(
+    t0: float, cluster: Cluster, settings: Settings, spare_guard_s: float
+) -> list[Event]:
     """The same scenario in the simulator, from t0: Y running on the k80s, Z due at t0 + 10."""
     model = ModelSpec("m", 1e3, 10, {"k80": 10.0, "a100": 80.0})
     truth = GroundTruth(cluster, {"m": model})
@@ -116,7 +118,7 @@ def through_the_simulator(t0: float, cluster: Cluster, settings: Settings) -> li
         profile_noise=0.0,
         measure_noise=0.0,
         measure_after_s=1e9,
-        spare_guard_s=2.0,  # hopsd's: two ticks
+        spare_guard_s=spare_guard_s,  # hopsd's
         solver_by_work=False,
         start_s=t0,
         first_round_s=t0,
@@ -141,7 +143,7 @@ def test_a_move_under_notice_is_the_same_in_hopsd_and_in_the_simulator(
         (30.0, "z", "release"),
     ]
     assert live == expected
-    assert through_the_simulator(t0, cluster, config.settings()) == expected
+    assert through_the_simulator(t0, cluster, config.settings(), config.spare_guard_s) == expected
 
 
 class Displacing:
@@ -204,7 +206,8 @@ def test_a_preemption_under_notice_with_a_start_in_its_place_is_the_same_in_both
     on_k80 = Configuration("k80", (("slow1", 4),))
     resumed = {"a": Resumed("running", has_run=True, config=on_k80), "b": Resumed("queued")}
     sim_config = EngineConfig(
-        settings=config.settings(), profile_s=0.0, spare_guard_s=2.0, solver_by_work=False,
+        settings=config.settings(), profile_s=0.0, spare_guard_s=config.spare_guard_s,
+        solver_by_work=False,
         start_s=t0, first_round_s=t0, partial=True, max_rounds=4, notice_grace_s=GRACE,
     )  # fmt: skip
     truth = GroundTruth(cluster, {"m": model})
