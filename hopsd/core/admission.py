@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hopsd.core.capacity import node_sizes, per_type
+from hopsd.core.model import Cluster
+
 
 @dataclass(frozen=True)
 class Admission:
@@ -57,7 +60,7 @@ def admit(
         return Admission(
             (), f"demand {max(demands)} GPUs exceeds scheduler.max_demand_gpus={max_demand}"
         )
-    kept = tuple(d for d in demands if d <= largest_config)
+    kept = runnable(demands, largest_config)
     if not kept:
         return Admission(
             (),
@@ -67,6 +70,22 @@ def admit(
     if total_samples < batch_size:
         return Admission((), f"total samples {total_samples:g} below one batch ({batch_size})")
     return Admission(kept)
+
+
+def largest_config(cluster: Cluster) -> int:
+    """GPUs of the cluster's biggest single-type configuration: placements never span
+    types, so no demand above it can ever run."""
+    return max(per_type(cluster, node_sizes(cluster)).values(), default=0)
+
+
+def runnable(demands: Sequence[int], largest: int) -> tuple[int, ...]:
+    """The demand options a configuration of at most ``largest`` GPUs can hold.
+
+    The one rule every world applies: hopsd's adoption (:func:`admit`) and its
+    snapshot (a cluster that shrank since), ``hops submit``, the simulator and
+    replay keep the same options, so a job one of them can run the others can.
+    """
+    return tuple(d for d in demands if d <= largest)
 
 
 def allowed_types(

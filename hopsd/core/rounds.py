@@ -36,6 +36,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from hopsd.core.admission import largest_config, runnable
 from hopsd.core.candidates import (
     CandidateSet,
     JobOptions,
@@ -348,9 +349,9 @@ def _decode(cands: CandidateSet, solution: Solution) -> dict[str, tuple[Configur
 def _check_jobs(snapshot: Snapshot) -> None:
     """Typed errors for input no plan can serve."""
     cluster = snapshot.cluster
-    largest = max((cluster.gpus_of_type(t) for t in cluster.gpu_types), default=0)
+    largest = largest_config(cluster)
     for job in snapshot.jobs:
-        if job.min_demand > largest:
+        if not runnable(job.demands, largest):
             raise InfeasibleDemandError(
                 f"job {job.id!r} needs at least {job.min_demand} GPUs but the largest GPU type "
                 f"of the cluster has {largest}"

@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from hopsd.config import HopsConfig
+from hopsd.core.admission import runnable
 from hopsd.core.capacity import held_gpus, node_sizes
 from hopsd.core.gains import hears_notice, restart_price_s
 from hopsd.core.model import Configuration, Job, NodeClosing
@@ -178,7 +179,7 @@ def _snapshot(
     capacity = _make_room(view, jobs)
     view = ClusterView(view.cluster, view.partition_of, capacity)
     largest = view.largest_config()
-    jobs = [j for j in jobs if j.min_demand <= largest]
+    jobs = [j for j in jobs if runnable(j.demands, largest)]
     snapshot = Snapshot(
         now=now,
         cluster=view.cluster,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hopsd.config import HopsConfig
-from hopsd.core.admission import type_limits
+from hopsd.core.admission import largest_config, type_limits
 from hopsd.core.capacity import left, node_sizes, per_type
 from hopsd.core.inventory import NodeFacts, managed_nodes
 from hopsd.core.model import Cluster, Configuration, Job, Node
@@ -32,7 +32,7 @@ class ClusterView:
 
     def largest_config(self) -> int:
         """GPUs of the biggest single-type configuration: the largest demand that can ever run."""
-        return max(self.per_type().values(), default=0)
+        return largest_config(self.cluster)
 
     def per_type(self) -> dict[str, int]:
         """GPUs of each managed type (what GPU-type constraints are checked against)."""

@@ -40,7 +40,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 
 from hopsd.core.accounting import Clock, charge, clock_of
-from hopsd.core.capacity import node_sizes, per_type
+from hopsd.core.admission import largest_config, runnable
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.learning import apply_learned, learn
 from hopsd.core.model import Configuration, Job
@@ -153,9 +153,9 @@ class Engine(SchedulerView, PlanEnactor):
 
     # ----------------------------------------------------------------- setup
     def _check_feasible(self) -> None:
-        biggest = max(per_type(self.cluster, node_sizes(self.cluster)).values(), default=0)
+        biggest = largest_config(self.cluster)
         for job in self.jobs:
-            if job.spec.demands[0] > biggest:
+            if not runnable(job.spec.demands, biggest):
                 raise InfeasibleDemandError(
                     f"job {job.spec.job_id!r} needs at least {job.spec.demands[0]} GPUs but no "
                     f"GPU type has more than {biggest}"

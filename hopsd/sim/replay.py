@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from hopsd.core.admission import largest_config, runnable
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.metrics import percentile_or_zero
 from hopsd.core.model import Cluster, GpuType, Node
@@ -250,7 +251,7 @@ def build_world(
             f"no finished job in the window ({len(jobs)} job(s) submitted in it)"
         )
     replayed, skipped = _replayed(jobs)
-    largest = max(sum(n.gpus for n in cluster.nodes if n.gpu_type == t) for t in cluster.gpu_types)
+    largest = largest_config(cluster)
     origin = min(j.submit_time for j, _ in replayed)
     measured = _Measured.of(rates, cluster, reference_throughput)
     assumed = _Assumed(
@@ -262,7 +263,7 @@ def build_world(
     live: dict[str, ReplayJob] = {}
     load_only: dict[str, str] = {}
     for j, size in replayed:
-        demands = tuple(d for d in j.demands if d <= largest)
+        demands = runnable(j.demands, largest)
         if not demands:
             skipped["too_large"] = skipped.get("too_large", 0) + 1
             continue
