@@ -100,9 +100,7 @@ def landing(snapshot: Snapshot) -> tuple[str, ...]:
             held[node_id] = held.get(node_id, 0) + gpus
     capacity = node_capacity(snapshot)
     return tuple(
-        f.job_id
-        for f in waiting
-        if all(held.get(n, 0) <= capacity.get(n, 0) for n, _ in f.target)
+        f.job_id for f in waiting if all(held.get(n, 0) <= capacity.get(n, 0) for n, _ in f.target)
     )
 
 

@@ -23,6 +23,7 @@ Either way, no node ever holds more GPUs than it has.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,7 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.sim.engine import Engine
 from hopsd.sim.engine_config import EngineConfig
+from hopsd.sim.state import JobState
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 
@@ -60,15 +62,15 @@ class Scripted:
 
 
 class Checked(Engine):
-    """The engine, noting the most GPUs any node held at once."""
+    """The engine, noting the most GPUs any node held at once (after each booking)."""
 
-    peak: dict[str, int]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.peak: dict[str, int] = {}
+        super().__init__(*args, **kwargs)
 
-    def _occupy(self, job, cfg, *, real=True):  # type: ignore[no-untyped-def]
+    def _occupy(self, job: JobState, cfg: Configuration, *, real: bool = True) -> None:
         super()._occupy(job, cfg, real=real)
-        self.peak = getattr(self, "peak", {})
-        for node_id, used in self.used.items():
-            self.peak[node_id] = max(self.peak.get(node_id, 0), used)
+        self.peak = {n: max(self.peak.get(n, 0), used) for n, used in self.used.items()}
 
 
 def run(cluster: Cluster, jobs: Sequence[JobSpec], plans: dict[float, Plan]) -> Checked:
@@ -80,7 +82,7 @@ def run(cluster: Cluster, jobs: Sequence[JobSpec], plans: dict[float, Plan]) -> 
         notice_grace_s=GRACE,
     )
     truth = GroundTruth(cluster, {"m": MODEL})
-    engine = Checked(truth, jobs, Scripted(plans), config)  # type: ignore[arg-type]
+    engine = Checked(truth, jobs, Scripted(plans), config)
     engine.run()
     return engine
 
