@@ -157,9 +157,9 @@ def replay_payload(
         adoption_s=config.queue_refresh_s / 2,
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,
-        # moves replayed at once: under checkpoint_grace_s the main job's replay under
-        # gavel double-books a node (the simulator's grace with replay's adoption delay)
-        notice_grace_s=0.0,
+        # moves and preemptions under hopsd's notice: the job runs on for the grace, in
+        # flight and its GPUs and target reserved meanwhile, as live
+        notice_grace_s=config.checkpoint_grace_s,
     )
     results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}

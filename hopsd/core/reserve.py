@@ -21,6 +21,10 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
 * a failed launch (``Snapshot.launch_failures``) already in flight (its
   relaunch is under way) is not judged again: the act stage would relaunch it twice.
 
+The same rule says when a pending placement that waits only for its GPUs (a
+start released onto GPUs a job under notice still holds) may be taken before
+its grace is over (:func:`landing`): when nothing else holds or will take them.
+
 hopsd builds the in-flight records from its pending intents, the simulator
 from the moves it is enacting under a notice; both plan around them by this
 one rule.
@@ -34,7 +38,7 @@ from hopsd.core.capacity import held_gpus, left, node_capacity
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.snapshot import InFlight, Snapshot
 
-__all__ = ["InFlight", "flights", "reserve", "reserved_gpus"]
+__all__ = ["InFlight", "flights", "landing", "reserve", "reserved_gpus"]
 
 
 def flights(snapshot: Snapshot) -> tuple[InFlight, ...]:
@@ -65,6 +69,39 @@ def reserved_gpus(snapshot: Snapshot) -> dict[str, int]:
                 raise InvalidInputError(f"job {flight.job_id!r} reserves {gpus} GPUs")
             held[node_id] = held.get(node_id, 0) + gpus
     return held
+
+
+def landing(snapshot: Snapshot) -> tuple[str, ...]:
+    """The pending placements that may be taken now, before their grace is over.
+
+    A placement whose job does not run on (``runs_on`` False: it only waits for
+    GPUs to come free, e.g. a start released onto GPUs a job under notice holds)
+    may land early when a job that held them ended -- but only where its nodes
+    have room for everything held and reserved there: every job's GPUs (one
+    under notice holds its own until its requeue) and every in-flight record's
+    target (a move's, the other waiting placements', its own). GPUs that merely
+    look free may be a move's target, taken when its grace ends, or be promised
+    to several waiting placements at once; handing them out now would book them
+    twice then. Where a target lies on GPUs a job under notice still holds, the
+    node's reservations come to more than it has, and nothing lands there
+    before that job has left (how many overlap is not known, so none is
+    guessed). Landing changes no count (a reserved target becomes a held one),
+    so which records land does not depend on their order. Returns their job
+    ids in the snapshot's in-flight order.
+    """
+    flying = flights(snapshot)
+    waiting = [f for f in flying if not f.runs_on and f.target]
+    if not waiting:
+        return ()
+    # every job's GPUs (one under notice, or requeued but not yet off them, included)
+    held = held_gpus(j.current for j in snapshot.jobs if j.current is not None)
+    for flight in flying:
+        for node_id, gpus in flight.target:
+            held[node_id] = held.get(node_id, 0) + gpus
+    capacity = node_capacity(snapshot)
+    return tuple(
+        f.job_id for f in waiting if all(held.get(n, 0) <= capacity.get(n, 0) for n, _ in f.target)
+    )
 
 
 def reserve(snapshot: Snapshot) -> Snapshot:

@@ -192,7 +192,8 @@ class PlanEnactor(EngineState):
     def _end_graces(self) -> bool:
         """Take the requeues and placements whose notice's grace is over, in plan order:
         every requeue first, so a placement finds the GPUs its plan freed for it; and
-        start a waiting start whose GPUs came free earlier (their job ended).
+        start a waiting start whose GPUs came free earlier (their job ended), where
+        the core's reserve rule lets it (:meth:`_landing`).
         True when GPUs changed hands (the step plans again)."""
         due = [(i, f) for i, f in self.flights.items() if f.until <= self.now + 1e-6]
         for job_id, flight in due:
@@ -204,18 +205,12 @@ class PlanEnactor(EngineState):
             if flight.target is not None:
                 js = self.by_id[job_id]
                 self._place(js, flight.target, moved=flight.runs_on, logged=not flight.runs_on)
-        early = [
-            (i, f.target)
-            for i, f in self.flights.items()
-            if not f.runs_on and f.target is not None and self._free_for(f.target)
-        ]
-        for job_id, target in early:
-            del self.flights[job_id]
+        early = self._landing()  # never GPUs other in-flight work holds or will take
+        for job_id in early:
+            target = self.flights.pop(job_id).target
+            assert target is not None
             self._place(self.by_id[job_id], target, moved=False, logged=True)
         return bool(due or early)
-
-    def _free_for(self, cfg: Configuration) -> bool:
-        return all(self.used[n] + g <= self.cluster.node(n).gpus for n, g in cfg.parts)
 
     def _requeue(self, js: JobState, *, queued: bool) -> None:
         """The job leaves its GPUs to run again (a move's placement follows at once)."""

@@ -19,6 +19,7 @@ from hopsd.core.profiling import (
     Profilee,
     RunInFlight,
 )
+from hopsd.core.reserve import landing
 from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.throughput import PhaseProfile
 from hopsd.sim.state import EngineState, JobState
@@ -85,6 +86,20 @@ class SchedulerView(EngineState):
         return js.model.restore_s
 
     def _snapshot(self, pinned: bool) -> Snapshot:
+        """What the step plans from: the engine's state, with the node speeds learned so far."""
+        self.speeds.refresh(self.store)
+        return self._view(pinned)
+
+    def _landing(self) -> tuple[str, ...]:
+        """The starts waiting under a notice's grace that may start now, GPUs having come
+        free early: the core's rule (:func:`hopsd.core.reserve.landing`) says which, so
+        that none takes GPUs in-flight work holds or will take."""
+        if all(f.runs_on or f.target is None for f in self.flights.values()):
+            return ()
+        return landing(self._view(pinned=False))
+
+    def _view(self, pinned: bool) -> Snapshot:
+        """The core's snapshot of the engine's state, as it stands."""
         jobs: list[Job] = []
         running: list[str] = []
         profiling: list[JobState] = []
@@ -96,7 +111,6 @@ class SchedulerView(EngineState):
             jobs.append(self._core_job(js))
             if js.status == "running":
                 running.append(js.spec.job_id)
-        self.speeds.refresh(self.store)
         return Snapshot(
             now=self.now,
             cluster=self.cluster,

@@ -158,3 +158,7 @@ class EngineState:
     known: dict[tuple[str, int], dict[str, PhaseProfile]]
     # jobs whose move, preemption or start waits for a notice's grace to end
     flights: dict[str, Flight]
+
+    def _landing(self) -> tuple[str, ...]:
+        """The waiting starts of ``flights`` that may start now (the scheduler view's)."""
+        raise NotImplementedError

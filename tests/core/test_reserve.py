@@ -7,7 +7,7 @@ from two_types import CLUSTER, SETTINGS, cfg
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.core.model import Job
-from hopsd.core.reserve import reserve, reserved_gpus
+from hopsd.core.reserve import landing, reserve, reserved_gpus
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import InFlight, LaunchFailure, Snapshot
 from hopsd.core.step import RoundClock, schedule_step
@@ -77,6 +77,25 @@ def test_a_start_released_onto_a_noticed_jobs_gpus_plans_on() -> None:
     given = snap(*jobs, in_flight=(InFlight("p", runs_on=True),), pinned=frozenset({"b"}))
     step = schedule_step(given, RoundClock(100.0), get_policy("fifo"), SETTINGS)
     assert step.plan.placements()["q"].gpu_type == "k80"  # nothing of a1 is handed out
+
+
+def test_a_waiting_start_lands_early_only_where_nothing_else_holds_or_takes_its_gpus() -> None:
+    # on the a100s: "q" (2 GPUs) runs on under notice; "a" waits for two GPUs there and
+    # "b" for one; "k" runs on three k80s, untouched
+    q, k = Job("q", (2,), 1e6, current=cfg("a1", 2)), Job("k", (3,), 1e6, current=cfg("k1", 3))
+    a, b = InFlight("a", (("a1", 2),)), InFlight("b", (("a1", 1),))
+    # 2 held by q + 3 promised: two GPUs look free, not enough for both starts
+    assert landing(snap(q, k, in_flight=(InFlight("q", runs_on=True), a, b))) == ()
+    # q has left (its job ended): both fit, whatever their order
+    assert landing(snap(k, in_flight=(b, a))) == ("b", "a")
+    # the k80 left free is the target of "m", moving there from the a100s under notice:
+    # a start waiting for it stays until m has landed
+    m = Job("m", (1,), 1e6, current=cfg("a1", 1))
+    w = InFlight("w", (("k1", 1),))
+    assert landing(snap(k, m, in_flight=(InFlight("m", (("k1", 1),), runs_on=True), w))) == ()
+    assert landing(snap(k, in_flight=(w,))) == ("w",)
+    # a job still under notice never lands early
+    assert landing(snap(k, m, in_flight=(InFlight("m", (("a1", 1),), runs_on=True),))) == ()
 
 
 def test_a_job_in_flight_twice_is_refused() -> None:

@@ -97,8 +97,8 @@ def test_replay_json_sets_each_policy_beside_the_live_figures(
     assert doc["nodes"] == {"a100n1": ["a100", 3], "k80n1": ["k80", 1]}
     assert doc["nodes_from"] == "ledger"
     assert doc["round_length_s"] == 8.0 and doc["spare_guard_s"] == 2.0
-    # moves are replayed at once (the notice grace in replay double-books under gavel)
-    assert doc["notice_grace_s"] == 0.0
+    # moves are enacted under hopsd's notice, in flight and reserved meanwhile, as live
+    assert doc["notice_grace_s"] == 120.0
     assert doc["live"]["avg_jct_s"] == pytest.approx((21 + 31 + 11) / 3)
     for name in ("hops", "fifo"):
         figures = doc["policies"][name]
