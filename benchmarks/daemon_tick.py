@@ -49,6 +49,7 @@ from hopsd.daemon.tick_result import TickResult
 from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.slurm.factory import make_port
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -87,7 +88,7 @@ def submit_many(port, script: Path, n: int, prefix: str) -> list[int]:  # type: 
     def one(i: int) -> int:
         tag = HopsTag(demands[i % len(demands)], 10_000 + 100 * i)
         args = ["-J", f"{prefix}{i}", "-o", "/dev/null", "-t", "5"]
-        return int(port.submit(str(script), sbatch_args=args, tag=tag))
+        return int(port.submit(SubmitRequest(str(script), sbatch_args=args, tag=tag)))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, range(n)))

@@ -47,6 +47,7 @@ from hopsd.ledger.models import AllocationReason, AllocationRow, IntentRow, Inte
 from hopsd.ledger.records import JobState, LeaseInfo
 from hopsd.ledger.unit import Ledger
 from hopsd.slurm.factory import make_port
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +183,7 @@ def submit(run: Run, port: Any, label: str, demands: tuple[int, ...], samples: f
     args = ["-J", f"{run.prefix}{label}", "-o", str(run.root / "%j.out"), "--open-mode=append"]
     args += ["-t", "10"]
     run.submitted.append(
-        port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, samples, 32))
+        port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag(demands, samples, 32)))
     )
 
 

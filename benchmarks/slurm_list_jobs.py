@@ -24,7 +24,7 @@ from pathlib import Path
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.factory import pyslurm_unavailable_reason
 from hopsd.slurm.parse_squeue import parse_jobs
-from hopsd.slurm.port import SlurmPort
+from hopsd.slurm.port import SlurmPort, SubmitRequest
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -37,7 +37,8 @@ def submit_many(port: CliSlurm, count: int, workdir: Path) -> list[int]:
     args = ["-o", "/dev/null", "-J", "hops-bench"]
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = [
-            pool.submit(port.submit, str(script), sbatch_args=args, tag=TAG) for _ in range(count)
+            pool.submit(port.submit, SubmitRequest(str(script), sbatch_args=args, tag=TAG))
+            for _ in range(count)
         ]
         return [f.result() for f in futures]
 

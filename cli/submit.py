@@ -28,6 +28,7 @@ from hopsd.core.inventory import (
     managed_nodes,
     partitions_for_types,
 )
+from hopsd.slurm.port import SubmitRequest
 from hopsd.views.cells import duration
 
 if TYPE_CHECKING:
@@ -329,5 +330,5 @@ def submit(
             return
         args = _sbatch_args(config, managed, tag, extra, info.directives)
         with submitted_copy(info.path, config.notice_signal) as sent:
-            job_id = port.submit(str(sent), sbatch_args=args, tag=tag)
+            job_id = port.submit(SubmitRequest(str(sent), sbatch_args=args, tag=tag))
     _say_submitted(job_id, demands, size, parsable)

@@ -40,12 +40,12 @@ from hopsd.slurm.port import (
     RunRecord,
     SlurmJob,
     SlurmNode,
+    SubmitRequest,
     hold_each,
     job_id_arg,
     read_retried_once,
 )
 from hopsd.slurm.runner import CompletedRun, Runner, SubprocessRunner
-from hopsd.slurm.tag import HopsTag
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,30 +81,23 @@ class CliSlurm:
     name: str = "cli"
 
     # ------------------------------------------------------------------ writes
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
+    def submit(self, request: SubmitRequest) -> int:
         """``sbatch`` held, requeueable, untyped ``--gres=gpu:<smallest demand>``, tagged.
 
         hops's own options come after ``sbatch_args`` and the command line
         beats ``#SBATCH`` lines, so the job is always held and tagged.
         """
-        check_sbatch_args(sbatch_args)
+        check_sbatch_args(request.sbatch_args)
         argv = [
-            *_as_user(as_user),
+            *_as_user(request.as_user),
             "sbatch",
-            *sbatch_args,
+            *request.sbatch_args,
             "--parsable",
             "--hold",
             "--requeue",
-            f"--gres=gpu:{tag.demands[0]}",
-            f"--comment={tag.encode()}",
-            script_path,
+            f"--gres=gpu:{request.tag.demands[0]}",
+            f"--comment={request.tag.encode()}",
+            request.script_path,
         ]
         result = self._call(argv)
         return parse_job_id(result)
@@ -266,15 +259,8 @@ class CliFallback:
     def __init__(self, cli: CliSlurm | None = None) -> None:
         self._cli = cli or CliSlurm()
 
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
-        return self._cli.submit(script_path, sbatch_args=sbatch_args, tag=tag, as_user=as_user)
+    def submit(self, request: SubmitRequest) -> int:
+        return self._cli.submit(request)
 
     def update_pending(self, job_id: int, placement: Placement) -> None:
         self._cli.update_pending(job_id, placement)

@@ -267,20 +267,29 @@ class Placement:
         return dict(self.gpus_by_node)
 
 
+@dataclass(frozen=True)
+class SubmitRequest:
+    """One batch script to submit, held and tagged: what every backend's ``submit`` takes.
+
+    One parameter object, so the port and each backend (and each fake) name the
+    submission's parts and their defaults once. ``sbatch_args`` come before
+    hops's own options; ``as_user`` submits as that user (through the command
+    prefix) instead of as hopsd.
+    """
+
+    script_path: str
+    tag: HopsTag
+    sbatch_args: Sequence[str] = ()
+    as_user: str | None = None
+
+
 @runtime_checkable
 class SlurmPort(Protocol):
     """Operations hops performs on Slurm. Every failure is a ``SlurmError`` subclass."""
 
     name: str
 
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
+    def submit(self, request: SubmitRequest) -> int:
         """Submit held (``--hold --requeue``, tagged); never retried. Returns the job id."""
         ...
 

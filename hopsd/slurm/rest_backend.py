@@ -38,13 +38,13 @@ from hopsd.slurm.port import (
     Placement,
     SlurmJob,
     SlurmNode,
+    SubmitRequest,
     hold_each,
     job_id_arg,
     read_retried_once,
 )
 from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.rest_submit import job_description
-from hopsd.slurm.tag import HopsTag
 
 T = TypeVar("T")
 
@@ -63,31 +63,25 @@ class RestSlurm(CliFallback):
         self.client = client
 
     # ------------------------------------------------------------------ writes
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
+    def submit(self, request: SubmitRequest) -> int:
         """``POST .../job/submit``: held, requeueable, untyped ``gres/gpu:<smallest>``, tagged.
 
         The script's ``#SBATCH`` lines and ``sbatch_args`` are translated
         first and hops's own fields set last, so the job is always held and tagged.
         """
-        _no_other_user(as_user)
-        check_sbatch_args(sbatch_args)
+        _no_other_user(request.as_user)
+        check_sbatch_args(request.sbatch_args)
+        path = request.script_path
         try:
-            script = Path(script_path).read_text(encoding="utf-8")
+            script = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise SubmitArgumentError(f"cannot read batch script {script_path}: {exc}") from exc
-        job = job_description(script, sbatch_args, environ=os.environ, cwd=os.getcwd())
+            raise SubmitArgumentError(f"cannot read batch script {path}: {exc}") from exc
+        job = job_description(script, request.sbatch_args, environ=os.environ, cwd=os.getcwd())
         job.update(
             hold=True,
             requeue=True,
-            tres_per_node=f"gres/gpu:{tag.demands[0]}",
-            comment=tag.encode(),
+            tres_per_node=f"gres/gpu:{request.tag.demands[0]}",
+            comment=request.tag.encode(),
         )
         reply = self.client.post("job/submit", {"job": job})
         job_id = reply.get("job_id")

@@ -20,7 +20,7 @@ from hopsd.ledger.predictions import write as write_predictions
 from hopsd.ledger.records import Prediction
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.ledger.usage import add_usage
-from hopsd.slurm.port import AccountingRecord, SlurmJob, SlurmNode
+from hopsd.slurm.port import AccountingRecord, SlurmJob, SlurmNode, SubmitRequest
 
 
 @dataclass
@@ -43,10 +43,10 @@ class RecordingPort:
     def list_nodes(self) -> list[SlurmNode]:
         return list(self.nodes)
 
-    def submit(
-        self, script_path: str, *, sbatch_args: Any = (), tag: Any, as_user: Any = None
-    ) -> int:
-        self.submitted.append({"script": script_path, "args": tuple(sbatch_args), "tag": tag})
+    def submit(self, request: SubmitRequest) -> int:
+        self.submitted.append(
+            {"script": request.script_path, "args": tuple(request.sbatch_args), "tag": request.tag}
+        )
         return 1000 + len(self.submitted)
 
     def cancel(self, job_id: int, as_user: str | None = None) -> None:

@@ -15,7 +15,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
-from hopsd.slurm.port import AccountingRecord, Placement, RunRecord, SlurmJob, SlurmNode
+from hopsd.slurm.port import (
+    AccountingRecord,
+    Placement,
+    RunRecord,
+    SlurmJob,
+    SlurmNode,
+    SubmitRequest,
+)
 from hopsd.slurm.tag import HopsTag, try_decode
 
 
@@ -178,15 +185,8 @@ class FakePort:
             raise SlurmCommandError(["scontrol", action, str(job_id)], 1, "Invalid job id")
         return self.jobs[job_id]
 
-    def submit(
-        self,
-        script_path: str,
-        *,
-        sbatch_args: Sequence[str] = (),
-        tag: HopsTag,
-        as_user: str | None = None,
-    ) -> int:
-        return self.add_job(tag, user=as_user or "alice")
+    def submit(self, request: SubmitRequest) -> int:
+        return self.add_job(request.tag, user=request.as_user or "alice")
 
     def update_pending(self, job_id: int, placement: Placement) -> None:
         job = self._act("update", job_id)

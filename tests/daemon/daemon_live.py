@@ -31,7 +31,7 @@ from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import JobRow
 from hopsd.slurm.factory import make_port
-from hopsd.slurm.port import SlurmPort
+from hopsd.slurm.port import SlurmPort, SubmitRequest
 from hopsd.slurm.runner import CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -151,7 +151,9 @@ class LiveEnv:
             "-t",
             str(minutes),
         ]
-        job = self.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, samples, batch))
+        job = self.port.submit(
+            SubmitRequest(str(script), sbatch_args=args, tag=HopsTag(demands, samples, batch))
+        )
         self.submitted.append(job)
         return job
 

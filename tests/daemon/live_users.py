@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.runner import CompletedRun, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -78,7 +79,9 @@ def submit_script_as(env: LiveEnv, user: str, name: str, body: str) -> int:
     script.write_text(f"#!/bin/bash\nexport HOPS_SPOOL_DIR={env.spool_of(user)}\n{body}")
     script.chmod(0o755)
     args = ["-J", f"{env.prefix}{name}", "-o", "/dev/null", "-t", "10"]
-    job = slurm_as(env, user).submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    job = slurm_as(env, user).submit(
+        SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    )
     env.submitted.append(job)
     return job
 

@@ -37,6 +37,7 @@ from sqlalchemy import select
 
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,7 +203,7 @@ def submit(env: LiveEnv, spec: Spec) -> int:
     )
     args = ["-J", f"{env.prefix}{spec.label}", "-o", str(env.root / "%j.out"),
             "--open-mode=append", "-t", "15", "-D", str(env.root)]  # fmt: skip
-    job = env.port.submit(str(path), sbatch_args=args, tag=tag)
+    job = env.port.submit(SubmitRequest(str(path), sbatch_args=args, tag=tag))
     env.submitted.append(job)
     return job
 

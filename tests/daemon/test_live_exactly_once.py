@@ -21,6 +21,7 @@ from hopsd.daemon.enact import Enactor, SettleOptions, Step
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.intents import record_intents
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = LIVE
@@ -32,7 +33,7 @@ def submit_script(env: LiveEnv, label: str, body: str) -> int:
     script = env.root / f"{label}.sh"
     script.write_text(f"#!/bin/bash\necho start >> {runs}\n{body}\n")
     args = ["-J", f"{env.prefix}{label}", "-o", str(env.root / "%j.out"), "--open-mode=append"]
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1000, 32))
+    job = env.port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1000, 32)))
     env.submitted.append(job)
     return job
 

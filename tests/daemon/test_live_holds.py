@@ -30,7 +30,7 @@ from tick_steps import observe_and_reconcile
 from hopsd.daemon.holds import UNPLANNED_RUN
 from hopsd.daemon.tick import Tick
 from hopsd.slurm.cli_backend import CliSlurm
-from hopsd.slurm.port import SlurmJob
+from hopsd.slurm.port import SlurmJob, SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -52,7 +52,7 @@ def submit_as_victim(env: LiveEnv) -> int:
     script.chmod(0o755)
     victim = CliSlurm(run=AsUser(VICTIM))
     args = ["-J", f"{env.prefix}victim", "-o", "/dev/null", "-t", "5"]
-    job = victim.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    job = victim.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6)))
     env.submitted.append(job)
     return job
 

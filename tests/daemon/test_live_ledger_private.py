@@ -35,6 +35,7 @@ from live_users import ATTACKER, VICTIM, AsUser, ensure_user, shared_env, slurm_
 from hopsd.ledger.jobs import TERMINAL_STATES
 from hopsd.ledger.models import JobState
 from hopsd.ledger.private_copy import socket_path
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -153,10 +154,8 @@ def _submit_as(
     tag = HopsTag(
         demands, samples, 32, model=f"secretmodel{user}", types=types, no_preempt=no_preempt
     )
-    job = port.submit(
-        str(script), sbatch_args=["-J", f"{env.prefix}{user}", "-o", "/dev/null", "-t", "10"],
-        tag=tag,
-    )  # fmt: skip
+    args = ["-J", f"{env.prefix}{user}", "-o", "/dev/null", "-t", "10"]
+    job = port.submit(SubmitRequest(str(script), sbatch_args=args, tag=tag))
     env.submitted.append(job)
     return job
 

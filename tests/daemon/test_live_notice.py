@@ -30,6 +30,7 @@ from daemon_live import LIVE, LiveEnv, drive, hopsd_process
 from test_live_workload import block_nodes, seed
 
 from hopsd.ledger.models import JobState
+from hopsd.slurm.port import SubmitRequest
 
 pytestmark = LIVE
 
@@ -61,7 +62,9 @@ def submit(env: LiveEnv, label: str, *flags: str) -> int:
             "-t", "10"]  # fmt: skip
     from hopsd.slurm.tag import HopsTag
 
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 6000.0, 32))
+    job = env.port.submit(
+        SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 6000.0, 32))
+    )
     env.submitted.append(job)
     return job
 

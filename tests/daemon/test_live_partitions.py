@@ -23,6 +23,7 @@ from daemon_live import LIVE, LiveEnv
 
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = LIVE
@@ -42,7 +43,7 @@ def tagged_in_k80(env: LiveEnv, label: str, seconds: int) -> int:
     script = env.root / f"{label}.sh"
     script.write_text(f"#!/bin/bash\nsleep {seconds}\n")
     args = ["-J", f"{env.prefix}{label}", "-p", "k80", "-o", "/dev/null", "-t", "5"]
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e4))
+    job = env.port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e4)))
     env.blockers.append(job)
     return job
 

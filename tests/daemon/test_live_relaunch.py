@@ -15,6 +15,7 @@ from sqlalchemy import select
 from hopsd.core.act import MAX_RELAUNCHES
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState, JobState
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = LIVE
@@ -25,7 +26,7 @@ def test_a_run_that_fails_at_once_is_relaunched_then_ends_failed(env: LiveEnv) -
     script.write_text("#!/bin/sh\nexit 1\n")
     script.chmod(0o755)
     args = ["-J", f"{env.prefix}fails", "-o", "/dev/null", "-t", "2"]
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    job = env.port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6)))
     env.submitted.append(job)
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
 

@@ -32,6 +32,7 @@ from centre_live import accounting_kept
 from daemon_live import LIVE, LiveEnv, hopsd_process
 
 from hopsd.config import parse_config
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -99,7 +100,7 @@ def submit(
     script.write_text(f"#!/bin/bash\nsleep {seconds}\n")
     args = ["-J", f"{env.prefix}{label}", "-A", account, "-o", "/dev/null", "-t", "10"]
     args += [f"--qos={qos}"] if qos else []
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag(demands, 1e4))
+    job = env.port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag(demands, 1e4)))
     env.submitted.append(job)
     return job
 

@@ -45,6 +45,7 @@ from live_users import (
 
 from hopsd.ledger.models import JobState
 from hopsd.slurm.cli_backend import CliSlurm
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -202,7 +203,7 @@ def test_the_owner_cannot_release_a_job_hops_requeue_held(users: None) -> None:
     victim = CliSlurm(run=AsUser(VICTIM))
     hops = CliSlurm()  # hopsd's own identity (root)
     args = ["-o", "/dev/null", "-t", "5"]
-    job = victim.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    job = victim.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6)))
     try:
         hops.release(job)
 

@@ -25,6 +25,7 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.models import AllocationReason, ProfileRow, ThroughputLayer, ThroughputRow
 from hopsd.ledger.unit import Unit
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -45,6 +46,7 @@ NODE_TYPES = {
 
 
 ROUND_S = 30.0
+
 
 @pytest.fixture
 def env(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -83,7 +85,9 @@ def submit(env: LiveEnv) -> int:
         "--type-speed 'k80=1,v100=8,a100=1'\n"
     )
     args = ["-J", f"{env.prefix}sensed", "-o", str(env.root / "%j.out"), "--open-mode=append"]
-    job = env.port.submit(str(script), sbatch_args=[*args, "-t", "10"], tag=HopsTag((1,), 1e6))
+    job = env.port.submit(
+        SubmitRequest(str(script), sbatch_args=[*args, "-t", "10"], tag=HopsTag((1,), 1e6))
+    )
     env.submitted.append(job)
     return job
 
@@ -156,7 +160,7 @@ def test_a_job_that_never_uses_the_probe_is_started_at_most_twice(env: LiveEnv) 
     script = env.root / "sleeper.sh"
     script.write_text("#!/bin/bash\nsleep 30\n")
     args = ["-J", f"{env.prefix}sleeper", "-o", "/dev/null", "-t", "5"]
-    job = env.port.submit(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6))
+    job = env.port.submit(SubmitRequest(str(script), sbatch_args=args, tag=HopsTag((1,), 1e6)))
     env.submitted.append(job)
     tick = Tick(env.config, env.port, env.sessions, adopt_filter=env.adopt_filter())
     assert drive(tick.run_once, env.all_terminal, 120), env.rows().get(job)

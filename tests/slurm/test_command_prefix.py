@@ -8,6 +8,7 @@ import pytest
 
 from hopsd.config import ConfigError, parse_config
 from hopsd.slurm.factory import make_port
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.runner import CompletedRun, PrefixRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -37,7 +38,7 @@ def test_make_port_wraps_reads_and_writes() -> None:
     port = make_port("cli", run=inner, timeout_s=5.0, command_prefix=["/opt/slurm-exec"])
     port.list_jobs()
     port.list_nodes()
-    job = port.submit("/tmp/job.sh", tag=HopsTag((1,), 100.0, 32))
+    job = port.submit(SubmitRequest("/tmp/job.sh", tag=HopsTag((1,), 100.0, 32)))
     port.release(job)
     assert job == 42
     assert [c[0] for c in inner.calls] == ["/opt/slurm-exec"] * 4

@@ -22,6 +22,7 @@ from hopsd.config import parse_config
 from hopsd.ledger import migrate
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.factory import make_port
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 pytestmark = [
@@ -60,7 +61,9 @@ def test_the_port_works_through_the_prefix(host_path_only: str, tmp_path: Path) 
     assert nodes["a100n1"].gpu_type == "a100" and nodes["a100n1"].gpus_total == 4
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\nsleep 60\n")
-    job_id = port.submit(str(script), sbatch_args=["-o", "/dev/null", "-J", "prefix"], tag=TAG)
+    job_id = port.submit(
+        SubmitRequest(str(script), sbatch_args=["-o", "/dev/null", "-J", "prefix"], tag=TAG)
+    )
     try:
         [listed] = [j for j in port.list_jobs() if j.job_id == job_id]
         assert listed.pending and listed.held and listed.tag == TAG

@@ -21,7 +21,14 @@ from placement_check import mismatches, pending_mismatches
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmAccountingDisabledError, SlurmUnavailableError
 from hopsd.slurm.factory import pyslurm_unavailable_reason
-from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode, SlurmPort
+from hopsd.slurm.port import (
+    AccountingRecord,
+    Placement,
+    SlurmJob,
+    SlurmNode,
+    SlurmPort,
+    SubmitRequest,
+)
 from hopsd.slurm.rest_backend import RestSlurm
 from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.runner import SubprocessRunner
@@ -79,7 +86,7 @@ def submit(port: SlurmPort, tmp_path: Path) -> Iterator[Callable[..., int]]:
         script.write_text(SCRIPT.format(seconds=seconds) if text is None else text)
         script.chmod(0o755)
         args = ["-o", str(tmp_path / "%j.out"), "--open-mode=append", "-J", "hops-contract"]
-        job_id = port.submit(str(script), sbatch_args=args, tag=TAG)
+        job_id = port.submit(SubmitRequest(str(script), sbatch_args=args, tag=TAG))
         submitted.append(job_id)
         return job_id
 
@@ -246,7 +253,7 @@ def test_dead_controller_raises_typed_error_quickly(tmp_path: Path) -> None:
     with pytest.raises(SlurmUnavailableError):
         dead.list_nodes()
     with pytest.raises(SlurmUnavailableError):
-        dead.submit(str(script), tag=TAG)
+        dead.submit(SubmitRequest(str(script), tag=TAG))
     assert time.monotonic() - started < 25  # three calls, each bounded by 2 x 3 s
 
 

@@ -30,7 +30,7 @@ from hopsd.slurm.errors import (
 )
 from hopsd.slurm.parse_sinfo import nodes_from_document
 from hopsd.slurm.parse_squeue import jobs_from_document
-from hopsd.slurm.port import Placement
+from hopsd.slurm.port import Placement, SubmitRequest
 from hopsd.slurm.rest_backend import RestSlurm, signal_name, update_body
 from hopsd.slurm.rest_client import RestClient, decode_reply, read_token
 from hopsd.slurm.rest_submit import job_description, sbatch_directives, time_minutes
@@ -190,7 +190,9 @@ def test_submit_sends_held_tagged_job_with_script_directives(tmp_path: Path) -> 
     script = tmp_path / "train.sh"
     script.write_text("#!/bin/sh\n#SBATCH -J from-script\n#SBATCH --time=1-02:03\necho hi\n")
     rest, recorder = port(tmp_path, (200, recorded("submit.v0.0.42.24.11.json")))
-    job_id = rest.submit(str(script), sbatch_args=["-o", "/tmp/%j.out", "-J", "cli"], tag=TAG)
+    job_id = rest.submit(
+        SubmitRequest(str(script), sbatch_args=["-o", "/tmp/%j.out", "-J", "cli"], tag=TAG)
+    )
     assert job_id == 18
     request = recorder.requests[0]
     assert request.method == "POST" and request.url.path == "/slurm/v0.0.42/job/submit"
@@ -209,7 +211,7 @@ def test_submit_refuses_what_it_cannot_carry(tmp_path: Path) -> None:
     rest, recorder = port(tmp_path)
     for args in (["--exclusive"], ["--gres=gpu:2"], ["--hold"]):
         with pytest.raises(SubmitArgumentError):
-            rest.submit(str(script), sbatch_args=args, tag=TAG)
+            rest.submit(SubmitRequest(str(script), sbatch_args=args, tag=TAG))
     with pytest.raises(SubmitArgumentError, match="owner of its token"):
         rest.cancel(5, as_user="hopsalice")
     assert recorder.requests == []

@@ -21,6 +21,7 @@ from hopsd.slurm.errors import (
     SlurmUnavailableError,
     SubmitArgumentError,
 )
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.rest_backend import RestSlurm
 from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.tag import HopsTag
@@ -89,7 +90,7 @@ def test_refused_partition_quotes_slurm(slurmrestd: tuple[str, str], tmp_path: P
     script.write_text("#!/bin/sh\ntrue\n")
     port = rest(*slurmrestd)
     with pytest.raises(Exception, match="Invalid partition name specified") as caught:
-        port.submit(str(script), sbatch_args=["-p", "no-such-partition"], tag=TAG)
+        port.submit(SubmitRequest(str(script), sbatch_args=["-p", "no-such-partition"], tag=TAG))
     assert not isinstance(caught.value, SlurmUnavailableError)
 
 
@@ -98,7 +99,7 @@ def test_script_directives_are_honoured(slurmrestd: tuple[str, str], tmp_path: P
     script = tmp_path / "job.sh"
     script.write_text(f"#!/bin/sh\n#SBATCH -J from-script\n#SBATCH -o {tmp_path}/%j.log\ntrue\n")
     port = rest(*slurmrestd)
-    job_id = port.submit(str(script), sbatch_args=["--time=0:30"], tag=TAG)
+    job_id = port.submit(SubmitRequest(str(script), sbatch_args=["--time=0:30"], tag=TAG))
     try:
         listed = next(j for j in port.list_jobs() if j.job_id == job_id)
         assert listed.name == "from-script"
@@ -113,6 +114,6 @@ def test_untranslatable_options_are_refused(slurmrestd: tuple[str, str], tmp_pat
     script.write_text("#!/bin/sh\ntrue\n")
     port = rest(*slurmrestd)
     with pytest.raises(SubmitArgumentError, match="--exclusive"):
-        port.submit(str(script), sbatch_args=["--exclusive"], tag=TAG)
+        port.submit(SubmitRequest(str(script), sbatch_args=["--exclusive"], tag=TAG))
     with pytest.raises(SubmitArgumentError, match="owner of its token"):
-        port.submit(str(script), tag=TAG, as_user="hopsalice")
+        port.submit(SubmitRequest(str(script), tag=TAG, as_user="hopsalice"))

@@ -27,7 +27,7 @@ from hopsd.slurm.errors import (
     SubmitArgumentError,
 )
 from hopsd.slurm.factory import make_port, pyslurm_unavailable_reason
-from hopsd.slurm.port import Placement
+from hopsd.slurm.port import Placement, SubmitRequest
 from hopsd.slurm.runner import CompletedRun, CountingRunner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
@@ -68,7 +68,9 @@ def failed(name: str) -> CompletedRun:
 # ------------------------------------------------------------------ commands
 def test_submit_puts_hops_options_last_and_parses_the_id() -> None:
     run = Replay(ok((FIXTURES / "sbatch_parsable.22.05.txt").read_text()))
-    job_id = CliSlurm(run=run).submit("/tmp/t.sh", sbatch_args=["-p", "all"], tag=TAG)
+    job_id = CliSlurm(run=run).submit(
+        SubmitRequest("/tmp/t.sh", sbatch_args=["-p", "all"], tag=TAG)
+    )
     assert job_id == 1
     assert run.calls == [
         (
@@ -87,10 +89,10 @@ def test_submit_puts_hops_options_last_and_parses_the_id() -> None:
 
 def test_submit_as_another_user_goes_through_runuser() -> None:
     run = Replay(ok("17;hops\n"))
-    assert CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG, as_user="ana") == 17
+    assert CliSlurm(run=run).submit(SubmitRequest("/tmp/t.sh", tag=TAG, as_user="ana")) == 17
     assert run.calls[0][:4] == ("runuser", "-u", "ana", "--")
     with pytest.raises(SubmitArgumentError):
-        CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG, as_user="-x")
+        CliSlurm(run=run).submit(SubmitRequest("/tmp/t.sh", tag=TAG, as_user="-x"))
 
 
 @pytest.mark.parametrize(
@@ -179,7 +181,7 @@ def test_recorded_errors_are_classified() -> None:
 def test_sbatch_is_never_retried() -> None:
     run = Replay(failed("err_scontrol_no_controller.22.05.txt"), ok("9\n"))
     with pytest.raises(SlurmUnavailableError):
-        CliSlurm(run=run).submit("/tmp/t.sh", tag=TAG)
+        CliSlurm(run=run).submit(SubmitRequest("/tmp/t.sh", tag=TAG))
     assert len(run.calls) == 1
 
 
