@@ -12,7 +12,7 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -129,17 +129,15 @@ class HopsConfig:
     policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def settings(self) -> Settings:
-        """The core's planner settings derived from this configuration."""
-        return Settings(
-            priority=self.priority,
-            lam=self.lam,
-            sigma=self.sigma,
-            restart_penalty_s=self.restart_penalty_s,
-            round_length_s=self.round_length_s,
-            mip_gap=self.mip_gap,
-            time_limit_s=self.solver_time_limit_s,
-            reference_throughput=self.reference_throughput,
-        )
+        """The core's planner settings derived from this configuration.
+
+        Each planner knob the configuration names alike is taken as it is; the
+        solver's time limit is the one knob named otherwise here (beside the
+        profiling and Slurm timeouts).
+        """
+        alike = {f.name for f in fields(self)} & {f.name for f in fields(Settings)}
+        knobs = {name: getattr(self, name) for name in alike}
+        return Settings(**knobs, time_limit_s=self.solver_time_limit_s)
 
     @property
     def spare_guard_s(self) -> float:

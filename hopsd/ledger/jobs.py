@@ -28,6 +28,7 @@ from hopsd.ledger.records import (
     JobState,
     config_from_parts,
     core_job,
+    field_values,
     is_legal,
 )
 from hopsd.ledger.restarts import model_restart_s
@@ -61,37 +62,21 @@ def add_job(
     _validate(spec)
     if check_id and session.get(JobRow, spec.id) is not None:
         raise DuplicateJobError(f"job {spec.id!r} is already in the ledger")
+    # each field of the spec is the column of its name; two are stored converted
+    converted = {"demands": list(spec.demands), "lr_by_demand": _lr_map(spec.lr_by_demand)}
     row = JobRow(
-        id=spec.id,
-        slurm_job_id=spec.slurm_job_id,
-        user=spec.user,
-        account=spec.account,
-        script_path=spec.script_path,
-        demands=list(spec.demands),
-        total_samples=spec.total_samples,
-        batch_size=spec.batch_size,
-        model_name=spec.model_name,
+        **(field_values(spec) | converted),
         # what restarts of earlier jobs of its model cost (hopsd.ledger.restarts)
         model_restart_s=(
             model_restart_s(session, spec.model_name) if restart_s == "read" else restart_s
         ),
-        params=spec.params,
-        lr=spec.lr,
-        lr_rule=spec.lr_rule,
-        lr_by_demand=_lr_map(spec.lr_by_demand),
-        state=spec.state,
         state_reason="",
         state_changed_at=now,
-        submit_time=spec.submit_time,
         wait_time=0.0,
         service_gpu_s=0.0,
         service_norm=0.0,
         restarts=0,
         samples_done=0.0,
-        tag_status=spec.tag_status,
-        tag_reason=spec.tag_reason,
-        adopted_tag=spec.adopted_tag,
-        name=spec.name,
         updated_at=now,
     )
     session.add(row)

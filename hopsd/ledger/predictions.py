@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hopsd.ledger.models import PredictionRow
-from hopsd.ledger.records import Prediction
+from hopsd.ledger.records import Prediction, field_values
 
 #: A new forecast is written when a time moved by more than this many seconds ...
 CHANGE_S = 2.0
@@ -63,18 +63,7 @@ def write(session: Session, predictions: Iterable[Prediction]) -> int:
     wanted = list(predictions)
     before = latest(session, [p.job_id for p in wanted])
     fresh = [p for p in wanted if changed(before.get(p.job_id), p)]
-    session.add_all(
-        PredictionRow(
-            job_id=p.job_id,
-            made_at=p.made_at,
-            state=p.state,
-            start_at=p.start_at,
-            end_at=p.end_at,
-            gpu_type=p.gpu_type,
-            gpus=p.gpus,
-        )
-        for p in fresh
-    )
+    session.add_all(PredictionRow(**field_values(p)) for p in fresh)
     return len(fresh)
 
 

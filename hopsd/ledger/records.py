@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hopsd.core.limits import MAX_LEASE_TTL_S
@@ -347,6 +347,15 @@ class LeaseInfo:
 
     def held_at(self, now: float) -> bool:
         return self.holder is not None and self.expires_at > now
+
+
+def field_values(record: Any) -> dict[str, Any]:
+    """A record's dataclass fields by name, as they are (``asdict`` would deep-copy them).
+
+    A row whose columns are a record's fields of the same names is built from
+    them all at once, so a field added to both needs no third line to copy it.
+    """
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def believed_expiry(heartbeat_at: float | None, stored: float | None) -> float:

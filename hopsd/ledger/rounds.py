@@ -6,27 +6,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hopsd.ledger.models import RoundRow
-from hopsd.ledger.records import RoundInfo, RoundSummary
+from hopsd.ledger.records import RoundInfo, RoundSummary, field_values
 
 __all__ = ["RoundSummary"]
 
 
 def record_round(session: Session, summary: RoundSummary) -> RoundRow:
     """Insert a round and flush, so its id can key the round's allocations and intents."""
-    row = RoundRow(
-        number=summary.number,
-        started_at=summary.started_at,
-        queued=summary.queued,
-        running=summary.running,
-        window_size=summary.window_size,
-        objective=summary.objective,
-        decision_s=summary.decision_s,
-        idle_gpus_waiting=summary.idle_gpus_waiting,
-        plans=summary.plans,
-        policy=summary.policy,
-        shadow=summary.shadow,
-        note=summary.note,
-    )
+    row = RoundRow(**field_values(summary))
     session.add(row)
     session.flush()
     return row

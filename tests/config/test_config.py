@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from hopsd.config import ConfigError, HopsConfig, load_config, parse_config
+from hopsd.core.settings import Settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "hops.conf.example"
 
@@ -24,6 +25,24 @@ def test_values_reach_the_planner_settings() -> None:
     cfg = parse_config('[scheduler]\nlambda = 2\npriority = "ftf"\nsigma = 1.2\n')
     settings = cfg.settings()
     assert (settings.lam, settings.priority, settings.sigma) == (2.0, "ftf", 1.2)
+
+
+def test_every_planner_knob_reaches_the_settings() -> None:
+    text = (
+        '[scheduler]\npriority = "ftf"\nlambda = 2\nsigma = 1.2\nrestart_penalty_s = 45\n'
+        "round_length_s = 120\nmip_gap = 0.05\nsolver_time_limit_s = 3\n"
+        "reference_throughput = 250\n"
+    )
+    assert parse_config(text).settings() == Settings(
+        priority="ftf",
+        lam=2.0,
+        sigma=1.2,
+        restart_penalty_s=45.0,
+        round_length_s=120.0,
+        mip_gap=0.05,
+        time_limit_s=3.0,
+        reference_throughput=250.0,
+    )
 
 
 def test_gpu_type_overrides() -> None:
