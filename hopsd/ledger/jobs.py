@@ -62,21 +62,16 @@ def add_job(
     _validate(spec)
     if check_id and session.get(JobRow, spec.id) is not None:
         raise DuplicateJobError(f"job {spec.id!r} is already in the ledger")
-    # each field of the spec is the column of its name; two are stored converted
+    # A new job's counters and texts start empty, as a record reads them when empty;
+    # each field of the spec is the column of its name, two of them stored converted.
     converted = {"demands": list(spec.demands), "lr_by_demand": _lr_map(spec.lr_by_demand)}
     row = JobRow(
-        **(field_values(spec) | converted),
+        **{**RECORD_DEFAULTS, **field_values(spec), **converted},
         # what restarts of earlier jobs of its model cost (hopsd.ledger.restarts)
         model_restart_s=(
             model_restart_s(session, spec.model_name) if restart_s == "read" else restart_s
         ),
-        state_reason="",
         state_changed_at=now,
-        wait_time=0.0,
-        service_gpu_s=0.0,
-        service_norm=0.0,
-        restarts=0,
-        samples_done=0.0,
         updated_at=now,
     )
     session.add(row)

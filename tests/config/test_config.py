@@ -33,16 +33,11 @@ def test_every_planner_knob_reaches_the_settings() -> None:
         "round_length_s = 120\nmip_gap = 0.05\nsolver_time_limit_s = 3\n"
         "reference_throughput = 250\n"
     )
-    assert parse_config(text).settings() == Settings(
-        priority="ftf",
-        lam=2.0,
-        sigma=1.2,
-        restart_penalty_s=45.0,
-        round_length_s=120.0,
-        mip_gap=0.05,
-        time_limit_s=3.0,
-        reference_throughput=250.0,
-    )
+    knobs = parse_config(text).settings()
+    assert (knobs.priority, knobs.lam, knobs.sigma, knobs.restart_penalty_s) == ("ftf", 2, 1.2, 45)
+    assert (knobs.round_length_s, knobs.mip_gap) == (120, 0.05)
+    assert (knobs.time_limit_s, knobs.reference_throughput) == (3, 250)
+    assert (knobs.node_limit, knobs.max_plans) == (Settings().node_limit, Settings().max_plans)
 
 
 def test_gpu_type_overrides() -> None:
