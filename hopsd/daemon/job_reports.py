@@ -36,51 +36,49 @@ MAX_TIME_S = 86_400.0
 
 
 @dataclass(frozen=True)
-class ProfileReport:
+class ReportHead:
+    """What every probe record says, whatever its kind: which run, where, when, how far.
+
+    The fields :func:`parse_record` checks once for all kinds; each report adds
+    its kind's own after them.
+    """
+
     run: int
     node: str
     at: float
+    samples_done: float | None
+
+
+@dataclass(frozen=True)
+class ProfileReport(ReportHead):
     iterations: int
     samples_per_iter: float
     means: PhaseMeans
     t_d: tuple[float, ...]
     t_w: tuple[float, ...]
-    samples_done: float | None
 
 
 @dataclass(frozen=True)
-class RunReport:
-    run: int
-    node: str
-    at: float
+class RunReport(ReportHead):
     iterations: int
     samples: float
     seconds: float
     t_d: tuple[float, ...]
     t_w: tuple[float, ...]
-    samples_done: float | None
 
 
 @dataclass(frozen=True)
-class CheckpointReport:
+class CheckpointReport(ReportHead):
     """The job saved a checkpoint (``probe.checkpointed()``), taking ``seconds``."""
 
-    run: int
-    node: str
-    at: float
     seconds: float
-    samples_done: float | None
 
 
 @dataclass(frozen=True)
-class StartReport:
+class StartReport(ReportHead):
     """A run's time from its start to its first iteration (its share of a restart's cost)."""
 
-    run: int
-    node: str
-    at: float
     startup_s: float
-    samples_done: float | None
 
 
 Report = ProfileReport | RunReport | CheckpointReport | StartReport
@@ -139,7 +137,7 @@ def parse_record(record: object, slurm_id: int) -> Report:
     run = _int(record, "run", 1_000_000)
     at = _num(record, "at", 1e11)
     done = _num(record, "samples_done", 1e15, optional=True)
-    samples_done = None if math.isnan(done) else done
+    head = (run, node, at, None if math.isnan(done) else done)
     if kind == "profile":
         iterations = _int(record, "iterations", 100_000)
         if iterations == 0:
@@ -159,21 +157,18 @@ def parse_record(record: object, slurm_id: int) -> Report:
         if means.t_iter <= 0:
             raise BadRecord("a profile with no iteration time")
         spi = _num(record, "samples_per_iter", 1e9)
-        return ProfileReport(run, node, at, iterations, spi, means, t_d, t_w, samples_done)
+        return ProfileReport(*head, iterations, spi, means, t_d, t_w)
     if kind == "checkpoint":
-        return CheckpointReport(run, node, at, _num(record, "seconds", MAX_TIME_S), samples_done)
+        return CheckpointReport(*head, _num(record, "seconds", MAX_TIME_S))
     if kind == "start":
-        return StartReport(run, node, at, _num(record, "startup_s", MAX_TIME_S), samples_done)
+        return StartReport(*head, _num(record, "startup_s", MAX_TIME_S))
     return RunReport(
-        run,
-        node,
-        at,
+        *head,
         _int(record, "iterations", 100_000_000),
         _num(record, "samples", 1e13),
         _num(record, "seconds", MAX_TIME_S),
         _times(record, "t_d"),
         _times(record, "t_w"),
-        samples_done,
     )
 
 
