@@ -50,21 +50,24 @@ class ReportHead:
 
 
 @dataclass(frozen=True)
-class ProfileReport(ReportHead):
+class IterationsReport(ReportHead):
+    """Iterations measured, with each one's data wait (``t_d``) and sync wait (``t_w``)."""
+
     iterations: int
-    samples_per_iter: float
-    means: PhaseMeans
     t_d: tuple[float, ...]
     t_w: tuple[float, ...]
 
 
 @dataclass(frozen=True)
-class RunReport(ReportHead):
-    iterations: int
+class ProfileReport(IterationsReport):
+    samples_per_iter: float
+    means: PhaseMeans
+
+
+@dataclass(frozen=True)
+class RunReport(IterationsReport):
     samples: float
     seconds: float
-    t_d: tuple[float, ...]
-    t_w: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -157,19 +160,16 @@ def parse_record(record: object, slurm_id: int) -> Report:
         if means.t_iter <= 0:
             raise BadRecord("a profile with no iteration time")
         spi = _num(record, "samples_per_iter", 1e9)
-        return ProfileReport(*head, iterations, spi, means, t_d, t_w)
+        return ProfileReport(*head, iterations, t_d, t_w, spi, means)
     if kind == "checkpoint":
         return CheckpointReport(*head, _num(record, "seconds", MAX_TIME_S))
     if kind == "start":
         return StartReport(*head, _num(record, "startup_s", MAX_TIME_S))
-    return RunReport(
-        *head,
-        _int(record, "iterations", 100_000_000),
-        _num(record, "samples", 1e13),
-        _num(record, "seconds", MAX_TIME_S),
-        _times(record, "t_d"),
-        _times(record, "t_w"),
-    )
+    # checked in this order, so a record with several fields out of range names the same one
+    iterations = _int(record, "iterations", 100_000_000)
+    samples, seconds = _num(record, "samples", 1e13), _num(record, "seconds", MAX_TIME_S)
+    t_d, t_w = _times(record, "t_d"), _times(record, "t_w")
+    return RunReport(*head, iterations, t_d, t_w, samples, seconds)
 
 
 @dataclass(frozen=True)
