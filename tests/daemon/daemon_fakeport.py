@@ -9,7 +9,7 @@ job back held with one more restart. Every call is recorded.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,6 +45,10 @@ class FakeJob:
     user_hold: bool = False
     #: Slurm's time limit of the job's runs (seconds; None: unlimited)
     time_limit_s: float | None = None
+
+
+#: The fields of a fake job that a SlurmJob reports unchanged (``held`` only while pending).
+_REPORTED_AS_IS = {f.name for f in fields(FakeJob)} & {f.name for f in fields(SlurmJob)} - {"held"}
 
 
 @dataclass
@@ -263,29 +267,21 @@ class FakePort:
         reason = "None"
         if job.held and job.state == "PENDING":
             reason = "JobHeldUser" if job.user_hold else "JobHeldAdmin"
+        # the fake job's fields Slurm reports as they are, then what Slurm derives
+        alike = {name: getattr(job, name) for name in _REPORTED_AS_IS}
         return SlurmJob(
-            job_id=job.job_id,
-            name=job.name,
-            user=job.user,
-            account=job.account,
-            state=job.state,
+            **alike,
             reason=reason,
             held=job.held and job.state == "PENDING",
-            partition=job.partition,
             nodes=tuple(job.placement),
             gpus_by_node=tuple(sorted(job.placement.items())),
             gpu_type=None,
             gres_request="gres:gpu:1",
-            submit_time=job.submit_time,
             start_time=None,
             end_time=None,
-            comment=job.comment,
             tag=tag,
             tag_error=error,
-            restarts=job.restarts,
-            work_dir=job.work_dir,
             stdout_path="/tmp/out",
-            time_limit_s=job.time_limit_s,
         )
 
 
