@@ -19,7 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Engine, select
 from sqlalchemy.engine import URL
@@ -27,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Configuration
-from hopsd.core.throughput import InMemoryThroughputStore, PhaseProfile
+from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.ledger import (
     allocations,
     intents,
@@ -50,25 +50,18 @@ from hopsd.ledger.models import (
     RoundRow,
 )
 from hopsd.ledger.records import (
-    AllocationChange,
     AllocationReason,
     IntentAction,
     IntentRecord,
     IntentRequest,
     JobRecord,
-    JobRun,
     JobSpec,
     JobState,
     JobUpdate,
     LeaseInfo,
-    PlacementRecord,
     Prediction,
-    RefusalRecord,
-    RoundInfo,
     RoundRecord,
     RoundSummary,
-    ThroughputLayer,
-    ThroughputRecord,
 )
 from hopsd.ledger.retention import Pruned, prune
 from hopsd.ledger.throughput_store import (
@@ -86,6 +79,23 @@ _UPDATABLE = tuple(f for f in JobUpdate.__dataclass_fields__ if f != "job_id")
 
 #: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
 Fence = Callable[["Unit"], None]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _on_session(fn: Callable[Concatenate[Session, P], R]) -> Callable[Concatenate[Unit, P], R]:
+    """The ledger function ``fn`` as a :class:`Unit` method: the unit's session goes first.
+
+    Most of the unit's methods only pass their session on; bound this way, each
+    is its function's own signature and docstring, not a copy of them to keep alike.
+    """
+
+    @functools.wraps(fn)
+    def method(self: Unit, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return fn(self._session, *args, **kwargs)
+
+    return method
 
 
 class Unit:
@@ -184,6 +194,7 @@ class Unit:
             self._session.expire(row)
 
     def finished_latency_ratios(self, since: float) -> list[float]:
+        # not bound with _on_session: in the class body ``jobs`` is the method, not the module
         return jobs.finished_latency_ratios(self._session, since)
 
     def finished_jobs(self, since: float, until: float) -> list[JobRecord]:
@@ -241,14 +252,9 @@ class Unit:
     def mark_abandoned(self, intent_id: int, reason: str, now: float) -> None:
         intents.mark_abandoned(self._session, intent_id, reason, now)
 
-    def relaunches(self, job_id: str) -> int:
-        return intents.relaunches(self._session, job_id)
-
-    def released_by_hops(self, job_id: str) -> bool:
-        return intents.released_by_hops(self._session, job_id)
-
-    def last_requeue_was_relaunch(self, job_id: str) -> bool:
-        return intents.last_requeue_was_relaunch(self._session, job_id)
+    relaunches = _on_session(intents.relaunches)
+    released_by_hops = _on_session(intents.released_by_hops)
+    last_requeue_was_relaunch = _on_session(intents.last_requeue_was_relaunch)
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -276,17 +282,7 @@ class Unit:
             return None, None
         return found
 
-    def close_run(
-        self,
-        job_id: str,
-        end: float,
-        ended: str,
-        exit_code: int | None = None,
-        *,
-        amend: bool = False,
-    ) -> bool:
-        """End the job's open run (see :func:`hopsd.ledger.runs.close_run`)."""
-        return runs.close_run(self._session, job_id, end, ended, exit_code, amend=amend)
+    close_run = _on_session(runs.close_run)
 
     def close_requeued_run(self, job_id: str, end: float, run: int | None = None) -> str | None:
         """End the job's open run as its requeue says (moved, preempted, ...); the reason
@@ -297,59 +293,31 @@ class Unit:
         runs.close_run(self._session, job_id, min(end, taken_at or end), ended)
         return None if payload is None else str(payload.get("reason") or "") or None
 
-    def job_runs(self, job_ids: Sequence[str]) -> dict[str, list[JobRun]]:
-        """Every recorded run of each job, oldest first (one query)."""
-        return runs.runs_of(self._session, job_ids)
-
-    def runs_between(self, since: float, until: float) -> dict[str, list[JobRun]]:
-        """Runs overlapping ``[since, until]``, per job id."""
-        return runs.runs_between(self._session, since, until)
+    job_runs = _on_session(runs.runs_of)
+    runs_between = _on_session(runs.runs_between)
 
     def record_predictions(self, made: Iterable[Prediction]) -> int:
         """Write the forecast's predictions that changed (:mod:`hopsd.ledger.predictions`)."""
         return predictions.write(self._session, made)
 
-    def latest_predictions(self, job_ids: Sequence[str]) -> dict[str, Prediction]:
-        """Each job's newest prediction: what ``hops status`` shows as START and ETA."""
-        return predictions.latest(self._session, job_ids)
-
-    def job_predictions(self, job_ids: Sequence[str]) -> Mapping[str, list[Prediction]]:
-        """Every prediction made of the jobs, oldest first."""
-        return predictions.of_jobs(self._session, job_ids)
-
-    def launch_s(self) -> float | None:
-        """What a first start costs until the job trains (:func:`restarts.launch_s`)."""
-        return restarts.launch_s(self._session)
-
-    def profiled_jobs(self, job_ids: Sequence[str]) -> frozenset[str]:
-        """The jobs that had a profiling run (:func:`restarts.profiled_jobs`)."""
-        return restarts.profiled_jobs(self._session, job_ids)
-
-    def start_lag_s(self) -> float | None:
-        """Release decision to Slurm's start of the run (:func:`restarts.start_lag_s`)."""
-        return restarts.start_lag_s(self._session)
-
-    def profiling_phase_s(self, job_ids: Sequence[str] | None = None) -> float | None:
-        """How long a new job's profiling lasts (:func:`restarts.profiling_phase_s`)."""
-        return restarts.profiling_phase_s(self._session, job_ids)
-
-    def notices_since(self, since: float) -> dict[tuple[str, int], float]:
-        """When hops signalled each (job, run) its checkpoint notice, since ``since``."""
-        return intents.notices_since(self._session, since)
+    latest_predictions = _on_session(predictions.latest)
+    job_predictions = _on_session(predictions.of_jobs)
+    launch_s = _on_session(restarts.launch_s)
+    profiled_jobs = _on_session(restarts.profiled_jobs)
+    start_lag_s = _on_session(restarts.start_lag_s)
+    profiling_phase_s = _on_session(restarts.profiling_phase_s)
+    notices_since = _on_session(intents.notices_since)
 
     def releases_since(self, since: float) -> dict[tuple[str, int], float]:
         """When hops decided to release each (job, run) since ``since``
         (:func:`restarts.releases`)."""
         return restarts.releases(self._session, since=since)
 
-    def queue_lengths_since(self, since: float, limit: int = 2000) -> list[tuple[float, int]]:
-        """(start, jobs waiting) of each enacting round since ``since``, oldest first."""
-        return rounds.queue_lengths_since(self._session, since, limit)
+    queue_lengths_since = _on_session(rounds.queue_lengths_since)
 
     # -- rounds and allocations --------------------------------------------------------
 
-    def next_round_number(self, shadow: bool = False) -> int:
-        return rounds.next_round_number(self._session, shadow)
+    next_round_number = _on_session(rounds.next_round_number)
 
     def record_round(self, summary: RoundSummary) -> RoundRecord:
         row: RoundRow = rounds.record_round(self._session, summary)
@@ -373,29 +341,12 @@ class Unit:
     ) -> None:
         allocations.record_allocation(self._session, round_id, job_id, reason, config, now)
 
-    def record_allocations(
-        self, round_id: int | None, changes: Sequence[AllocationChange], now: float
-    ) -> int:
-        return allocations.record_allocations(self._session, round_id, changes, now)
-
-    def placement_before_last_move(self, job_id: str) -> Configuration | None:
-        return allocations.placement_before_last_move(self._session, job_id)
-
-    def start_counts(self, job_ids: Sequence[str]) -> dict[str, int]:
-        """How many runs the ledger recorded a start for, per job (0 for none)."""
-        return allocations.start_counts(self._session, job_ids)
-
-    def latest_targets(self, job_ids: Sequence[str]) -> dict[str, Configuration]:
-        """The placement each job was last started or moved to (one query)."""
-        return allocations.latest_targets(self._session, job_ids)
-
-    def placements(self, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
-        """Every recorded placement change of each job, oldest first (one query)."""
-        return allocations.placements(self._session, job_ids)
-
-    def latest_round(self) -> RoundInfo | None:
-        """The most recent round hopsd recorded (shadow or not), or None before the first."""
-        return rounds.latest_round(self._session)
+    record_allocations = _on_session(allocations.record_allocations)
+    placement_before_last_move = _on_session(allocations.placement_before_last_move)
+    start_counts = _on_session(allocations.start_counts)
+    latest_targets = _on_session(allocations.latest_targets)
+    placements = _on_session(allocations.placements)
+    latest_round = _on_session(rounds.latest_round)
 
     # -- usage -------------------------------------------------------------------------
 
@@ -418,28 +369,11 @@ class Unit:
         """Everything measured about the jobs, in memory (two queries per 900 jobs)."""
         return load_throughput_store(self._session, job_ids)
 
-    def profiled_types(self, job_ids: Sequence[str]) -> dict[str, set[str]]:
-        """Types each job was really profiled on (derived profiles have ``iterations = 0``)."""
-        return measurements.profiled_types(self._session, job_ids)
-
-    def model_profiles(
-        self, models: Sequence[tuple[str, int]]
-    ) -> dict[tuple[str, int], list[tuple[str, str, PhaseProfile]]]:
-        """Measured profiles (``iterations > 0``) of every job of each (model name, per-GPU
-        batch size): ``(job id, GPU type, profile)``, newest first (one query)."""
-        return measurements.model_profiles(self._session, models)
-
-    def profile(self, job_id: str, gpu_type: str) -> tuple[PhaseProfile, int] | None:
-        """A job's theory-layer profile on a type and the iterations behind it (0: derived)."""
-        return measurements.profile(self._session, job_id, gpu_type)
-
-    def job_throughputs(self, job_id: str) -> list[ThroughputRecord]:
-        """Every measurement of one job, all layers (``hops show``)."""
-        return measurements.job_throughputs(self._session, job_id)
-
-    def throughputs(self, layer: ThroughputLayer) -> list[ThroughputRecord]:
-        """Every measurement of one layer (for per-server speed factors)."""
-        return measurements.throughputs(self._session, layer)
+    profiled_types = _on_session(measurements.profiled_types)
+    model_profiles = _on_session(measurements.model_profiles)
+    profile = _on_session(measurements.profile)
+    job_throughputs = _on_session(measurements.job_throughputs)
+    throughputs = _on_session(measurements.throughputs)
 
     # -- the lease ---------------------------------------------------------------------
 
@@ -452,9 +386,7 @@ class Unit:
     def renew_lease(self, holder: str, ttl_s: float, now: float, name: str) -> LeaseInfo:
         return lease.renew_lease(self._session, holder, ttl_s, now, name)
 
-    def check_fence(self, holder: str, token: int, name: str = lease.DEFAULT_LEASE) -> None:
-        """Raise ``FencedError`` unless the lease still carries ``holder``'s ``token``."""
-        lease.check_fence(self._session, holder, token, name)
+    check_fence = _on_session(lease.check_fence)
 
     def _fenced(self) -> None:
         """Intents are recorded only under the fencing token of the daemon that leads."""
@@ -466,23 +398,11 @@ class Unit:
 
     # -- refusals -----------------------------------------------------------------------
 
-    def record_refusal(self, slurm_job_id: int, user: str, reason: str, now: float) -> None:
-        """Keep (or update) why hopsd refused to adopt a Slurm job."""
-        refusals.record_refusal(self._session, slurm_job_id, user, reason, now)
-
-    def refusal_ids(self) -> set[int]:
-        return refusals.refusal_ids(self._session)
-
-    def drop_refusals(self, slurm_job_ids: Iterable[int]) -> None:
-        """Forget refusals of jobs Slurm no longer knows (or that hopsd has adopted since)."""
-        refusals.drop_refusals(self._session, slurm_job_ids)
-
-    def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]:
-        """The refused jobs (of some users), oldest first."""
-        return refusals.refusals(self._session, users)
-
-    def lease_info(self, name: str = lease.DEFAULT_LEASE) -> LeaseInfo | None:
-        return lease.lease_info(self._session, name)
+    record_refusal = _on_session(refusals.record_refusal)
+    refusal_ids = _on_session(refusals.refusal_ids)
+    drop_refusals = _on_session(refusals.drop_refusals)
+    refusals = _on_session(refusals.refusals)
+    lease_info = _on_session(lease.lease_info)
 
     # -- history -----------------------------------------------------------------------
 
