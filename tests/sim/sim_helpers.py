@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from hopsd.core.model import Cluster, GpuType, Node
@@ -30,6 +31,21 @@ TOY_MODELS = {
         "other": {"params": 1e3, "batch_size": 10, "throughput": {"fast": 40.0, "slow": 10.0}},
     }
 }
+
+
+Group = tuple[str, int, str, int]
+
+
+def cluster_toml(types: Mapping[str, Mapping[str, float]], *groups: Group) -> str:
+    """A cluster file's text: each GPU type's keys, then the ``(prefix, count, gpu_type,
+    gpus)`` node groups in their order (the order nodes are numbered and fitted in)."""
+    lines: list[str] = []
+    for name, keys in types.items():
+        lines += [f"[gpu_types.{name}]", *(f"{key} = {value!r}" for key, value in keys.items())]
+    for prefix, count, gpu_type, gpus in groups:
+        lines += ["[[node_groups]]", f'prefix = "{prefix}"', f"count = {count}"]
+        lines += [f'gpu_type = "{gpu_type}"', f"gpus = {gpus}"]
+    return "\n".join(lines) + "\n"
 
 
 def cluster_of(*nodes: tuple[str, str, int]) -> Cluster:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_helpers import assert_replays_under_every_policy
+from sim_helpers import assert_replays_under_every_policy, cluster_toml
 
 from hopsd.core.model import Configuration
 from hopsd.core.settings import Settings
@@ -20,28 +20,14 @@ from hopsd.sim.trace import TraceError
 from hopsd.sim.truth import GroundTruth
 from hopsd.sim.workload import JobSpec
 
-CLUSTER = """
-[gpu_types.v100]
-b_link = 4e9
-b_net = 1e9
-speed = 3.0
-[gpu_types.k80]
-b_link = 2e9
-b_net = 1e9
-speed = 1.0
-
-[[node_groups]]
-prefix = "v"
-count = 1
-gpu_type = "v100"
-gpus = 4
-
-[[node_groups]]
-prefix = "k"
-count = 2
-gpu_type = "k80"
-gpus = 4
-"""
+CLUSTER = cluster_toml(
+    {
+        "v100": {"b_link": 4e9, "b_net": 1e9, "speed": 3.0},
+        "k80": {"b_link": 2e9, "b_net": 1e9, "speed": 1.0},
+    },
+    ("v", 1, "v100", 4),
+    ("k", 2, "k80", 4),
+)
 
 # Gavel's format: job_type, command, working_directory, num_steps_arg, needs_data_dir,
 # total_steps, scale_factor, [mode,] priority_weight, SLO, arrival_time (tab-separated).

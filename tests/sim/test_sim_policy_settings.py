@@ -5,30 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_helpers import cluster_toml
 
 from hopsd.sim.knobs import Knobs, KnobsError, parse_knobs
 from hopsd.sim.run import simulate
 from hopsd.sim.seeds import simulate_seeds
 
 # The fast node comes first, so FIFO's first fit puts a there and b on a slow node.
-CLUSTER = """
-[gpu_types.TitanXP]
-speed = 1.0
-[gpu_types.RTX3090]
-speed = 2.5
-
-[[node_groups]]
-prefix = "f"
-count = 1
-gpu_type = "RTX3090"
-gpus = 4
-
-[[node_groups]]
-prefix = "s"
-count = 2
-gpu_type = "TitanXP"
-gpus = 4
-"""
+CLUSTER = cluster_toml(
+    {"TitanXP": {"speed": 1.0}, "RTX3090": {"speed": 2.5}},
+    ("f", 1, "RTX3090", 4),
+    ("s", 2, "TitanXP", 4),
+)
 # c needs both slow nodes and waits for b; d fits on the free slow node and ends
 # long before b: EASY backfill starts it at once, strict FIFO only behind c.
 TRACE = """job_id,submit_time_s,demands,total_samples,model

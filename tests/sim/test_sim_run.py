@@ -7,31 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-from sim_helpers import tiny_jobs
+from sim_helpers import cluster_toml, tiny_jobs
 
 from hopsd.core.errors import InvalidInputError
 from hopsd.sim.run import simulate
 from hopsd.sim.seeds import RATIO_METRICS
 from hopsd.sim.trace import write_trace
 
-CLUSTER = """
-[gpu_types.fast]
-b_link = 4e9
-b_net = 1e9
-[gpu_types.slow]
-b_link = 4e9
-b_net = 1e9
-[[node_groups]]
-prefix = "f"
-count = 1
-gpu_type = "fast"
-gpus = 4
-[[node_groups]]
-prefix = "s"
-count = 2
-gpu_type = "slow"
-gpus = 4
-"""
+LINKS = {"b_link": 4e9, "b_net": 1e9}
+CLUSTER = cluster_toml({"fast": LINKS, "slow": LINKS}, ("f", 1, "fast", 4), ("s", 2, "slow", 4))
 
 PROFILES = """
 [models.toy]
