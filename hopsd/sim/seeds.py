@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from hopsd.sim.run import (
     policy_settings_of,
     run_policy,
 )
+from hopsd.sim.truth import GroundTruth
+from hopsd.sim.workload import JobSpec
 
 #: Metrics whose ratio is reported (others, e.g. preemptions, are often 0 for a baseline).
 RATIO_METRICS = (
@@ -86,20 +89,16 @@ def interval(values: Sequence[float], level: float = 0.95) -> dict[str, float]:
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
 
 
+#: The run's inputs at a seed: :func:`load_inputs` with all but the seed given.
+LoadInputs = Callable[[int], tuple[GroundTruth, list[JobSpec]]]
+
+
 def _one_run(
-    preset: str | None,
-    cluster: str | Path | None,
-    trace: str | Path | None,
-    profiles: str | Path | None,
-    seed: int,
-    name: str,
-    config: EngineConfig,
-    trace_format: str = "hops",
-    own: object | None = None,
+    load: LoadInputs, seed: int, name: str, config: EngineConfig, own: object | None = None
 ) -> dict[str, float]:
     """Figures of one policy (with its own settings ``own``) on one seed (runs in a worker
     process)."""
-    truth, jobs = load_inputs(preset, cluster, trace, profiles, seed, trace_format)
+    truth, jobs = load(seed)
     result = run_policy(truth, jobs, name, replace(config, seed=seed), own=own)
     figures = summarise(result, job_records(truth, result))
     figures["wall_s"] = result.wall_planning_s
@@ -157,13 +156,13 @@ def simulate_seeds(
     if workers < 1:
         raise InvalidInputError(f"workers must be >= 1, got {workers}")
     use_preset = preset if cluster is None or trace is None else None
-    load_inputs(use_preset, cluster, trace, profiles, seeds[0], trace_format)  # fail early
+    load: LoadInputs = partial(
+        load_inputs, use_preset, cluster, trace, profiles, trace_format=trace_format
+    )
+    load(seeds[0])  # fail early
     configs = policy_configs(policies, engine or EngineConfig(), knobs)
     tasks = [(s, p) for s in seeds for p in policies]
-    args = [
-        (use_preset, cluster, trace, profiles, s, p, configs[p], trace_format, own[p])
-        for s, p in tasks
-    ]
+    args = [(load, s, p, configs[p], own[p]) for s, p in tasks]
     if workers == 1:
         figures = [_one_run(*a) for a in args]
     else:
