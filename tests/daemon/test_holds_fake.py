@@ -9,6 +9,8 @@ before that is held again, or requeued held when Slurm already started it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from daemon_fakeport import FakeClock, FakePort
@@ -26,13 +28,30 @@ from hopsd.slurm.tag import HopsTag
 
 TAG = HopsTag((4,), 1e7)
 
+NewTick = Callable[..., Tick]
 
-def test_the_owners_hold_becomes_hops_own_at_adoption(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
+
+@pytest.fixture
+def new_tick(
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+) -> NewTick:
+    """Makes the test's tick once it has set Slurm up: over its config (unless given another),
+    fake Slurm, ledger and clock, with Tick's other options as given (``shadow``)."""
+
+    def make(config: HopsConfig = config, **options: Any) -> Tick:
+        return Tick(config, port, sessions, clock=clock, **options)
+
+    return make
+
+
+def test_the_owners_hold_becomes_hops_own_at_adoption(
+    port: FakePort, clock: FakeClock, new_tick: NewTick
+) -> None:
     blocker = port.add_job(None, held=False, running_on={n.name: 4 for n in port.nodes})
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job)  # before hops: the owner may release a hold of their own
     port.jobs[job].held = port.jobs[job].user_hold = True  # held again (sbatch --hold)
-    tick = Tick(config, port, sessions, clock=clock)
+    tick = new_tick()
     tick.run_once()
     assert port.actions(job) == ["hold"]  # no GPU free: hops only takes the hold over
     with pytest.raises(SlurmCommandError, match="denied"):
@@ -49,12 +68,12 @@ def test_the_owners_hold_becomes_hops_own_at_adoption(config, port, sessions, cl
 
 
 def test_a_job_released_by_its_owner_before_adoption_is_held_again(
-    config, port, sessions, clock
-) -> None:  # type: ignore[no-untyped-def]
+    port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
+) -> None:
     port.add_job(None, held=False, running_on={n.name: 4 for n in port.nodes})
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job)  # released, pending: nothing free to start on yet
-    tick = Tick(config, port, sessions, clock=clock)
+    tick = new_tick()
     tick.run_once()
     assert port.actions(job) == ["hold"] and port.jobs[job].held
     assert not port.jobs[job].user_hold
@@ -62,11 +81,11 @@ def test_a_job_released_by_its_owner_before_adoption_is_held_again(
 
 
 def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
-    config, port, sessions, clock
-) -> None:  # type: ignore[no-untyped-def]
+    port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
+) -> None:
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job, start_on={"fast1": 4})  # Slurm starts it, no hops decision
-    tick = Tick(config, port, sessions, clock=clock)
+    tick = new_tick()
     tick.run_once()
     assert port.actions(job)[0] == "requeue_hold"
     assert port.jobs[job].restarts == 1
@@ -79,24 +98,24 @@ def test_a_job_slurm_started_before_adoption_is_requeued_held_with_the_reason(
 
 
 def test_with_a_grace_an_unplanned_start_whose_probe_never_reported_is_requeued_at_once(
-    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
 ) -> None:
     """The notice is the act stage's to give (hopsd.core.act): a job that never reported
     cannot checkpoint on it, and a batch script that does not catch the signal dies of it."""
-    config = dataclasses.replace(config, checkpoint_grace_s=30.0)
+    graced = dataclasses.replace(config, checkpoint_grace_s=30.0)
     job = port.add_job(TAG, user_hold=True)
     port.owner_release(job, start_on={"fast1": 4})
-    Tick(config, port, sessions, clock=clock).run_once()
+    new_tick(graced).run_once()
     assert port.actions(job)[0] == "requeue_hold" and "signal" not in port.actions(job)
     row = row_of(sessions, job)
     assert row.state == "preempted" and row.state_reason == UNPLANNED
 
 
-def test_a_shadow_daemon_takes_no_hold(config, port, sessions, clock) -> None:  # type: ignore[no-untyped-def]
+def test_a_shadow_daemon_takes_no_hold(port: FakePort, new_tick: NewTick) -> None:
     job = port.add_job(TAG, user_hold=True)
     started = port.add_job(TAG, user_hold=True)
     port.owner_release(started, start_on={"fast1": 4})
-    Tick(config, port, sessions, clock=clock, shadow=True).run_once()
+    new_tick(shadow=True).run_once()
     assert port.actions(job) == [] and port.actions(started) == []
 
 
@@ -112,11 +131,11 @@ def _queue_behind_a_full_cluster(port: FakePort, n: int) -> list[int]:
 
 
 def test_a_queue_adopted_at_once_is_held_in_one_batched_call(
-    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
+    port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
 ) -> None:
     jobs = _queue_behind_a_full_cluster(port, 5)
     port.refuse.add(("hold", jobs[2]))
-    Tick(config, port, sessions, clock=clock).run_once()
+    new_tick().run_once()
     assert [sorted(batch) for batch in port.hold_batches] == [sorted(jobs)]
     intents = _hold_intents(sessions)
     assert intents[str(jobs[2])][0] == "failed" and "refused (fake)" in intents[str(jobs[2])][1]
@@ -127,14 +146,14 @@ def test_a_queue_adopted_at_once_is_held_in_one_batched_call(
 
 
 def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
-    config: HopsConfig,
     port: FakePort,
     sessions: sessionmaker[Session],
     clock: FakeClock,
+    new_tick: NewTick,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     jobs = _queue_behind_a_full_cluster(port, 3)
-    tick = Tick(config, port, sessions, clock=clock)
+    tick = new_tick()
     with monkeypatch.context() as patch:
 
         def away(job_ids: object) -> dict[int, str]:
@@ -152,10 +171,9 @@ def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
 
 
 def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
-    config: HopsConfig,
     port: FakePort,
     sessions: sessionmaker[Session],
-    clock: FakeClock,
+    new_tick: NewTick,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Jobs are adopted many under one savepoint; one failure redoes them one by one."""
@@ -168,7 +186,7 @@ def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
         return real_add_job(unit, spec, now, **kwargs)
 
     monkeypatch.setattr(Unit, "add_job", broken_for_one)
-    result = Tick(config, port, sessions, clock=clock).run_once()
+    result = new_tick().run_once()
     assert result.reconcile is not None
     assert sorted(result.reconcile.adopted) == sorted(str(j) for j in jobs if j != jobs[1])
     intents = _hold_intents(sessions)
