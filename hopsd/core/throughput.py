@@ -106,6 +106,14 @@ def _key_ok(value: float) -> None:
         raise InvalidInputError(f"a measured throughput must be > 0, got {value}")
 
 
+def _measured(
+    table: dict[tuple[str, str, int], float], key: tuple[str, str, int], thr: float
+) -> None:
+    """Keep one layer's measured throughput under its key, refused unless positive."""
+    _key_ok(thr)
+    table[key] = thr
+
+
 @dataclass
 class InMemoryThroughputStore:
     """Dict-backed :class:`ThroughputStore`, with writers for each layer."""
@@ -143,20 +151,16 @@ class InMemoryThroughputStore:
         return self._profiles.get((job_id, gpu_type))
 
     def set_entity_aggregated(self, job_id: str, node_id: str, gpus: int, thr: float) -> None:
-        _key_ok(thr)
-        self._entity_agg[(job_id, node_id, gpus)] = thr
+        _measured(self._entity_agg, (job_id, node_id, gpus), thr)
 
     def set_entity_distributed(self, job_id: str, node_id: str, n_nodes: int, thr: float) -> None:
-        _key_ok(thr)
-        self._entity_dist[(job_id, node_id, n_nodes)] = thr
+        _measured(self._entity_dist, (job_id, node_id, n_nodes), thr)
 
     def set_type_aggregated(self, job_id: str, gpu_type: str, gpus: int, thr: float) -> None:
-        _key_ok(thr)
-        self._type_agg[(job_id, gpu_type, gpus)] = thr
+        _measured(self._type_agg, (job_id, gpu_type, gpus), thr)
 
     def set_type_distributed(self, job_id: str, gpu_type: str, n_nodes: int, thr: float) -> None:
-        _key_ok(thr)
-        self._type_dist[(job_id, gpu_type, n_nodes)] = thr
+        _measured(self._type_dist, (job_id, gpu_type, n_nodes), thr)
 
     def set_profile(self, job_id: str, gpu_type: str, profile: PhaseProfile) -> None:
         self._profiles[(job_id, gpu_type)] = profile
