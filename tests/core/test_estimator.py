@@ -525,3 +525,22 @@ def test_theory_is_worked_out_once_per_shape_and_shared_by_equal_shapes() -> Non
     fresh = Estimator(cluster(), store2, Settings())
     assert split.samples_per_s == fresh.throughput(job, two_nodes(2)).samples_per_s
     assert on_a1.samples_per_s == fresh.throughput(job, one_node(4)).samples_per_s
+
+
+@pytest.mark.parametrize(
+    ("write", "read"),
+    [
+        ("set_entity_aggregated", "entity_aggregated"),
+        ("set_entity_distributed", "entity_distributed"),
+        ("set_type_aggregated", "type_aggregated"),
+        ("set_type_distributed", "type_distributed"),
+    ],
+)
+def test_each_layer_keeps_a_positive_throughput_and_refuses_others(write: str, read: str) -> None:
+    store = InMemoryThroughputStore()
+    getattr(store, write)("j", "k", 2, 7.5)
+    assert getattr(store, read)("j", "k", 2) == 7.5
+    for bad in (0.0, -1.0):
+        with pytest.raises(InvalidInputError, match="must be > 0"):
+            getattr(store, write)("j", "k", 2, bad)
+    assert getattr(store, read)("j", "k", 2) == 7.5
