@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Select, func, insert, select
 from sqlalchemy.orm import Session
 
 from hopsd.core.model import Configuration
+from hopsd.ledger.by_job import rows_by_job
 from hopsd.ledger.jobs import config_from_json
 from hopsd.ledger.models import AllocationReason, AllocationRow
 from hopsd.ledger.records import AllocationChange, PlacementRecord, changes_from_plan
@@ -141,27 +142,19 @@ def latest_targets(session: Session, job_ids: Sequence[str]) -> dict[str, Config
 
 
 def placements(session: Session, job_ids: Sequence[str]) -> dict[str, list[PlacementRecord]]:
-    """Every recorded placement change of each job, oldest first (one query)."""
-    out: dict[str, list[PlacementRecord]] = {j: [] for j in job_ids}
-    if not job_ids:
-        return out
-    stmt = (
-        select(AllocationRow)
-        .where(
-            AllocationRow.job_id.in_(list(job_ids)),
-            AllocationRow.reason != AllocationReason.KEEP,
+    """Every recorded placement change of each job, oldest first (one query per chunk of jobs)."""
+
+    def select_for(ids: list[str]) -> Select[AllocationRow]:
+        return (
+            select(AllocationRow)
+            .where(AllocationRow.job_id.in_(ids), AllocationRow.reason != AllocationReason.KEEP)
+            .order_by(AllocationRow.at, AllocationRow.id)
         )
-        .order_by(AllocationRow.at, AllocationRow.id)
-    )
-    for row in session.scalars(stmt):
-        parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
-        out[row.job_id].append(
-            PlacementRecord(
-                row.at,
-                AllocationReason(row.reason),
-                row.gpu_type,
-                parts,
-                int(row.total_gpus or sum(g for _, g in parts)),
-            )
-        )
-    return out
+
+    return rows_by_job(session, job_ids, select_for, _placement)
+
+
+def _placement(row: AllocationRow) -> PlacementRecord:
+    parts = tuple((str(n), int(g)) for n, g in (row.parts or []))
+    total = int(row.total_gpus or sum(g for _, g in parts))
+    return PlacementRecord(row.at, AllocationReason(row.reason), row.gpu_type, parts, total)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
+from hopsd.ledger.by_job import rows_by_job
 from hopsd.ledger.models import PredictionRow
 from hopsd.ledger.records import Prediction, field_values
 
@@ -69,14 +70,12 @@ def write(session: Session, predictions: Iterable[Prediction]) -> int:
 
 def of_jobs(session: Session, job_ids: Sequence[str]) -> Mapping[str, list[Prediction]]:
     """Every prediction of the jobs, oldest first (what the benchmark compares)."""
-    out: dict[str, list[Prediction]] = {j: [] for j in job_ids}
-    ids = list(dict.fromkeys(job_ids))
-    for k in range(0, len(ids), _CHUNK):
-        stmt = (
+
+    def select_for(ids: list[str]) -> Select[PredictionRow]:
+        return (
             select(PredictionRow)
-            .where(PredictionRow.job_id.in_(ids[k : k + _CHUNK]))
+            .where(PredictionRow.job_id.in_(ids))
             .order_by(PredictionRow.made_at, PredictionRow.id)
         )
-        for row in session.scalars(stmt):
-            out[row.job_id].append(_record(row))
-    return out
+
+    return rows_by_job(session, job_ids, select_for, _record)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from hopsd.core.model import Configuration
+from hopsd.ledger.by_job import rows_by_job
 from hopsd.ledger.models import RunRow
 from hopsd.ledger.records import JobRun
 
@@ -160,14 +161,12 @@ def _by_job(rows: Iterable[RunRow], out: dict[str, list[JobRun]]) -> dict[str, l
 
 
 def runs_of(session: Session, job_ids: Sequence[str]) -> dict[str, list[JobRun]]:
-    """Every recorded run of each job, oldest first (one query)."""
-    out: dict[str, list[JobRun]] = {j: [] for j in job_ids}
-    if not job_ids:
-        return out
-    stmt = (
-        select(RunRow).where(RunRow.job_id.in_(list(job_ids))).order_by(RunRow.job_id, RunRow.run)
-    )
-    return _by_job(session.scalars(stmt), out)
+    """Every recorded run of each job, oldest first (one query per chunk of jobs)."""
+
+    def select_for(ids: list[str]) -> Select[RunRow]:
+        return select(RunRow).where(RunRow.job_id.in_(ids)).order_by(RunRow.job_id, RunRow.run)
+
+    return rows_by_job(session, job_ids, select_for, _record)
 
 
 def runs_between(session: Session, since: float, until: float) -> dict[str, list[JobRun]]:

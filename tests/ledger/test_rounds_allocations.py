@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.model import Assignment, Configuration, Plan
+from hopsd.ledger import by_job
 from hopsd.ledger.allocations import (
     allocation_config,
     allocation_history,
     allocations_in_round,
     changes_from_plan,
+    placements,
     record_allocation,
     record_allocations,
 )
@@ -71,3 +74,26 @@ def test_plan_allocations_are_recorded_with_reasons(
         history = allocation_history(s, "s")
         assert [(h.reason, h.at) for h in history] == [(R.START, 10.0), (R.END, 99.0)]
         assert allocation_config(history[0]) == a100
+
+
+def test_placements_of_many_jobs_are_read_chunk_by_chunk_and_kept_per_job(
+    Sessions: sessionmaker[Session],
+    make_spec: Callable[..., JobSpec],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(by_job, "CHUNK", 2)  # five jobs: three queries
+    config = Configuration.of("a100", {"n1": 1})
+    with Sessions.begin() as s:
+        for k in range(5):
+            add_job(s, make_spec(f"j{k}"), now=0.0)
+        s.flush()  # the jobs' rows before the allocations that reference them
+        for k in (0, 2, 4):
+            record_allocation(s, None, f"j{k}", R.START, config, now=10.0 + k)
+            record_allocation(s, None, f"j{k}", R.KEEP, config, now=20.0 + k)
+        record_allocation(s, None, "j4", R.END, None, now=30.0)
+    with Sessions() as s:
+        found = placements(s, ["j4", "j0", "j1", "j2", "j3", "j0"])
+    assert list(found) == ["j4", "j0", "j1", "j2", "j3"]
+    assert [(p.reason, p.at) for p in found["j4"]] == [(R.START, 14.0), (R.END, 30.0)]
+    assert [p.at for p in found["j0"]] == [10.0] and [p.at for p in found["j2"]] == [12.0]
+    assert found["j1"] == [] and found["j3"] == []
