@@ -22,9 +22,9 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.ledger.engine import make_engine, make_sessionmaker
-from hopsd.ledger.jobs import JobSpec
+from hopsd.ledger.jobs import JobSpec, add_job
 from hopsd.ledger.migrate import upgrade
-from hopsd.ledger.models import Base, LrRule
+from hopsd.ledger.models import Base, JobRow, LrRule
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -170,3 +170,19 @@ def job_spec(job_id: str = "j1", **overrides: object) -> JobSpec:
 @pytest.fixture
 def make_spec() -> Callable[..., JobSpec]:
     return job_spec
+
+
+AddJobs = Callable[..., list[JobRow]]
+
+
+@pytest.fixture
+def add_jobs() -> AddJobs:
+    """Adopts a default job (:func:`job_spec`) of each id in the session, and flushes them
+    so that rows referencing them may follow in the same transaction."""
+
+    def add(session: Session, *job_ids: str, now: float = 1.0) -> list[JobRow]:
+        rows = [add_job(session, job_spec(job_id), now=now) for job_id in job_ids]
+        session.flush()
+        return rows
+
+    return add

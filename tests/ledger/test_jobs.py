@@ -114,11 +114,10 @@ def test_add_job_validates_with_core_rules(
 
 
 def test_apply_progress_updates_many_jobs_and_rejects_unknown(
-    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
 ) -> None:
     with Sessions.begin() as s:
-        for i in range(5):
-            add_job(s, make_spec(f"j{i}"), now=1.0)
+        add_jobs(s, *(f"j{i}" for i in range(5)))
     with Sessions.begin() as s:
         updates = [
             JobProgress(f"j{i}", wait_time=10.0 * i, samples_done=100.0 * i, estimate_source="type")
@@ -164,11 +163,10 @@ def test_state_queries_and_core_view(
 
 
 def test_apply_progress_reuses_rows_already_loaded_in_the_session(
-    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
 ) -> None:
     with Sessions.begin() as s:
-        add_job(s, make_spec("a"), now=1.0)
-        add_job(s, make_spec("b"), now=1.0)
+        add_jobs(s, "a", "b")
     with Sessions.begin() as s:
         loaded = {r.id: r for r in active_jobs(s) if r.id == "a"}  # "a" cached, "b" not
         apply_progress(s, [JobProgress("a", wait_time=5.0), JobProgress("b", wait_time=6.0)], 2.0)

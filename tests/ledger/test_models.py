@@ -148,12 +148,10 @@ def test_check_constraint_rejects_unknown_state(
 
 
 def test_deleting_a_job_cascades_to_its_measurements(
-    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
 ) -> None:
     with Sessions.begin() as s:
-        add_job(s, make_spec("a"), now=1.0)
-        add_job(s, make_spec("b"), now=1.0)
-        s.flush()
+        add_jobs(s, "a", "b")
         for job_id in ("a", "b"):
             s.add(ThroughputRow(
                 job_id=job_id, layer=ThroughputLayer.TYPE_AGGREGATED, place="v100", size=1,

@@ -18,8 +18,7 @@ from hopsd.ledger.allocations import (
     record_allocation,
     record_allocations,
 )
-from hopsd.ledger.jobs import JobSpec, add_job
-from hopsd.ledger.models import AllocationReason
+from hopsd.ledger.models import AllocationReason, JobRow
 from hopsd.ledger.rounds import (
     RoundSummary,
     last_round,
@@ -48,7 +47,7 @@ def test_round_numbering_survives_and_ignores_shadow_rounds(
 
 
 def test_plan_allocations_are_recorded_with_reasons(
-    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
 ) -> None:
     a100 = Configuration.of("a100", {"n1": 2})
     moved = Configuration.of("v100", {"n3": 4, "n4": 4})
@@ -59,8 +58,7 @@ def test_plan_allocations_are_recorded_with_reasons(
         preempt=("p",),
     )
     with Sessions.begin() as s:
-        for job_id in ("s", "k", "m", "p"):
-            add_job(s, make_spec(job_id), now=0.0)
+        add_jobs(s, "s", "k", "m", "p", now=0.0)
         round_id = record_round(s, RoundSummary(number=1, started_at=10.0)).id
         assert record_allocations(s, round_id, changes_from_plan(plan), now=10.0) == 4
         record_allocation(s, None, "s", R.END, None, now=99.0)
@@ -78,15 +76,13 @@ def test_plan_allocations_are_recorded_with_reasons(
 
 def test_placements_of_many_jobs_are_read_chunk_by_chunk_and_kept_per_job(
     Sessions: sessionmaker[Session],
-    make_spec: Callable[..., JobSpec],
+    add_jobs: Callable[..., list[JobRow]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(by_job, "CHUNK", 2)  # five jobs: three queries
     config = Configuration.of("a100", {"n1": 1})
     with Sessions.begin() as s:
-        for k in range(5):
-            add_job(s, make_spec(f"j{k}"), now=0.0)
-        s.flush()  # the jobs' rows before the allocations that reference them
+        add_jobs(s, *(f"j{k}" for k in range(5)), now=0.0)
         for k in (0, 2, 4):
             record_allocation(s, None, f"j{k}", R.START, config, now=10.0 + k)
             record_allocation(s, None, f"j{k}", R.KEEP, config, now=20.0 + k)
