@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hopsd.core.model import Cluster, GpuType, Node
+from hopsd.core.model import Cluster, GpuType, Node, Plan
+from hopsd.core.settings import Settings
+from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
 from hopsd.sim.cluster_file import parse_cluster
+from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.profiles import parse_profiles
 from hopsd.sim.run import simulate
 from hopsd.sim.truth import GroundTruth
@@ -93,3 +96,31 @@ def assert_replays_under_every_policy(
     )
     assert out["n_jobs"] == n_jobs and out["trace_format"] == trace_format
     assert all(f["makespan_h"] > 0 for f in out["policies"].values())
+
+
+class ScriptedPolicy:
+    """A policy that answers each instant, round or fragment, with the plan scripted for it,
+    once (and with no change at any other instant)."""
+
+    name = "scripted"
+
+    def __init__(self, plans: dict[float, Plan]) -> None:
+        self.plans = plans
+
+    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return self.plans.pop(snapshot.now, Plan())
+
+    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
+        return self.plans.pop(snapshot.now, Plan())
+
+
+def notice_config(grace: float, max_rounds: int, round_s: float = 10.0) -> EngineConfig:
+    """An engine for scripted plans under a checkpoint notice of ``grace`` seconds: rounds of
+    ``round_s``, moves and preemptions free of restart cost, no profiling phase."""
+    return EngineConfig(
+        settings=Settings(round_length_s=round_s, restart_penalty_s=0.0),
+        profile_s=0.0,
+        partial=True,
+        max_rounds=max_rounds,
+        notice_grace_s=grace,
+    )

@@ -10,12 +10,12 @@ plan neither job and hand none of the node's GPUs to W, queued at t=15.
 from __future__ import annotations
 
 import pytest
+from sim_helpers import ScriptedPolicy, notice_config
 
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Node, Plan
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.sim.engine import Engine
-from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
 
@@ -24,22 +24,17 @@ ALL = Configuration("k80", (("n1", 4),))
 ROUND = 10.0
 
 
-class Scripted:
-    """A policy that answers with the plan scripted for the instant, once (L is started by
-    the fragment plan after its arrival at t=0, the round at t=0 having found no job)."""
-
-    name = "scripted"
+class Scripted(ScriptedPolicy):
+    """The scripted plans (L is started by the fragment plan after its arrival at t=0, the
+    round at t=0 having found no job), noting each round's jobs and n1's free GPUs."""
 
     def __init__(self, plans: dict[float, Plan]) -> None:
-        self.plans = plans
+        super().__init__(plans)
         self.seen: dict[float, tuple[list[str], int]] = {}
 
     def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
         self.seen[snapshot.now] = ([j.id for j in snapshot.jobs], snapshot.capacity_of("n1"))
-        return self.plans.pop(snapshot.now, Plan())
-
-    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
-        return self.plans.pop(snapshot.now, Plan())
+        return super().plan(snapshot, settings)
 
 
 def run(grace: float, l_samples: float = 1e7) -> tuple[Engine, Scripted]:
@@ -55,14 +50,7 @@ def run(grace: float, l_samples: float = 1e7) -> tuple[Engine, Scripted]:
         JobSpec("S", 5.0, (4,), 1e7, "m"),
         JobSpec("W", 15.0, (1,), 1e7, "m"),  # would take any GPU left free
     ]
-    config = EngineConfig(
-        settings=Settings(round_length_s=ROUND, restart_penalty_s=0.0),
-        profile_s=0.0,
-        partial=True,
-        max_rounds=5,
-        notice_grace_s=grace,
-    )
-    engine = Engine(truth, jobs, policy, config)  # type: ignore[arg-type]
+    engine = Engine(truth, jobs, policy, notice_config(grace, 5, ROUND))  # type: ignore[arg-type]
     engine.run()
     return engine, policy
 

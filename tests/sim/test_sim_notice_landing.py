@@ -26,12 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from sim_helpers import ScriptedPolicy, notice_config
 
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Node, Plan
-from hopsd.core.settings import Settings
-from hopsd.core.snapshot import Snapshot
 from hopsd.sim.engine import Engine
-from hopsd.sim.engine_config import EngineConfig
 from hopsd.sim.state import JobState
 from hopsd.sim.truth import GroundTruth, ModelSpec
 from hopsd.sim.workload import JobSpec
@@ -44,21 +42,6 @@ BIG = 1e9  # samples: no job ends unless the scenario says so
 
 def k80(gpus: int) -> Configuration:
     return Configuration("k80", (("k1", gpus),))
-
-
-class Scripted:
-    """Answers each instant with the plan scripted for it, once (round or fragment)."""
-
-    name = "scripted"
-
-    def __init__(self, plans: dict[float, Plan]) -> None:
-        self.plans = plans
-
-    def plan(self, snapshot: Snapshot, settings: Settings) -> Plan:
-        return self.plans.pop(snapshot.now, Plan())
-
-    def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
-        return self.plans.pop(snapshot.now, Plan())
 
 
 class Checked(Engine):
@@ -74,15 +57,8 @@ class Checked(Engine):
 
 
 def run(cluster: Cluster, jobs: Sequence[JobSpec], plans: dict[float, Plan]) -> Checked:
-    config = EngineConfig(
-        settings=Settings(round_length_s=ROUND, restart_penalty_s=0.0),
-        profile_s=0.0,
-        partial=True,
-        max_rounds=6,
-        notice_grace_s=GRACE,
-    )
     truth = GroundTruth(cluster, {"m": MODEL})
-    engine = Checked(truth, jobs, Scripted(plans), config)
+    engine = Checked(truth, jobs, ScriptedPolicy(plans), notice_config(GRACE, 6, ROUND))
     engine.run()
     return engine
 
