@@ -25,7 +25,14 @@ each arm's average and p99 JCT and hops/slurm ratios; the two arms' order
 alternates between runs, so neither always runs on a fresher machine:
 
     eval "$(bash docker/cluster.sh up | grep ^export)"
-    .venv/bin/python benchmarks/live_ab.py [--runs 3] [--scale 3] [--json]
+    .venv/bin/python benchmarks/live_ab.py [--runs 3] [--scale 3] [--round-s 8] [--json]
+
+hopsd runs on the live tests' hops.conf (8 s rounds, 1 s queue refresh);
+``--round-s`` sets a longer round for jobs that last minutes. ``--json`` prints
+``{"jobs", "scale", "slurm_gpus", "round_s", "every_run_meets_goal", "runs"}``,
+each run with both arms' ``avg_jct_s``/``p99_jct_s``, ``avg_ratio``,
+``p99_ratio``, ``meets_goal``, the load averages before and after each arm, and
+per job both arms' JCT, first wait, runs (requeues + 1) and last placement.
 
 Goal: in every run hops's average JCT <= 0.7 x plain Slurm's and its p99 no
 worse (ratio <= 1.0). p99 is numpy's linear-interpolated 99th percentile, so on
@@ -343,7 +350,7 @@ def load() -> str:
 
 
 def one_run(
-    jobs: Sequence[AbJob], choice: str, hops_first: bool, keep: str | None
+    jobs: Sequence[AbJob], choice: str, hops_first: bool, keep: str | None, round_s: float
 ) -> dict[str, Any]:
     """Both arms of one run, in the given order; per-job rows and the figures."""
     results: dict[str, dict[int, dict[str, Any]]] = {}
@@ -351,7 +358,7 @@ def one_run(
     loads: dict[str, str] = {}
     for arm in ("hops", "slurm") if hops_first else ("slurm", "hops"):
         began = load()
-        with benchmark_env(keep and f"{keep}-{arm}", f"hops-live-ab-{arm}-") as env:
+        with benchmark_env(keep and f"{keep}-{arm}", f"hops-live-ab-{arm}-", round_s) as env:
             if arm == "hops":
                 ids[arm] = quietly(lambda env=env: run_hops(env, jobs, 1500))
             else:
@@ -414,6 +421,12 @@ def main() -> int:
         default="largest",
         help="the count of a job's demand set a plain Slurm user types",
     )
+    parser.add_argument(
+        "--round-s",
+        type=float,
+        default=8.0,
+        help="hopsd's round length (default: the live tests' 8 s)",
+    )
     parser.add_argument("--keep", help="keep each arm's files in KEEP-runN-ARM directories")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -423,13 +436,14 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     for n in range(args.runs):
         keep = args.keep and f"{args.keep}-run{n}"
-        runs.append(one_run(jobs, args.slurm_gpus, hops_first=n % 2 == 1, keep=keep))
+        runs.append(one_run(jobs, args.slurm_gpus, n % 2 == 1, keep, args.round_s))
         if not args.json:
             print(_line(n, runs[-1]), flush=True)
     summary = {
         "jobs": len(jobs),
         "scale": args.scale,
         "slurm_gpus": args.slurm_gpus,
+        "round_s": args.round_s,
         "every_run_meets_goal": all(r["meets_goal"] for r in runs),
         "runs": runs,
     }
