@@ -25,11 +25,12 @@ each arm's average and p99 JCT and hops/slurm ratios; the two arms' order
 alternates between runs, so neither always runs on a fresher machine:
 
     eval "$(bash docker/cluster.sh up | grep ^export)"
-    .venv/bin/python benchmarks/live_ab.py [--runs 3] [--scale 3] [--round-s 8] [--json]
+    .venv/bin/python benchmarks/live_ab.py [--runs 3] [--scale 3] [--json] \\
+        [--spread 1] [--round-s 8] [--slurm-gpus largest]
 
 hopsd runs on the live tests' hops.conf (8 s rounds, 1 s queue refresh);
 ``--round-s`` sets a longer round for jobs that last minutes. ``--json`` prints
-``{"jobs", "scale", "slurm_gpus", "round_s", "every_run_meets_goal", "runs"}``,
+``{"jobs", "scale", "spread", "slurm_gpus", "round_s", "every_run_meets_goal", "runs"}``,
 each run with both arms' ``avg_jct_s``/``p99_jct_s``, ``avg_ratio``,
 ``p99_ratio``, ``meets_goal``, the load averages before and after each arm, and
 per job both arms' JCT, first wait, runs (requeues + 1) and last placement.
@@ -42,6 +43,7 @@ a workload of ~20 jobs it sits just under the longest JCT.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -126,10 +128,14 @@ WORKLOAD = [
 ]
 
 
-def scaled_jobs(jobs: Sequence[AbJob], scale: float) -> list[AbJob]:
-    """Every job's samples and arrival time multiplied by ``scale``."""
+def scaled_jobs(jobs: Sequence[AbJob], scale: float, spread: float = 1.0) -> list[AbJob]:
+    """Every job's samples and arrival time multiplied by ``scale``, arrival times then by
+    ``spread`` (below 1: the same jobs arrive closer together, contending more)."""
     arrivals = scaled([j.arrival for j in jobs], scale)
-    return [AbJob(a, j.model, j.types) for a, j in zip(arrivals, jobs, strict=True)]
+    return [
+        AbJob(dataclasses.replace(a, at_s=a.at_s * spread), j.model, j.types)
+        for a, j in zip(arrivals, jobs, strict=True)
+    ]
 
 
 def slurm_gpus(demands: Sequence[int], choice: str) -> int:
@@ -422,6 +428,12 @@ def main() -> int:
         help="the count of a job's demand set a plain Slurm user types",
     )
     parser.add_argument(
+        "--spread",
+        type=float,
+        default=1.0,
+        help="multiply arrival times once more (below 1: denser arrivals, more contention)",
+    )
+    parser.add_argument(
         "--round-s",
         type=float,
         default=8.0,
@@ -432,7 +444,7 @@ def main() -> int:
     args = parser.parse_args()
     if not cluster_up():
         return 2
-    jobs = scaled_jobs(WORKLOAD, args.scale)
+    jobs = scaled_jobs(WORKLOAD, args.scale, args.spread)
     runs: list[dict[str, Any]] = []
     for n in range(args.runs):
         keep = args.keep and f"{args.keep}-run{n}"
@@ -442,6 +454,7 @@ def main() -> int:
     summary = {
         "jobs": len(jobs),
         "scale": args.scale,
+        "spread": args.spread,
         "slurm_gpus": args.slurm_gpus,
         "round_s": args.round_s,
         "every_run_meets_goal": all(r["meets_goal"] for r in runs),

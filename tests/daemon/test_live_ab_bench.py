@@ -53,6 +53,9 @@ def test_both_arms_run_the_same_script_and_the_hops_tag_mirrors_the_job(
 ) -> None:
     job = bench.scaled_jobs([bench.job(2, "bert", (2, 4), 1000, ("a100",))], 3.0)[0]
     assert job.arrival.at_s == 6 and job.arrival.samples == 3000
+    denser = bench.scaled_jobs([bench.job(2, "bert", (2, 4), 1000, ("a100",))], 3.0, 0.5)[0]
+    assert denser.arrival.at_s == 3 and denser.arrival.samples == 3000
+    assert denser.types == ("a100",) and denser.arrival.type_speed == job.arrival.type_speed
     a = bench.job_script(job, tmp_path / "a")
     b = bench.job_script(job, tmp_path / "b")
     assert a.replace(str(tmp_path / "a"), "") == b.replace(str(tmp_path / "b"), "")
