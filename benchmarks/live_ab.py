@@ -378,7 +378,7 @@ def one_run(
             "model": j.model,
             "demands": list(j.arrival.demands),
             "types": list(j.types),
-            "at_s": j.arrival.at_s,
+            "at_s": round(j.arrival.at_s, 2),
             "slurm": results["slurm"].get(ids["slurm"][n], {}),
             "hops": results["hops"].get(ids["hops"][n], {}),
         }
