@@ -43,13 +43,14 @@ def scaled(workload: Sequence[Arrival], scale: float) -> list[Arrival]:
 
 
 @contextmanager
-def benchmark_env(keep: str | None, prefix: str) -> Iterator[LiveEnv]:
+def benchmark_env(keep: str | None, prefix: str, round_s: float = 8.0) -> Iterator[LiveEnv]:
     """A live environment in ``keep`` (kept) or a temporary directory, cleaned up after;
-    solver output never mixes with the figures a benchmark prints."""
+    solver output never mixes with the figures a benchmark prints. ``round_s``: hopsd's
+    round length (the live tests' short one unless a benchmark's jobs call for longer)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         root = Path(keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
-        env = LiveEnv.create(root)
+        env = LiveEnv.create(root, round_s=round_s)
         silence_solver_banner()
         try:
             yield env
