@@ -59,7 +59,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemon"))
 
 from daemon_live import PYTHON, TRAIN_JOB, LiveEnv
-from live_replay import Arrival, benchmark_env, cluster_up, quietly, scaled
+from live_replay import Arrival, benchmark_env, live_arguments, quietly, scaled
 
 from hopsd.daemon.tick import Tick
 from hopsd.slurm.tag import HopsTag
@@ -439,10 +439,8 @@ def main() -> int:
         default=8.0,
         help="hopsd's round length (default: the live tests' 8 s)",
     )
-    parser.add_argument("--keep", help="keep each arm's files in KEEP-runN-ARM directories")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-    if not cluster_up():
+    args = live_arguments(parser, "keep each arm's files in KEEP-runN-ARM directories")
+    if args is None:
         return 2
     jobs = scaled_jobs(WORKLOAD, args.scale, args.spread)
     runs: list[dict[str, Any]] = []

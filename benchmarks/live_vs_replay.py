@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemo
 from live_replay import (
     Arrival,
     benchmark_env,
-    cluster_up,
     compare,
+    live_arguments,
     quietly,
     replay_live,
     run_live,
@@ -60,10 +60,8 @@ def main() -> int:
     parser.add_argument(
         "--scale", type=float, default=4.0, help="multiply every job's samples and arrival time"
     )
-    parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-    if not cluster_up():
+    args = live_arguments(parser)
+    if args is None:
         return 2
     workload = scaled(WORKLOAD, args.scale)
     with benchmark_env(args.keep, "hops-live-replay-") as env:

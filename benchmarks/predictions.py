@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "daemo
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from daemon_live import LiveEnv
-from live_replay import Arrival, benchmark_env, cluster_up, quietly, scaled
+from live_replay import Arrival, benchmark_env, live_arguments, quietly, scaled
 from live_vs_replay import WORKLOAD
 
 from hopsd.daemon.test_only import test_only_payload
@@ -210,10 +210,8 @@ def main() -> int:
         choices=("recent", "none"),
         help="ask --test-only with this arrival model instead of hops.conf's",
     )
-    parser.add_argument("--keep", help="keep the ledger, config and logs in this directory")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-    if not cluster_up():
+    args = live_arguments(parser)
+    if args is None:
         return 2
     workload = scaled(WORKLOADS[args.workload], args.scale)
     with benchmark_env(args.keep, "hops-predictions-") as env:

@@ -8,6 +8,7 @@ the policy hopsd used, and each job's replayed JCT is set beside its live one.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -35,6 +36,18 @@ def cluster_up() -> bool:
         return True
     print("hops: SLURM_CONF unset: start the test cluster (docker/cluster.sh up)", file=sys.stderr)
     return False
+
+
+def live_arguments(
+    parser: argparse.ArgumentParser,
+    keep_help: str = "keep the ledger, config and logs in this directory",
+) -> argparse.Namespace | None:
+    """A live benchmark's arguments with the ``--keep`` and ``--json`` every one takes;
+    None (having said how to start it) when the test cluster is not up."""
+    parser.add_argument("--keep", help=keep_help)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    return args if cluster_up() else None
 
 
 def scaled(workload: Sequence[Arrival], scale: float) -> list[Arrival]:

@@ -3,25 +3,19 @@ command of a job, and JCTs and their summaries from recorded ``sacct -D -X`` out
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from by_path import load_by_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("live_ab", ROOT / "benchmarks" / "live_ab.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_by_path("live_ab", ROOT / "benchmarks" / "live_ab.py")
 
 
 def _argv(bench: ModuleType, job: object, choice: str = "largest") -> list[str]:

@@ -7,26 +7,19 @@ command. The pages must not depend on the terminal either.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from by_path import load_by_path
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_reference", REPO / "docs" / "gen_reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_by_path("gen_reference", REPO / "docs" / "gen_reference.py")
 
 
 GEN = _generator()

@@ -3,27 +3,21 @@ shape, and every ratio and interval equal to what the cell files give by hand.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from by_path import load_by_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SIA = ROOT / "tests" / "fixtures" / "sia"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dominance", ROOT / "benchmarks" / "dominance.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_by_path("dominance", ROOT / "benchmarks" / "dominance.py")
 
 
 @pytest.fixture(scope="module")
