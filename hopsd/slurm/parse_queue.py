@@ -28,8 +28,8 @@ holding GPUs. Fields the tick's observation does not read are left empty:
 the output paths, the flags and ``alloc_tres`` (squeue prints the request
 where a job has no allocation record, so the field cannot say what
 :func:`hopsd.daemon.requeue_check.hit_an_ended_run` asks; that check reads
-the JSON). A running job without a time limit has no end time here (the JSON
-gives its start plus a year).
+the JSON). A running job without a time limit has no end time in squeue's
+print; it is given the JSON's (its start plus a year).
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ _INDEX = {name: i for i, name in enumerate(FIELDS)}
 _NOTHING = frozenset({"(null)", "N/A", "NONE", "Unknown", "None assigned"})
 _HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
 _TIME_FIELDS = ("SubmitTime", "StartTime", "EndTime")
+_YEAR_S = 365 * 86400.0
 _CODE = re.compile(r"^[A-Za-z0-9_]*$")
 
 
@@ -142,6 +143,7 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
     if ((pending and priority == 0) or state == "COMPLETING") and not _CODE.match(reason):
         whole = False  # a description stands for the reason code that tells whose hold it is
     times = {k: _epoch(get(k)) for k in _TIME_FIELDS}
+    limit_s = _limit_s(get("TimeLimit"))
     comment = values[_INDEX["Comment"]].strip()
     comment = "" if comment == "(null)" else comment
     tag, tag_error = try_decode(comment)
@@ -164,7 +166,7 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
         gres_request=request,
         submit_time=times["SubmitTime"],
         start_time=None if pending else times["StartTime"],
-        end_time=None if pending else times["EndTime"],
+        end_time=None if pending else _end(times, limit_s),
         comment=comment,
         tag=tag,
         tag_error=tag_error,
@@ -175,7 +177,7 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
         requested_nodes=_expand(get("ReqNodes")),
         array_id=f"{array_job}_{task}" if is_task else "",
         array_tasks="" if is_task else task,
-        time_limit_s=_limit_s(get("TimeLimit")),
+        time_limit_s=limit_s,
         cpus_per_gpu=cpus_per_gpu(get("cpus-per-tres")),
         qos=get("QOS"),
     )
@@ -222,6 +224,15 @@ def _epoch(text: str) -> float | None:
         return None
     value = float(text)
     return value if value > 0 else None
+
+
+def _end(times: dict[str, float | None], limit_s: float | None) -> float | None:
+    """The end time; for a started job without one (squeue prints ``NONE`` under no
+    limit), Slurm's own: its start plus its limit, or plus a year (what the JSON gives)."""
+    end, start = times["EndTime"], times["StartTime"]
+    if end is not None or start is None:
+        return end
+    return start + (limit_s if limit_s is not None else _YEAR_S)
 
 
 def _limit_s(text: str) -> float | None:
