@@ -30,7 +30,13 @@ from hopsd.slurm.parse_limits import (
     parse_qos,
     parse_shares,
 )
-from hopsd.slurm.parse_queue import NarrowQueue, NarrowReadRefused, parse_queue, queue_argv
+from hopsd.slurm.parse_queue import (
+    NarrowQueue,
+    NarrowReadRefused,
+    Parsed,
+    parse_queue,
+    queue_argv,
+)
 from hopsd.slurm.parse_reservations import SlurmReservation, parse_reservations
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
 from hopsd.slurm.parse_sinfo import parse_nodes
@@ -85,6 +91,8 @@ class CliSlurm:
     _details: dict[int, tuple[tuple[object, ...], SlurmJob]] = field(
         default_factory=dict, repr=False
     )
+    #: The last formatted read's lines and their jobs (unchanged lines are not parsed again).
+    _lines: dict[str, Parsed] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ writes
     def submit(
@@ -210,7 +218,7 @@ class CliSlurm:
         is kept for the ticks after.
         """
         try:
-            narrow = self._read(queue_argv(), lambda r: parse_queue(r.stdout))
+            narrow = self._read(queue_argv(), lambda r: parse_queue(r.stdout, self._lines))
         except NarrowReadRefused as exc:
             log.warning("event=narrow-queue-refused error=%r", str(exc))
             return self.list_jobs()

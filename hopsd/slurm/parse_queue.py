@@ -105,22 +105,40 @@ def queue_argv() -> list[str]:
     return ["env", "SLURM_TIME_FORMAT=%s", "squeue", "--noheader", "--states=all", "-O", spec]
 
 
-def parse_queue(text: str) -> NarrowQueue:
-    """Every job of the formatted reply; :class:`NarrowReadRefused` if any line is not whole."""
+#: One parsed line: the job and whether it is whole (see :func:`job_from_values`).
+Parsed = tuple[SlurmJob, bool]
+
+
+def parse_queue(text: str, memo: dict[str, Parsed] | None = None) -> NarrowQueue:
+    """Every job of the formatted reply; :class:`NarrowReadRefused` if any line is not whole.
+
+    With ``memo`` (the previous read's lines and their jobs), a line unchanged
+    since is not parsed again: between two ticks most of a large queue is the
+    same text. ``memo`` is replaced by this read's lines.
+    """
     jobs: list[SlurmJob] = []
     detail: set[int] = set()
+    before = memo if memo is not None else {}
+    now: dict[str, Parsed] = {}
     for line in text.split("\n"):
         if not line:
             continue
-        values = line.split(SEPARATOR)
-        if len(values) != len(FIELDS) + 1 or values[-1].strip():
-            raise NarrowReadRefused(
-                f"squeue --Format: {len(values) - 1} fields in a line, expected {len(FIELDS)}"
-            )
-        job, whole = job_from_values(values)
+        parsed = before.get(line)
+        if parsed is None:
+            values = line.split(SEPARATOR)
+            if len(values) != len(FIELDS) + 1 or values[-1].strip():
+                raise NarrowReadRefused(
+                    f"squeue --Format: {len(values) - 1} fields in a line, expected {len(FIELDS)}"
+                )
+            parsed = job_from_values(values)
+        now[line] = parsed
+        job, whole = parsed
         jobs.append(job)
         if not whole:
             detail.add(job.job_id)
+    if memo is not None:
+        memo.clear()
+        memo.update(now)
     return NarrowQueue(tuple(jobs), frozenset(detail))
 
 

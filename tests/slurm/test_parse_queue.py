@@ -160,3 +160,22 @@ def test_times_are_asked_as_epoch_seconds() -> None:
     """``SLURM_TIME_FORMAT=%s``: no time zone between squeue's host and hopsd's."""
     argv = queue_argv()
     assert argv[:3] == ["env", "SLURM_TIME_FORMAT=%s", "squeue"]
+
+
+def test_an_unchanged_line_is_not_parsed_again(pair: tuple[str, str]) -> None:
+    """Between ticks most of a queue is the same text: its jobs are taken from the last read."""
+    memo: dict[str, tuple[SlurmJob, bool]] = {}
+    first = parse_queue(pair[0], memo)
+    assert first == parse_queue(pair[0])
+    changed = pair[0].replace("two|nodes even", "two|nodes renamed")
+    second = parse_queue(changed, memo)
+    assert second.needs_detail == first.needs_detail
+    for old, new in zip(first.jobs, second.jobs, strict=True):
+        if old.name == "two|nodes even":
+            assert new.name == "two|nodes renamed" and new is not old
+        else:
+            assert new is old  # the very object: not parsed again
+    assert len(memo) == len(second.jobs)
+    with pytest.raises(NarrowReadRefused):
+        parse_queue(changed.replace("renamed", f"re{SEPARATOR}named"), memo)
+    assert parse_queue(changed, memo) == second  # a refused read leaves the memo as it was
