@@ -26,8 +26,12 @@ TAG = 'hops1:{"d":[1,2],"n":1000,"b":32,"m":"resnet50","p":25000000}'
 
 
 def sbatch(*args: str) -> str:
+    # no output files in the current directory unless a job names its own (a later -o wins)
     out = subprocess.run(
-        ["sbatch", "--parsable", *args], capture_output=True, text=True, check=True
+        ["sbatch", "--parsable", "-o", "/dev/null", *args],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.strip().split(";")[0]
 
