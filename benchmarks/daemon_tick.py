@@ -157,7 +157,8 @@ def record_squeue(path: Path) -> int:
 def run_ticks(
     tick: Tick, ticks: int, profile: str | None = None
 ) -> tuple[list[TickResult], list[float], list[float]]:
-    """``ticks`` ticks; with ``profile``, the steady ones (all but the first) under cProfile.
+    """``ticks`` ticks; with ``profile``, the steady ones (all but the first) under cProfile,
+    and the first (adoption) under its own, written to ``PROFILE.first``.
 
     Returns the results, the RSS after each tick and each tick's CPU seconds (this
     process's own: what other load on a shared machine does not inflate).
@@ -165,20 +166,21 @@ def run_ticks(
     results: list[TickResult] = []
     rss: list[float] = []
     cpu: list[float] = []
-    profiler = cProfile.Profile()
+    profiler, first = cProfile.Profile(), cProfile.Profile()
     for i in range(ticks):
-        steady = profile is not None and i > 0
-        if steady:
-            profiler.enable()
+        watching = None if profile is None else (profiler if i > 0 else first)
+        if watching is not None:
+            watching.enable()
         started = time.process_time()
         results.append(tick.run_once())
         cpu.append(round(time.process_time() - started, 3))
-        if steady:
-            profiler.disable()
+        if watching is not None:
+            watching.disable()
         rss.append(round(rss_mb(), 1))
         tick.round_clock = RoundClock(tick.settings.round_length_s)  # a full round each tick
     if profile is not None:
         profiler.dump_stats(profile)
+        first.dump_stats(f"{profile}.first")
     return results, rss, cpu
 
 
@@ -190,7 +192,10 @@ def measure(
     profile: str | None = None,
 ) -> dict[str, object]:
     ledger = workdir / f"ledger-{pending}.sqlite"
-    config = parse_config(render(live(f"sqlite:///{ledger}", None, CHANGES)))
+    # hopsd's own spool: without one, each job's files would land in its working directory
+    spool = workdir / f"spool-{pending}"
+    spool.mkdir(exist_ok=True)
+    config = parse_config(render(live(f"sqlite:///{ledger}", spool, CHANGES)))
     migrate.upgrade(config.ledger_url)
     sessions = make_sessionmaker(make_engine(config.ledger_url, sqlite_begin="immediate"))
     runner = CountingRunner(SubprocessRunner())
@@ -268,7 +273,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--baseline", type=int, default=10)
     parser.add_argument("--ticks", type=int, default=4)
     parser.add_argument("--record", help="write the big run's squeue --json here (.json.xz)")
-    parser.add_argument("--profile", help="write cProfile stats of the big run's steady ticks")
+    parser.add_argument(
+        "--profile", help="write cProfile stats of the big run's steady ticks (first: FILE.first)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if not os.environ.get("SLURM_CONF"):

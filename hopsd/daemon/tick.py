@@ -50,7 +50,7 @@ from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
 from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.node_speeds import NodeSpeeds
-from hopsd.daemon.observe import final_states, observe
+from hopsd.daemon.observe import final_states, observe, read_queue
 from hopsd.daemon.profiling import Profiler, ProfilingOptions
 from hopsd.daemon.reconcile import Reconciler, ReconcileReport
 from hopsd.daemon.relaunch import launch_failures, relaunch_or_end
@@ -231,7 +231,9 @@ class Tick:
             setattr(result, name, getattr(result, name) + time.perf_counter() - started)
 
     def _running_now(self) -> set[int]:
-        return {j.job_id for j in self.port.list_jobs() if j.running}
+        """The jobs running this instant (the narrow read: it states each job's state exactly,
+        and sooner than the full read, which narrows the requeue race it guards)."""
+        return {j.job_id for j in read_queue(self.port) if j.running}
 
     def _accounting(self, slurm_ids: Sequence[int]) -> Mapping[int, ObservedJob]:
         try:

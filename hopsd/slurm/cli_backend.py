@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from hopsd.slurm.classify import Failure, error_for, failure_of
@@ -29,6 +29,13 @@ from hopsd.slurm.parse_limits import (
     parse_partition_times,
     parse_qos,
     parse_shares,
+)
+from hopsd.slurm.parse_queue import (
+    NarrowQueue,
+    NarrowReadRefused,
+    Parsed,
+    parse_queue,
+    queue_argv,
 )
 from hopsd.slurm.parse_reservations import SlurmReservation, parse_reservations
 from hopsd.slurm.parse_sacct import RUN_FIELDS, SACCT_FIELDS, parse_accounting, parse_runs
@@ -79,6 +86,13 @@ class CliSlurm:
     run: Runner = field(default_factory=SubprocessRunner)
     timeout_s: float = 30.0
     name: str = "cli"
+    #: What the formatted read lacks for some jobs (per-node GPUs, a reason code), from
+    #: the last JSON read: job id -> the formatted view it holds for, and the JSON's job.
+    _details: dict[int, tuple[tuple[object, ...], SlurmJob]] = field(
+        default_factory=dict, repr=False
+    )
+    #: The last formatted read's lines and their jobs (unchanged lines are not parsed again).
+    _lines: dict[str, Parsed] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ writes
     def submit(self, request: SubmitRequest) -> int:
@@ -184,6 +198,50 @@ class CliSlurm:
         apply squeue's default filter and would hide the endings hops must see.
         """
         return self._read(["squeue", "--json", "--states=all"], lambda r: parse_jobs(r.stdout))
+
+    def list_queue(self) -> list[SlurmJob]:
+        """Every job through the narrow formatted read (:mod:`hopsd.slurm.parse_queue`).
+
+        The tick's read: a tenth of the JSON's bytes and time at ten thousand
+        jobs. The JSON (:meth:`list_jobs`) is read instead when the formatted
+        reply cannot be split safely, and also when a job lacks what the
+        formatted fields do not give (a split of GPUs over several nodes, a
+        held job's reason code) and no earlier JSON read gave it for the same
+        view of the job: then that read's jobs are returned, and what they add
+        is kept for the ticks after.
+        """
+        try:
+            narrow = self._read(queue_argv(), lambda r: parse_queue(r.stdout, self._lines))
+        except NarrowReadRefused as exc:
+            log.warning("event=narrow-queue-refused error=%r", str(exc))
+            return self.list_jobs()
+        known = self._with_details(narrow)
+        if known is not None:
+            return known
+        jobs = self.list_jobs()
+        full = {j.job_id: j for j in jobs}
+        self._details = {
+            j.job_id: (_view_key(j), full[j.job_id])
+            for j in narrow.jobs
+            if j.job_id in narrow.needs_detail and j.job_id in full
+        }
+        return jobs
+
+    def _with_details(self, narrow: NarrowQueue) -> list[SlurmJob] | None:
+        """The narrow jobs completed from the kept JSON details, or None if one is missing."""
+        jobs = list(narrow.jobs)
+        for i, job in enumerate(jobs):
+            if job.job_id not in narrow.needs_detail:
+                continue
+            kept = self._details.get(job.job_id)
+            if kept is None or kept[0] != _view_key(job):
+                return None
+            full = kept[1]
+            jobs[i] = replace(
+                job, gpus_by_node=full.gpus_by_node, reason=full.reason, held=full.held
+            )
+        self._details = {k: v for k, v in self._details.items() if k in narrow.needs_detail}
+        return jobs
 
     def list_nodes(self) -> list[SlurmNode]:
         return self._read(["sinfo", "--json"], lambda r: parse_nodes(r.stdout))
@@ -292,6 +350,11 @@ class CliFallback:
     def partition_times(self) -> dict[str, float | None]:
         """Each partition's MaxTime from ``sinfo``."""
         return self._cli.partition_times()
+
+
+def _view_key(job: SlurmJob) -> tuple[object, ...]:
+    """The formatted view a kept JSON detail holds for: the same run, state and reason text."""
+    return (job.state, job.start_time, job.nodes, job.restarts, job.reason, job.priority)
 
 
 def update_argv(job_id: int, placement: Placement) -> list[str]:

@@ -18,6 +18,7 @@ from typing import TypeVar
 import pytest
 from placement_check import mismatches, pending_mismatches
 
+from hopsd.daemon.observe import job_view
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmAccountingDisabledError, SlurmUnavailableError
 from hopsd.slurm.factory import pyslurm_unavailable_reason
@@ -112,6 +113,17 @@ def job(port: SlurmPort, job_id: int) -> SlurmJob:
     return found[0]
 
 
+def narrow_agrees(port: SlurmPort, job_id: int) -> None:
+    """The CLI's narrow read (the tick's) observes the job as the JSON does, twice over:
+    once through a JSON read where it lacks something, once from what it kept."""
+    if not isinstance(port, CliSlurm):
+        return
+    for _ in range(2):
+        narrow = [j for j in port.list_queue() if j.job_id == job_id]
+        assert len(narrow) == 1
+        assert job_view(narrow[0]) == job_view(job(port, job_id))
+
+
 def free_node(port: SlurmPort, gpus: int, exclude: frozenset[str] = frozenset()) -> SlurmNode:
     """A usable node with at least ``gpus`` free GPUs, preferring the emptiest."""
     nodes = [n for n in port.list_nodes() if n.gpus_free >= gpus and n.name not in exclude]
@@ -153,6 +165,7 @@ def test_submitted_job_is_pending_held_with_its_tag(port: SlurmPort, submit: Sub
     assert listed.tag == TAG and listed.tag_error is None
     assert listed.gres_request.replace("gres/", "gres:") == "gres:gpu:1"
     assert listed.gpus_by_node == ()
+    narrow_agrees(port, job_id)
 
 
 def test_placed_job_runs_exactly_there(port: SlurmPort, submit: Submit, tmp_path: Path) -> None:
@@ -162,6 +175,7 @@ def test_placed_job_runs_exactly_there(port: SlurmPort, submit: Submit, tmp_path
     running = place_and_run(port, job_id, placement)
     assert mismatches(placement, running) == []
     assert running.gpu_type == node.gpu_type
+    narrow_agrees(port, job_id)
     nodelist, cvd, name, restart = wait_for("job output", lambda: output_lines(tmp_path, job_id))[0]
     assert (nodelist, name, restart) == (node.name, node.name, 0)
     assert len(cvd.split(",")) == 2
@@ -176,6 +190,7 @@ def test_requeue_hold_then_replace_elsewhere(
     port.requeue_hold(job_id)
     requeued = wait_for("requeued job held", lambda: _held(port, job_id))
     assert requeued.restarts == 1 and requeued.gpus_by_node == ()
+    narrow_agrees(port, job_id)
     second = free_node(port, 2, exclude=frozenset({first.name}))
     port.make_eligible(job_id)
     moved = place_and_run(port, job_id, Placement.of(own_partition(second), {second.name: 2}))
@@ -203,6 +218,7 @@ def test_uneven_distributed_placement(port: SlurmPort, submit: Submit) -> None:
     assert running.gpus == 4 and set(running.nodes) == {a.name, b.name}
     # Slurm spreads a job total itself; with both nodes idle it may choose 3+1 either way.
     assert sorted(running.placement.values()) == [1, 3]
+    narrow_agrees(port, job_id)
 
 
 def test_cancel_and_accounting(port: SlurmPort, submit: Submit) -> None:
@@ -251,10 +267,12 @@ def test_dead_controller_raises_typed_error_quickly(tmp_path: Path) -> None:
     with pytest.raises(SlurmUnavailableError):
         dead.list_jobs()
     with pytest.raises(SlurmUnavailableError):
+        dead.list_queue()  # the formatted read fails as the JSON one does, never "empty"
+    with pytest.raises(SlurmUnavailableError):
         dead.list_nodes()
     with pytest.raises(SlurmUnavailableError):
         dead.submit(SubmitRequest(str(script), tag=TAG))
-    assert time.monotonic() - started < 25  # three calls, each bounded by 2 x 3 s
+    assert time.monotonic() - started < 32  # four calls, each bounded by 2 x 3 s
 
 
 def _held(port: SlurmPort, job_id: int) -> SlurmJob | None:
