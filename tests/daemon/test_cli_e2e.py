@@ -7,23 +7,17 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from daemon_live import LiveEnv, drive, hops_submit
+from daemon_live import LIVE, LiveEnv, drive, hops_submit
 from typer.testing import CliRunner
 
 from hops_cli.main import app
 from hopsd.daemon.tick import Tick
 from hopsd.ledger.models import JobState
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
+pytestmark = LIVE
 
 runner = CliRunner()
 

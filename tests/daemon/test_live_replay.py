@@ -11,17 +11,10 @@ Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped otherwise.
 
 from __future__ import annotations
 
-import os
-
-import pytest
+from daemon_live import LIVE
 from live_replay import Arrival, compare, replay_live, run_live
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
+pytestmark = LIVE
 
 WORKLOAD = [
     Arrival(0, (1, 2), 2400),

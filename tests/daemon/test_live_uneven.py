@@ -7,11 +7,9 @@ only place for a job of demand {5} is v100n1:4 + v100n2:1. Needs
 
 from __future__ import annotations
 
-import os
 import subprocess
 
-import pytest
-from daemon_live import LiveEnv, drive
+from daemon_live import LIVE, LiveEnv, drive
 from placement_check import mismatches
 
 from hopsd.daemon.tick import Tick
@@ -19,12 +17,7 @@ from hopsd.ledger.allocations import allocation_config, allocation_history
 from hopsd.ledger.models import AllocationReason, JobState
 from hopsd.slurm.port import Placement
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
+pytestmark = LIVE
 
 PLAN = {"v100n1": 4, "v100n2": 1}
 

@@ -5,11 +5,10 @@ Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped otherwise.
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
-from daemon_live import LiveEnv, drive
+from daemon_live import LIVE, LiveEnv, drive
 from sqlalchemy import select
 from tick_steps import observe_and_reconcile
 
@@ -19,12 +18,7 @@ from hopsd.ledger.allocations import allocation_config, allocation_history
 from hopsd.ledger.models import AllocationReason, AllocationRow, IntentAction, JobState
 from hopsd.ledger.throughput_store import SqlThroughputStore
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
+pytestmark = LIVE
 
 WORKLOAD = [  # (demand set, samples, per-type speed-ups of the model)
     ((1,), 900, ""),

@@ -10,13 +10,12 @@ Needs ``docker/cluster.sh up`` (``SLURM_CONF`` set); skipped otherwise.
 from __future__ import annotations
 
 import dataclasses
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from daemon_live import PYTHON, TRAIN_JOB, LiveEnv, drive
+from daemon_live import LIVE, PYTHON, TRAIN_JOB, LiveEnv, drive
 from sqlalchemy import select
 
 from hops_cli.nodes import speed_factors
@@ -28,12 +27,7 @@ from hopsd.ledger.unit import Unit
 from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"), reason="SLURM_CONF unset: no test cluster"
-    ),
-]
+pytestmark = LIVE
 
 PROFILING = "[scheduler]\nprofiling = true\nprofiling_iterations = 5\nprofiling_timeout_s = 20.0\n"
 NODE_TYPES = {

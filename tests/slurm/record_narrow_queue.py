@@ -20,40 +20,43 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from slurm_cli import sbatch, scontrol
+
 from hopsd.slurm.parse_queue import queue_argv
 
 TAG = 'hops1:{"d":[1,2],"n":1000,"b":32,"m":"resnet50","p":25000000}'
 
 
-def sbatch(*args: str) -> str:
-    # no output files in the current directory unless a job names its own (a later -o wins)
-    out = subprocess.run(
-        ["sbatch", "--parsable", "-o", "/dev/null", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip().split(";")[0]
-
-
-def scontrol(*args: str) -> None:
-    subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True)
-
-
 def main(prefix: str) -> int:
     sleep = ["--wrap", "sleep 600"]
-    ids = [
-        sbatch("-H", "-p", "all", "--gres=gpu:1", "--requeue", f"--comment={TAG}", *sleep),
-        sbatch("-p", "a100", "--gres=gpu:2", "-o", "/tmp/out-%j-%u.txt", "-J", "one node", *sleep),
-        sbatch("-p", "a100", "-N", "2", "--gres=gpu:1", "-J", "two|nodes even", *sleep),
-        sbatch("-p", "v100", "-w", "v100n2", "--gres=gpu:3", "-J", "filler", *sleep),
-        sbatch("-H", "-p", "v100", "-N", "2", "--gpus=4", "-J", "uneven", *sleep),
-        sbatch("-p", "all", "--array=0-5%2", "-c", "1", "-J", "arr", *sleep),
-        sbatch("-p", "all", "-J", "done", "--wrap", "true"),
-        sbatch("-p", "all", "-J", "fails", "--wrap", "exit 3"),
-        sbatch("-p", "k80", "--gres=gpu:1", "--cpus-per-gpu=2", "--requeue", "-J", "rq", *sleep),
-        sbatch("-H", "-p", "all", "--gres=gpu:1", "-J", "x" * 300, *sleep),
-    ]
+    ids = list(
+        map(
+            str,
+            [
+                sbatch("-H", "-p", "all", "--gres=gpu:1", "--requeue", f"--comment={TAG}", *sleep),
+                sbatch(
+                    "-p",
+                    "a100",
+                    "--gres=gpu:2",
+                    "-o",
+                    "/tmp/out-%j-%u.txt",
+                    "-J",
+                    "one node",
+                    *sleep,
+                ),
+                sbatch("-p", "a100", "-N", "2", "--gres=gpu:1", "-J", "two|nodes even", *sleep),
+                sbatch("-p", "v100", "-w", "v100n2", "--gres=gpu:3", "-J", "filler", *sleep),
+                sbatch("-H", "-p", "v100", "-N", "2", "--gpus=4", "-J", "uneven", *sleep),
+                sbatch("-p", "all", "--array=0-5%2", "-c", "1", "-J", "arr", *sleep),
+                sbatch("-p", "all", "-J", "done", "--wrap", "true"),
+                sbatch("-p", "all", "-J", "fails", "--wrap", "exit 3"),
+                sbatch(
+                    "-p", "k80", "--gres=gpu:1", "--cpus-per-gpu=2", "--requeue", "-J", "rq", *sleep
+                ),
+                sbatch("-H", "-p", "all", "--gres=gpu:1", "-J", "x" * 300, *sleep),
+            ],
+        )
+    )
     uneven = ids[4]
     scontrol(
         "update",

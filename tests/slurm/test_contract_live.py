@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from daemon_live import LIVE
 from placement_check import mismatches, pending_mismatches
 
 from hopsd.daemon.observe import job_view
@@ -35,13 +36,7 @@ from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.runner import SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"),
-        reason="SLURM_CONF is not set: start the test cluster with docker/cluster.sh up",
-    ),
-]
+pytestmark = LIVE
 
 T = TypeVar("T")
 Submit = Callable[..., int]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from daemon_live import PYTHON, TRAIN_JOB, LiveEnv, drive
+from slurm_cli import sbatch
 from tick_steps import observe_and_reconcile
 
 from hopsd.daemon.tick import Tick
@@ -31,17 +32,6 @@ pytestmark = [
 ]
 
 REFERENCE_THROUGHPUT = 100.0  # as in contrib/job_submit.lua and hops.conf's default
-
-
-def sbatch(*args: str) -> int:
-    done = subprocess.run(
-        ["sbatch", "--parsable", "-o", "/dev/null", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=20,
-    )
-    return int(done.stdout.strip().split(";")[0])
 
 
 @pytest.fixture

@@ -14,9 +14,8 @@ The recordings come from the test cluster after:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from recorded import recorded
 
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import SlurmParseError
@@ -35,15 +34,13 @@ from hopsd.slurm.parse_limits import (
 from hopsd.slurm.port import SlurmPolicyReads
 from hopsd.slurm.runner import CompletedRun
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
-
-def recorded(name: str) -> str:
-    return (FIXTURES / f"{name}.22.05.txt").read_text()
+def on_2205(name: str) -> str:
+    return recorded(f"{name}.22.05.txt")
 
 
 def test_associations_with_their_gpu_limits() -> None:
-    assocs = {(a.account, a.user): a for a in parse_assocs(recorded("sacctmgr_assoc"))}
+    assocs = {(a.account, a.user): a for a in parse_assocs(on_2205("sacctmgr_assoc"))}
     assert assocs[("lim_a", "")] == AssocLimit("lim_a", "", "", 2, None, ("normal",), "root")
     assert assocs[("lim_a", "nobody")] == AssocLimit(
         "lim_a", "nobody", "", 3, 1, ("gpu2", "normal")
@@ -57,7 +54,7 @@ def test_associations_with_their_gpu_limits() -> None:
 
 
 def test_qos_with_their_gpu_limits() -> None:
-    qos = {q.name: q for q in parse_qos(recorded("sacctmgr_qos"))}
+    qos = {q.name: q for q in parse_qos(on_2205("sacctmgr_qos"))}
     assert qos == {
         "normal": QosLimit("normal", None, None, None, None),
         "gpu2": QosLimit("gpu2", 6, 2, 4, 3),
@@ -65,7 +62,7 @@ def test_qos_with_their_gpu_limits() -> None:
 
 
 def test_shares_of_the_association_tree() -> None:
-    rows = parse_shares(recorded("sshare"))
+    rows = parse_shares(on_2205("sshare"))
     assert rows[0] == ShareRow("root", "", None)
     assert ShareRow("fs_a", "", 3.0) in rows and ShareRow("fs_b", "", 1.0) in rows
     assert ShareRow("lim_a", "nobody", 1.0) in rows
@@ -99,7 +96,7 @@ def test_a_line_of_the_wrong_shape_is_refused() -> None:
 
 def test_the_cli_backend_reads_limits_with_two_sacctmgr_calls() -> None:
     calls: list[list[str]] = []
-    answers = {"assoc": recorded("sacctmgr_assoc"), "qos": recorded("sacctmgr_qos")}
+    answers = {"assoc": on_2205("sacctmgr_assoc"), "qos": on_2205("sacctmgr_qos")}
 
     def run(argv: list[str], timeout: float) -> CompletedRun:
         calls.append(list(argv))
@@ -118,7 +115,7 @@ def test_the_cli_backend_reads_limits_with_two_sacctmgr_calls() -> None:
 def test_partition_max_times_in_seconds() -> None:
     # recorded after ``scontrol update PartitionName=... MaxTime=``: k80 90 (minutes),
     # v100 5, a100 1-02:03:04 (Slurm keeps whole minutes)
-    times = parse_partition_times(recorded("sinfo_partition_time"))
+    times = parse_partition_times(on_2205("sinfo_partition_time"))
     assert times == {
         "k80": 5400.0,
         "v100": 300.0,
@@ -135,5 +132,5 @@ def test_partition_max_times_in_seconds() -> None:
 def test_squeue_says_each_jobs_qos(release: str) -> None:
     from hopsd.slurm.parse_squeue import parse_jobs
 
-    jobs = parse_jobs((FIXTURES / f"squeue.{release}.json").read_text())
+    jobs = parse_jobs(recorded(f"squeue.{release}.json"))
     assert jobs and {j.qos for j in jobs} == {"normal"}

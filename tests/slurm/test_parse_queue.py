@@ -10,11 +10,10 @@ with a bar and a 300-character name.
 from __future__ import annotations
 
 import dataclasses
-import lzma
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
+from recorded import recorded
 
 from hopsd.daemon.observe import job_view, read_queue
 from hopsd.slurm.cli_backend import CliSlurm
@@ -29,16 +28,14 @@ from hopsd.slurm.parse_squeue import parse_jobs
 from hopsd.slurm.port import SlurmJob
 from hopsd.slurm.runner import CompletedRun
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
-
-def recorded(suffix: str) -> str:
-    return lzma.decompress((FIXTURES / f"queue_mix.22.05.{suffix}.xz").read_bytes()).decode()
+def queue_mix(suffix: str) -> str:
+    return recorded(f"queue_mix.22.05.{suffix}.xz")
 
 
 @pytest.fixture(scope="module")
 def pair() -> tuple[str, str]:
-    return recorded("format.txt"), recorded("json")
+    return queue_mix("format.txt"), queue_mix("json")
 
 
 def by_name(jobs: Sequence[SlurmJob], name: str) -> SlurmJob:

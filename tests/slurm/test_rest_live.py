@@ -7,12 +7,12 @@ job, and submissions the backend cannot translate faithfully.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from pathlib import Path
 
 import pytest
+from daemon_live import LIVE
 
 from hopsd.slurm.cli_backend import CliSlurm
 from hopsd.slurm.errors import (
@@ -26,13 +26,7 @@ from hopsd.slurm.rest_backend import RestSlurm
 from hopsd.slurm.rest_client import RestClient
 from hopsd.slurm.tag import HopsTag
 
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(
-        not os.environ.get("SLURM_CONF"),
-        reason="SLURM_CONF is not set: start the test cluster with docker/cluster.sh up",
-    ),
-]
+pytestmark = LIVE
 TAG = HopsTag((1, 2), 1e5)
 
 
