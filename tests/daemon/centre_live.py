@@ -264,7 +264,10 @@ def overbooked(
 
 
 def names_any(argv: Sequence[str], jobs: Collection[int]) -> bool:
-    """Whether a command names one of ``jobs`` (``123`` or ``JobId=123``)."""
+    """Whether a command names one of ``jobs`` (``123`` or ``JobId=123``). A submission
+    names none: its words (``-t 10``, a time limit) are no job's id."""
+    if argv and Path(argv[0]).name == "sbatch":
+        return False
     ids = {str(j) for j in jobs}
     return any(word in ids or word.rpartition("=")[2] in ids for word in argv)
 
