@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -15,6 +15,9 @@ from hops_cli.ledger_access import reading
 from hops_cli.simulate import stdout_to_stderr
 from hops_cli.timespec import parse_time
 from hopsd.config import HopsConfig
+
+if TYPE_CHECKING:
+    from hopsd.sim.engine_config import EngineConfig
 
 COLUMNS = (
     ("avg_jct_s", "avg JCT s", "{:.1f}"),
@@ -86,6 +89,27 @@ def excluded_types(jobs: Sequence[Any], managed: Sequence[str]) -> dict[str, fro
     return out
 
 
+def _engine_config(config: HopsConfig, profiled: bool, profiled_s: float | None) -> EngineConfig:
+    """The replay's engine, as hopsd ran the window: a job is adopted within a queue
+    refresh (half of one on average) and, where hopsd profiled, profiled first (runs on
+    one GPU of each type, as long in all as the window's jobs really took, else the
+    timeout, their bound); moves and preemptions come under hopsd's notice (the job
+    runs on for the grace, in flight, its GPUs and target reserved meanwhile)."""
+    from hopsd.sim.replay import replay_engine_config
+
+    profile_s = 0.0
+    if config.profiling and profiled:
+        profile_s = profiled_s if profiled_s is not None else config.profiling_timeout_s
+    return replay_engine_config(
+        config.settings(),
+        spare_guard_s=config.spare_guard_s,
+        adoption_s=config.queue_refresh_s / 2,
+        measure_after_s=config.queue_refresh_s,
+        profile_s=profile_s,
+        notice_grace_s=config.checkpoint_grace_s,
+    )
+
+
 def replay_payload(
     config: HopsConfig,
     lo: float,
@@ -101,7 +125,7 @@ def replay_payload(
     """
     from hopsd.config import policy_settings
     from hopsd.plugins import is_policy
-    from hopsd.sim.replay import build_world, replay, replay_engine_config
+    from hopsd.sim.replay import build_world, replay
     from hopsd.sim.replay_costs import measured_launch, measured_restart_cost
 
     # each policy as hops.conf sets it up ([policies.NAME]), refused before any reading
@@ -145,22 +169,7 @@ def replay_payload(
     # to every replayed move; the planner still prices moves at restart_penalty_s.
     restart_cost = measured_restart_cost(world_of(None), history.placements)
     world = world_of(restart_cost)
-    # hopsd adopts a job within a queue refresh (half of one on average) and, where it
-    # profiles, profiles it first: runs on one GPU of each type that train the job, as
-    # long in all as the window's jobs really took (else the timeout, their bound)
-    profile_s = 0.0
-    if config.profiling and profiled:
-        profile_s = profiled_s if profiled_s is not None else config.profiling_timeout_s
-    engine = replay_engine_config(
-        config.settings(),
-        spare_guard_s=config.spare_guard_s,
-        adoption_s=config.queue_refresh_s / 2,
-        measure_after_s=config.queue_refresh_s,
-        profile_s=profile_s,
-        # moves and preemptions under hopsd's notice: the job runs on for the grace, in
-        # flight and its GPUs and target reserved meanwhile, as live
-        notice_grace_s=config.checkpoint_grace_s,
-    )
+    engine = _engine_config(config, bool(profiled), profiled_s)
     results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}
     results["live_policy"] = config.policy
