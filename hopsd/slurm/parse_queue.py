@@ -38,13 +38,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import hostlist
-
 from hopsd.slurm import gres
 from hopsd.slurm.errors import SlurmParseError
 from hopsd.slurm.parse_limits import slurm_duration_s
-from hopsd.slurm.parse_squeue import cpus_per_gpu
-from hopsd.slurm.port import HELD_REASONS, SlurmJob
+from hopsd.slurm.parse_squeue import cpus_per_gpu, expand_nodes
+from hopsd.slurm.port import GPU_HOLDING_STATES, SlurmJob, is_held
 from hopsd.slurm.tag import try_decode
 
 #: Ends every field; no Slurm value holds it, and a user's text that does is refused.
@@ -81,7 +79,6 @@ FIELDS = (
 _INDEX = {name: i for i, name in enumerate(FIELDS)}
 #: How squeue prints "no value" in a formatted field (the JSON has an empty string).
 _NOTHING = frozenset({"(null)", "N/A", "NONE", "Unknown", "None assigned"})
-_HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
 _TIME_FIELDS = ("SubmitTime", "StartTime", "EndTime")
 _YEAR_S = 365 * 86400.0
 _CODE = re.compile(r"^[A-Za-z0-9_]*$")
@@ -153,10 +150,10 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
     state = values[_INDEX["State"]].strip() or "UNKNOWN"
     reason = values[_INDEX["Reason"]].strip()
     priority = _number(get("PriorityLong"), "PriorityLong") if get("PriorityLong") else None
-    nodes = _expand(get("NodeList"))
+    nodes = expand_nodes(get("NodeList"))
     alloc = get("tres-alloc")
     request = next((get(k) for k in FIELDS[7:11] if get(k)), "")
-    holding, pending = state in _HOLDING_STATES, state == "PENDING"
+    holding, pending = state in GPU_HOLDING_STATES, state == "PENDING"
     by_node, whole = _gpus_by_node(nodes, alloc, get("tres-per-node")) if holding else ((), True)
     if ((pending and priority == 0) or state == "COMPLETING") and not _CODE.match(reason):
         whole = False  # a description stands for the reason code that tells whose hold it is
@@ -176,7 +173,7 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
         account=get("Account"),
         state=state,
         reason=reason,
-        held=pending and (priority == 0 or reason in HELD_REASONS),
+        held=is_held(state, reason, priority),
         partition=get("Partition"),
         nodes=nodes,
         gpus_by_node=by_node,
@@ -192,7 +189,7 @@ def job_from_values(values: Sequence[str]) -> tuple[SlurmJob, bool]:
         work_dir=get("WorkDir"),
         stdout_path="",
         priority=priority,
-        requested_nodes=_expand(get("ReqNodes")),
+        requested_nodes=expand_nodes(get("ReqNodes")),
         array_id=f"{array_job}_{task}" if is_task else "",
         array_tasks="" if is_task else task,
         time_limit_s=limit_s,
@@ -258,9 +255,3 @@ def _limit_s(text: str) -> float | None:
         return slurm_duration_s(text)
     except SlurmParseError:
         return None
-
-
-def _expand(nodelist: str) -> tuple[str, ...]:
-    if not nodelist:
-        return ()
-    return tuple(hostlist.expand_hostlist(nodelist))

@@ -17,11 +17,10 @@ from typing import Any
 import hostlist
 
 from hopsd.slurm import gres, jsonshape
-from hopsd.slurm.port import HELD_REASONS, SlurmJob
+from hopsd.slurm.port import GPU_HOLDING_STATES, SlurmJob, is_held
 from hopsd.slurm.tag import try_decode
 
 MAX_OUTPUT_PATTERN = 4096
-_HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
 
 
 def parse_jobs(text: str) -> list[SlurmJob]:
@@ -47,8 +46,8 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
     priority = jsonshape.number(rec.get("priority"))
     comment = _comment(rec.get("comment"))
     tag, tag_error = try_decode(comment)
-    nodes = _expand(jsonshape.text(rec.get("nodes")))
-    holds = state in _HOLDING_STATES or "COMPLETING" in flags
+    nodes = expand_nodes(jsonshape.text(rec.get("nodes")))
+    holds = state in GPU_HOLDING_STATES or "COMPLETING" in flags
     # A pending job's times are the scheduler's estimates (24.11 gives a requeued,
     # held job a start in the future and an end decades away), never facts.
     pending = state == "PENDING"
@@ -60,7 +59,7 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         account=jsonshape.text(rec.get("account")),
         state=state,
         reason=reason,
-        held=_held(state, reason, priority, rec.get("hold")),
+        held=is_held(state, reason, priority, rec.get("hold") is True),
         partition=jsonshape.text(rec.get("partition")),
         nodes=nodes,
         gpus_by_node=by_node,
@@ -77,7 +76,7 @@ def job_from_record(rec: Mapping[str, Any]) -> SlurmJob | None:
         stdout_path=expand_output_pattern(jsonshape.text(rec.get("standard_output")), rec),
         priority=None if priority is None else int(priority),
         flags=flags,
-        requested_nodes=_expand(jsonshape.text(rec.get("required_nodes"))),
+        requested_nodes=expand_nodes(jsonshape.text(rec.get("required_nodes"))),
         alloc_tres=jsonshape.text(rec.get("tres_alloc_str")),
         stderr_path=expand_output_pattern(jsonshape.text(rec.get("standard_error")), rec),
         array_id=_array_id(rec),
@@ -155,12 +154,6 @@ def expand_output_pattern(pattern: str, rec: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _held(state: str, reason: str, priority: float | None, hold: Any) -> bool:
-    if state != "PENDING":
-        return False
-    return hold is True or priority == 0 or reason in HELD_REASONS
-
-
 def _comment(value: Any) -> str:
     if isinstance(value, Mapping):  # some releases split job/admin/system comments
         return jsonshape.text(value.get("job"))
@@ -175,7 +168,8 @@ def _gres_request(rec: Mapping[str, Any]) -> str:
     return ""
 
 
-def _expand(nodelist: str) -> tuple[str, ...]:
+def expand_nodes(nodelist: str) -> tuple[str, ...]:
+    """A Slurm hostlist (``a100n[1-2]``) as node names; none for Slurm's empty words."""
     if not nodelist or nodelist in ("(null)", "None assigned"):
         return ()
     return tuple(hostlist.expand_hostlist(nodelist))

@@ -28,6 +28,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "job_requeued_in_held_state"})
+#: Job states in which a job holds the GPUs of its allocation.
+GPU_HOLDING_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"})
+
+
+def is_held(state: str, reason: str, priority: float | None, hold: bool = False) -> bool:
+    """Whether a job is held: pending, and held by its flag, a priority of 0 or its reason
+    (the one rule of every backend's reading of Slurm)."""
+    return state == "PENDING" and (hold or priority == 0 or reason in HELD_REASONS)
+
+
 UNUSABLE_NODE_STATES = frozenset(
     {
         "DOWN",

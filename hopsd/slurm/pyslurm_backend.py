@@ -21,11 +21,11 @@ from hopsd.slurm import gres
 from hopsd.slurm.cli_backend import CliFallback
 from hopsd.slurm.errors import SlurmCommandError, SlurmJobNotFoundError, SlurmUnavailableError
 from hopsd.slurm.port import (
-    HELD_REASONS,
     AccountingRecord,
     SlurmJob,
     SlurmNode,
     hold_each,
+    is_held,
 )
 from hopsd.slurm.tag import try_decode
 
@@ -91,7 +91,7 @@ def job_from_pyslurm(job: Any) -> SlurmJob:
         account=str(job.account or ""),
         state=state,
         reason=reason,
-        held=state == "PENDING" and (priority == 0 or reason in HELD_REASONS),
+        held=is_held(state, reason, priority),
         partition=str(job.partition or ""),
         nodes=_expand(job.allocated_nodes),
         gpus_by_node=tuple(p for p in by_node if p[1] > 0),
