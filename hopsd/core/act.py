@@ -19,7 +19,9 @@ every caller enacts one rule (hopsd is the only one Slurm surprises):
   relaunched, a bounded number of times (:func:`relaunch`, asked by :func:`act`);
   one it does not relaunch ends;
 * a pending job whose hold its owner could release (or did) is held by hops
-  (:func:`hold`).
+  (:func:`hold`, judged on ``Snapshot.pending``): first of all actions, so a
+  job the same step starts is held before its placement is written (its
+  update must not race a launch Slurm could make on its own).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from hopsd.core.model import Configuration, Plan
-from hopsd.core.snapshot import LaunchFailure
+from hopsd.core.snapshot import LaunchFailure, PendingJob
 
 START, MOVE, PREEMPT = "start", "move", "preempt"
 # requeue held a job Slurm started without a hops decision; requeue held a job whose
@@ -62,10 +64,12 @@ def act(
     notices: bool,
     unplanned: Collection[str] = (),
     launch_failures: Collection[LaunchFailure] = (),
+    pending: Collection[PendingJob] = (),
 ) -> tuple[Act, ...]:
-    """The plan's actions in enacting order: starts, moves, then preemptions, then the
-    requeues of ``unplanned`` starts (after reserve: the ones not already in flight),
-    then the relaunches :func:`relaunch` takes among ``launch_failures``.
+    """The step's actions in enacting order: the holds :func:`hold` takes among
+    ``pending``, the plan's starts, moves, then preemptions, then the requeues of
+    ``unplanned`` starts (after reserve: the ones not already in flight), then the
+    relaunches :func:`relaunch` takes among ``launch_failures``.
 
     ``listening`` None: every job hears a notice. An unplanned start is told as a
     preemption is: a job whose probe never reported is requeued at once.
@@ -75,6 +79,7 @@ def act(
         return notices and (listening is None or job_id in listening)
 
     return (
+        *holds(pending),
         *(Act(a.job_id, START, a.config) for a in plan.start),
         *(Act(a.job_id, MOVE, a.config, told(a.job_id)) for a in plan.move),
         *(Act(job_id, PREEMPT, None, told(job_id)) for job_id in plan.preempt),
@@ -132,14 +137,23 @@ def relaunch(
     return Act(job_id, RELAUNCH)
 
 
-def hold(job_id: str, *, pending: bool, held: bool, reason: str) -> Act | None:
+def holds(pending: Collection[PendingJob]) -> tuple[Act, ...]:
+    """The holds :func:`hold` takes among ``pending`` (by job id)."""
+    decided = (hold(p) for p in sorted(pending, key=lambda p: p.job_id))
+    return tuple(a for a in decided if a is not None)
+
+
+def hold(job: PendingJob) -> Act | None:
     """Hops's own hold on a pending job whose hold its owner could release, or None.
 
     A hold its owner placed (``sbatch --hold``, Slurm's reason ``JobHeldUser``)
     may be released by that owner, and Slurm would start the job with no hops
     decision; a job its owner released already is held again. Hops's hold
-    (an operator's) only such a user can release.
+    (an operator's) only such a user can release. A job hops released itself
+    is left alone: it waits for Slurm to launch it where hops placed it.
     """
-    if pending and (not held or reason == USER_HOLD):
-        return Act(job_id, HOLD)
+    if job.held and job.reason == USER_HOLD:
+        return Act(job.job_id, HOLD)
+    if not job.held and not job.released_by_hops:
+        return Act(job.job_id, HOLD)
     return None

@@ -30,15 +30,6 @@ ACCOUNT_PREFIX = "account:"
 MIN_FACTOR = 1e-9
 
 
-def decay(age_s: float, half_life_s: float) -> float:
-    """Weight of usage that is ``age_s`` old: halves every ``half_life_s``.
-
-    The rule the ledger's one query applies to every usage bucket
-    (:func:`hopsd.ledger.usage.decayed_usage`, which a test holds to this).
-    """
-    return math.pow(0.5, max(age_s, 0.0) / half_life_s)
-
-
 def fairshare_factors(
     usage: Mapping[str, float], shares: Mapping[str, float], owners: Iterable[str]
 ) -> dict[str, float]:

@@ -19,7 +19,9 @@ scheduling step (:func:`hopsd.core.step.schedule_step`) runs :func:`reserve`:
   requeue (:func:`hopsd.core.act.act`) takes it off them. One already in
   flight (its requeue is under way) is not requeued again;
 * a failed launch (``Snapshot.launch_failures``) already in flight (its
-  relaunch is under way) is not judged again: the act stage would relaunch it twice.
+  relaunch is under way) is not judged again: the act stage would relaunch it twice;
+* a pending job in flight (``Snapshot.pending``: its hold or placement is under
+  way) is not judged for a hold again.
 
 The same rule says when a pending placement that waits only for its GPUs (a
 start released onto GPUs a job under notice still holds) may be taken before
@@ -140,14 +142,16 @@ def reserve(snapshot: Snapshot) -> Snapshot:
 def _requeued(given: Snapshot, reserved: Snapshot) -> Snapshot:
     """``reserved`` with only the unplanned starts the act stage is to requeue (not those
     in flight already, nor a job still planned: one that is not running, nor one whose
-    launch failed), and only the failed launches it is to judge (not those in flight)."""
-    if not given.unplanned and not given.launch_failures:
+    launch failed), and only the failed launches and pending jobs it is to judge (not
+    those in flight)."""
+    if not (given.unplanned or given.launch_failures or given.pending):
         return reserved
     pending = {f.job_id for f in given.in_flight}
     failed = tuple(f for f in given.launch_failures if f.job_id not in pending)
     # a run that ended already (its launch failed) has nothing left to requeue
     gone = pending | {j.id for j in reserved.jobs} | {f.job_id for f in given.launch_failures}
     keep = frozenset(j for j in given.unplanned if j not in gone)
-    if keep == reserved.unplanned and failed == reserved.launch_failures:
+    judged = tuple(p for p in given.pending if p.job_id not in pending)
+    if (keep, failed, judged) == (reserved.unplanned, reserved.launch_failures, reserved.pending):
         return reserved
-    return dataclasses.replace(reserved, unplanned=keep, launch_failures=failed)
+    return dataclasses.replace(reserved, unplanned=keep, launch_failures=failed, pending=judged)

@@ -48,6 +48,23 @@ class LaunchFailure:
 
 
 @dataclass(frozen=True)
+class PendingJob:
+    """A job Slurm shows pending, as the act stage's hold rule reads it
+    (:func:`hopsd.core.act.hold`).
+
+    ``held`` and ``reason`` are Slurm's (``JobHeldUser``: a hold its owner
+    placed and may release); ``released_by_hops`` says the job's last enacted
+    change was hops's own release (it waits for Slurm to launch it where hops
+    put it, and must not be held again).
+    """
+
+    job_id: str
+    held: bool
+    reason: str = ""
+    released_by_hops: bool = False
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything a round needs, captured at one instant.
 
@@ -72,7 +89,9 @@ class Snapshot:
     end, and the reserve stage drops those already in flight.
     ``closing`` names nodes that stop taking work (drained, or under a
     reservation that begins soon): :mod:`hopsd.core.closing` keeps new work off
-    them and moves jobs that would not finish in time.
+    them and moves jobs that would not finish in time. ``pending`` lists hops jobs
+    Slurm shows pending whose hold the act stage judges (in hopsd only: the
+    jobs it has not asked to hold yet); the reserve stage drops those in flight.
     """
 
     now: float
@@ -89,6 +108,7 @@ class Snapshot:
     unplanned: frozenset[str] = frozenset()
     launch_failures: tuple[LaunchFailure, ...] = ()
     closing: Mapping[str, NodeClosing] = field(default_factory=dict)
+    pending: tuple[PendingJob, ...] = ()
 
     def __post_init__(self) -> None:
         ids = [j.id for j in self.jobs]

@@ -117,8 +117,9 @@ class StepResult:
     doubted: tuple[SizeVerdict, ...] = ()
     # LR and rho of the jobs planned (with ``StepOptions.score``; see :mod:`hopsd.core.scoring`)
     scores: Scores | None = None
-    # the plan's actions in enacting order, each saying whether a notice comes first,
-    # then the requeues of unplanned starts
+    # the step's actions in enacting order (:func:`hopsd.core.act.act`): holds, the
+    # plan's, each saying whether a notice comes first, requeues of unplanned starts,
+    # relaunches
     actions: tuple[Act, ...] = ()
 
     @property
@@ -178,6 +179,7 @@ def schedule_step(
             opts.notice,
             snapshot.unplanned,
             snapshot.launch_failures,
+            snapshot.pending,
         ),
     )
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from hopsd.core.admission import admit
-from hopsd.daemon.holds import Holds
 from hopsd.daemon.problems import InputProblems
 from hopsd.daemon.views import ObservedJob, ObservedNode
 from hopsd.ledger.records import JobRecord, JobSpec, JobState, LrRule, TagStatus
@@ -181,13 +180,11 @@ def adopt_together(
     chunk: Sequence[ObservedJob],
     adopt: Callable[[ObservedJob, JobRecord | None], None],
     report: Sequence[list[Any]],
-    holds: Holds,
     problems: InputProblems,
 ) -> bool:
     """Adopt jobs the ledger has never seen under one savepoint (one flush, not one per
     job: a queue of thousands is adopted in seconds); False, with nothing of them
-    left (``report``'s lists, hold intents and rows cut back), when any one failed."""
-    waiting = len(holds.waiting)
+    left (``report``'s lists and rows cut back), when any one failed."""
     counts = [len(said) for said in report]
     try:
         with unit.savepoint():
@@ -197,8 +194,6 @@ def adopt_together(
     except Exception as exc:
         if not problems.contained(exc):
             raise
-    del holds.waiting[waiting:]
-    holds.asked -= {j.slurm_id for j in chunk}
     for said, count in zip(report, counts, strict=True):
         del said[count:]  # the report's lists, as they were before the batch
     unit.forget({job_id_of(j.slurm_id) for j in chunk})

@@ -58,7 +58,7 @@ def _grace_end(chain: Sequence[Step]) -> float | None:
 
 def unplanned(rows: Sequence[JobRecord]) -> frozenset[str]:
     """Running jobs whose run reconcile recorded as Slurm's, not hops's
-    (:meth:`hopsd.daemon.holds.Holds.record_unplanned`): the ledger keeps the mark, so a
+    (:func:`hopsd.daemon.holds.record_unplanned`): the ledger keeps the mark, so a
     requeue not yet decided (a failed plan, a restart of hopsd) is decided next tick."""
     return frozenset(
         r.id for r in rows if r.state == JobState.RUNNING and r.state_reason == UNPLANNED_RUN

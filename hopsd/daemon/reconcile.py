@@ -43,7 +43,7 @@ from hopsd.daemon.adoption import (
     outside_managed,
     reuse_reason,
 )
-from hopsd.daemon.holds import Holds
+from hopsd.daemon.holds import Holds, record_unplanned
 from hopsd.daemon.progress_doubt import doubt_reported_progress
 from hopsd.daemon.progress_learning import ProgressLearner
 from hopsd.daemon.sensing import Sensing
@@ -111,9 +111,8 @@ class Reconciler:
         self.problems = self.sensing.problems
         # Set by the tick when the profiling queue is on: new jobs are profiled first.
         self.profile_new_jobs = False
-        # Hops's own holds and the record of unplanned starts; ``holds.acts`` is false
-        # in shadow mode, where nothing is asked of Slurm.
-        self.holds = Holds(config)
+        # the record of unplanned starts, and the holds this daemon asked for
+        self.holds = Holds()
         # Slurm ids with a refusal in the ledger (loaded on first use): a job is
         # refused, recorded and logged once, also across restarts of hopsd.
         self._refusals: set[int] | None = None
@@ -127,8 +126,6 @@ class Reconciler:
             return self._run(unit, obs, view, now)
         except BaseException:
             self._refusals = None  # the transaction rolls back: reread what it really holds
-            self.holds.asked = set()  # and the hold intents it recorded: ask again
-            self.holds.waiting = []
             self.slurm_requeues.forget()
             raise
 
@@ -166,7 +163,6 @@ class Reconciler:
         self.problems.retain(set(observed))
         self._forget_refusals(unit, {j.slurm_id for j in obs.jobs if not j.final})
         self.holds.asked &= {j.slurm_id for j in obs.jobs if j.pending}
-        self.holds.record(unit, now)
         return report
 
     def _forget_refusals(self, unit: Unit, live: set[int]) -> None:
@@ -201,8 +197,6 @@ class Reconciler:
             self._follow_profiling(unit, row, seen, view, now, report)
         else:
             self._follow(unit, row, seen, view, now, report)
-        if seen.pending and seen.held:
-            self.holds.lock(unit, row.id, seen, now)  # a user's hold (e.g. ``scontrol uhold``)
         self._keep_tag(unit, row, seen)
         self.learner.learn(store, unit.refresh(row), seen, view, now)
         doubt_reported_progress(unit, row, self.sensing, self.config)
@@ -282,14 +276,12 @@ class Reconciler:
         for start in range(0, len(fresh), ADOPT_BATCH):
             chunk = fresh[start : start + ADOPT_BATCH]
             lists = [getattr(report, f.name) for f in dataclasses.fields(report)]
-            if not adopt_together(unit, chunk, adopt, lists, self.holds, self.problems):
+            if not adopt_together(unit, chunk, adopt, lists, self.problems):
                 self._refusals = None  # reread: the savepoint's refusals are gone
                 alone += chunk  # one of them failed: each on its own, to contain it
         for job in alone:
             work = partial(adopt, job, known.get(job.slurm_id))
-            done = self.problems.guard(job.slurm_id, "adoption", partial(in_savepoint, unit, work))
-            if done is None:
-                self.holds.drop(job.slurm_id)  # rolled back with the savepoint
+            self.problems.guard(job.slurm_id, "adoption", partial(in_savepoint, unit, work))
 
     def _adopt_one(
         self,
@@ -325,9 +317,7 @@ class Reconciler:
         unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
         if unplanned:
-            self.holds.record_unplanned(unit, spec.id, job, now)
-        else:
-            self.holds.lock(unit, spec.id, job, now)
+            record_unplanned(unit, spec.id, job, now)
         refusals = self._refusal_ids(unit)
         if job.slurm_id in refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)

@@ -26,7 +26,7 @@ from hopsd.core.quota import held_back, with_quota
 from hopsd.core.reserve import reserve
 from hopsd.core.scoring import Scores, score_jobs
 from hopsd.core.sizeclaim import SizeRule
-from hopsd.core.snapshot import Snapshot
+from hopsd.core.snapshot import PendingJob, Snapshot
 from hopsd.core.step import IDLE, RoundClock, StepOptions, scored
 from hopsd.daemon.assemble import Assembled, assemble
 from hopsd.daemon.closings import Reservations
@@ -48,6 +48,7 @@ from hopsd.daemon.flights import in_flight, requeue_unplanned, unplanned
 from hopsd.daemon.forecasting import Forecaster, measured_input
 from hopsd.daemon.gpu_use import gpu_use
 from hopsd.daemon.heartbeat import LeaseKeeper
+from hopsd.daemon.holds import hold_intents, pending_jobs
 from hopsd.daemon.job_control import ReleaseNotes
 from hopsd.daemon.node_speeds import NodeSpeeds
 from hopsd.daemon.observe import final_states, observe, read_queue
@@ -125,7 +126,6 @@ class Tick:
         )
         self.profiler = Profiler(ProfilingOptions.of(config, shadow), self.reconciler.sensing)
         self.reconciler.profile_new_jobs = self.profiler.options.enabled
-        self.reconciler.holds.acts = not shadow
         self.enactor = Enactor(
             port,
             self.ledger,
@@ -145,6 +145,8 @@ class Tick:
         self.policy = ClosingAware(get_policy(config.policy, self.own_settings))
         self.reservations = Reservations(port, min(config.queue_refresh_s, config.round_length_s))
         self._steps: list[Step] = []
+        # Slurm ids of the holds asked this tick (this daemon's once-per-job record: below)
+        self._asking: set[int] = set()
         # the tick's intents requeue a job now, not at a plan's pace: reconcile after enacting
         self._follow_enacted = False
         self.shadow_memory = ShadowMemory()
@@ -199,6 +201,7 @@ class Tick:
             if obs is not seen:
                 self._follow_own_actions(obs, result)
         self._decide_and_record(obs, result)
+        self.reconciler.holds.asked |= self._asking  # asked once the intents are in the ledger
         if result.actions and not self.shadow:
             self.faults.intents_committed()
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
@@ -294,6 +297,7 @@ class Tick:
     def _decide_and_record(self, obs: Observation, result: TickResult) -> None:
         now = self.clock()
         self._steps = []
+        self._asking = set()
         self._follow_enacted = False
         with self.ledger.unit() as unit:
             rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
@@ -320,6 +324,7 @@ class Tick:
                 in_flight=pending,
                 unplanned=unplanned(rows),
                 launch_failures=launch_failures(unit, rows, obs),
+                pending=self._pending(unit, rows, obs),
             )
             # the core's reserve stage, taken once: the figures and quota below count
             # what the step plans, and the step is handed the reserved snapshot
@@ -430,6 +435,14 @@ class Tick:
             )
         unit.update_jobs([JobUpdate(v.job_id, size_doubt=v.reason[:500]) for v in fresh])
 
+    def _pending(
+        self, unit: Unit, rows: Sequence[JobRecord], obs: Observation
+    ) -> tuple[PendingJob, ...]:
+        """The pending jobs whose hold the act stage judges (none in shadow mode)."""
+        if self.shadow:
+            return ()
+        return pending_jobs(unit, rows, obs, self.reconciler.holds.asked)
+
     def _act_on_slurm(
         self,
         unit: Unit,
@@ -440,18 +453,21 @@ class Tick:
         result: TickResult,
         now: float,
     ) -> None:
-        """Write the intents of the act stage's requeues of unplanned starts and relaunches
-        (:mod:`hopsd.core.act`); a failed launch not relaunched ends (reconcile deferred it).
-        A shadow daemon asks nothing of Slurm: every failed launch ends there."""
+        """Write the intents of the act stage's holds, requeues of unplanned starts and
+        relaunches (:mod:`hopsd.core.act`); a failed launch not relaunched ends (reconcile
+        deferred it). A shadow daemon asks nothing of Slurm: every failed launch ends there."""
         report = result.reconcile = result.reconcile or ReconcileReport()
         end = self.reconciler.ender(unit, built.view, now, report)
         acts = () if self.shadow else acts
+        held, asked = hold_intents(acts, rows, obs)
+        holds = unit.record_intents(asked, None, now) if asked else []
+        self._asking = {a.slurm_id for a in held}
         failures = built.snapshot.launch_failures
         actions, intents = relaunch_or_end(unit, failures, acts, rows, obs, end, now)
         report.requeued.extend(a.job_id for a in actions)
         more, also = requeue_unplanned(unit, acts, rows, obs, self.config, now)
-        result.actions = [*result.actions, *actions, *more]
-        self._steps = [*self._steps, *(Step.of(r) for r in (*intents, *also))]
+        result.actions = [*result.actions, *held, *actions, *more]
+        self._steps = [*self._steps, *(Step.of(r) for r in (*holds, *intents, *also))]
         self._follow_enacted = self._follow_enacted or bool(intents or also)
 
     def _profile(

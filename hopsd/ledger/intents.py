@@ -20,9 +20,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from hopsd.ledger.by_job import CHUNK
 from hopsd.ledger.errors import IntentStateError
 from hopsd.ledger.models import IntentAction, IntentRow, IntentState
 from hopsd.ledger.records import IntentRecord, IntentRequest
@@ -213,13 +214,27 @@ def relaunches(session: Session, job_id: str) -> int:
 
 def released_by_hops(session: Session, job_id: str) -> bool:
     """The job's latest enacted change was hops's release (so its next run was hops's doing)."""
-    stmt = (
-        select(IntentRow.action)
-        .where(IntentRow.job_id == job_id, IntentRow.state == IntentState.DONE)
-        .order_by(IntentRow.id.desc())
-        .limit(1)
-    )
-    return session.scalars(stmt).first() == IntentAction.RELEASE
+    return job_id in released_by_hops_among(session, [job_id])
+
+
+def released_by_hops_among(session: Session, job_ids: Sequence[str]) -> set[str]:
+    """The jobs of ``job_ids`` whose latest enacted change was hops's release (one query
+    per chunk of ids, whatever the queue's length)."""
+    out: set[str] = set()
+    for start in range(0, len(job_ids), CHUNK):
+        latest = (
+            select(func.max(IntentRow.id))
+            .where(
+                IntentRow.job_id.in_(job_ids[start : start + CHUNK]),
+                IntentRow.state == IntentState.DONE,
+            )
+            .group_by(IntentRow.job_id)
+        )
+        stmt = select(IntentRow.job_id).where(
+            IntentRow.id.in_(latest), IntentRow.action == IntentAction.RELEASE
+        )
+        out.update(str(job_id) for job_id in session.scalars(stmt))
+    return out
 
 
 def last_requeue_done(session: Session, job_id: str) -> tuple[dict[str, Any], float | None] | None:

@@ -254,6 +254,7 @@ class Unit:
 
     relaunches = _on_session(intents.relaunches)
     released_by_hops = _on_session(intents.released_by_hops)
+    released_by_hops_among = _on_session(intents.released_by_hops_among)
     last_requeue_was_relaunch = _on_session(intents.last_requeue_was_relaunch)
 
     # -- runs ----------------------------------------------------------------------------

@@ -110,7 +110,7 @@ def decayed_usage_by_owner(
 
 
 def _decayed(now: float, half_life_s: float, normalised: bool) -> ColumnElement[float]:
-    """``amount * 0.5 ** (max(now - end, 0) / half_life)`` in SQL: the core's :func:`decay`.
+    """``amount * 0.5 ** (max(now - end, 0) / half_life)`` in SQL: the one decay rule.
 
     A bucket that has not ended yet weighs 1, as its age is clamped at zero.
     """

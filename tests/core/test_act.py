@@ -21,7 +21,7 @@ from hopsd.core.act import (
 )
 from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
 from hopsd.core.settings import Settings
-from hopsd.core.snapshot import InFlight, LaunchFailure, Snapshot
+from hopsd.core.snapshot import InFlight, LaunchFailure, PendingJob, Snapshot
 from hopsd.core.step import RoundClock, StepOptions, schedule_step
 from hopsd.plugins import get_policy
 
@@ -108,10 +108,24 @@ def test_a_failed_launch_is_relaunched_only_when_hops_released_it_and_tries_rema
 
 
 def test_hops_holds_a_pending_job_its_owner_could_release() -> None:
-    assert hold("j", pending=True, held=True, reason=USER_HOLD) == Act("j", HOLD)
-    assert hold("j", pending=True, held=False, reason="None") == Act("j", HOLD)  # released
-    assert hold("j", pending=True, held=True, reason="JobHeldAdmin") is None  # hops's own
-    assert hold("j", pending=False, held=False, reason="") is None  # running
+    assert hold(PendingJob("j", True, USER_HOLD)) == Act("j", HOLD)
+    assert hold(PendingJob("j", False, "None")) == Act("j", HOLD)  # released by its owner
+    assert hold(PendingJob("j", True, "JobHeldAdmin")) is None  # hops's own
+    assert hold(PendingJob("j", False, "Resources", released_by_hops=True)) is None
+    # a user's hold on a job hops released (``scontrol uhold``) becomes hops's own again
+    assert hold(PendingJob("j", True, USER_HOLD, released_by_hops=True)) == Act("j", HOLD)
+
+
+def test_the_step_holds_first_and_only_jobs_not_in_flight() -> None:
+    """Holds come before every other action (a job the same step starts is held before its
+    placement is written); a pending job whose chain is under way is not judged again."""
+    queued = Job("s", demands=(2,), total_samples=1e6)
+    pending = (PendingJob("s", True, USER_HOLD), PendingJob("f", True, USER_HOLD))
+    snap = Snapshot(
+        now=100.0, cluster=CLUSTER, jobs=(queued,), pending=pending, in_flight=(InFlight("f"),)
+    )
+    step = schedule_step(snap, RoundClock(60.0), get_policy("hops"), Settings(), StepOptions())
+    assert [(a.job_id, a.kind) for a in step.actions] == [("s", HOLD), ("s", START)]
 
 
 def failure(job_id: str, *, tries: int = 0, released: bool = True) -> LaunchFailure:

@@ -194,3 +194,60 @@ def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
     assert port.actions(jobs[1]) == [] and port.jobs[jobs[1]].user_hold
     for job in (jobs[0], *jobs[2:]):
         assert row_of(sessions, job).id == str(job)  # its own id, no suffix from the retry
+
+
+class Died(Exception):
+    """Stands for a SIGKILL: nothing after it runs, the open transaction rolls back."""
+
+
+def _die_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kill the next tick after reconcile committed, before the step wrote any intent."""
+
+    def died(*args: object) -> None:
+        raise Died
+
+    monkeypatch.setattr("hopsd.daemon.tick.pending_jobs", died)
+
+
+@pytest.mark.parametrize("released_by_owner", [False, True])
+def test_a_daemon_killed_between_adoption_and_the_steps_hold_holds_the_job_when_restarted(
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    new_tick: NewTick,
+    monkeypatch: pytest.MonkeyPatch,
+    released_by_owner: bool,
+) -> None:
+    """The hold is judged each tick from Slurm's state and the ledger's intents, not from a
+    memory of the adoption: the adoption is committed, the hold was never written."""
+    (job,) = _queue_behind_a_full_cluster(port, 1)
+    if released_by_owner:
+        port.owner_release(job)
+    with monkeypatch.context() as patch:
+        _die_in_the_step(patch)
+        with pytest.raises(Died):
+            new_tick().run_once()
+    assert row_of(sessions, job).state == "queued" and port.actions(job) == []
+    assert _hold_intents(sessions) == {}
+    clock.advance(1)
+    new_tick().run_once()  # a new daemon: it asked for nothing yet
+    assert port.actions(job) == ["hold"]
+    assert port.jobs[job].held and not port.jobs[job].user_hold
+    assert _hold_intents(sessions) == {str(job): ("done", "")}
+
+
+def test_a_restarted_daemon_leaves_a_job_it_released_alone_while_slurm_launches_it(
+    port: FakePort, sessions: sessionmaker[Session], clock: FakeClock, new_tick: NewTick
+) -> None:
+    """Released by hops, pending and not held until Slurm launches it: not the owner's
+    release, so no hold (a hold there would strand the start hops decided)."""
+    job = port.add_job(TAG, user_hold=True)
+    new_tick().run_once()
+    assert port.actions(job)[-1] == "release"
+    waiting = port.jobs[job]
+    waiting.state, waiting.placement = "PENDING", {}  # Slurm has not launched it yet
+    for _ in range(2):
+        clock.advance(1)
+        new_tick().run_once()  # each a restarted daemon
+    assert "hold" not in port.actions(job)[port.actions(job).index("release") :]
+    assert not port.jobs[job].held

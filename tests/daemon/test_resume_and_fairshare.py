@@ -13,7 +13,6 @@ from hopsd.core.fairshare import (
     FairShareRule,
     Usage,
     apply_fair_share,
-    decay,
     fair_share,
     fairshare_factors,
 )
@@ -105,10 +104,9 @@ def test_fairshare_factors_by_hand():
     assert fairshare_factors({}, {}, ["a", "b"]) == {"a": 1.0, "b": 1.0}
 
 
-def test_decay_and_multiplier_by_hand():
-    hour = 3600.0
+def test_multiplier_by_hand():
     # alice's 40 are one half-life old -> 20; bob's 10 are fresh: fractions 2/3 and 1/3
-    users = {"alice": 40.0 * decay(hour, hour), "bob": 10.0 * decay(0.0, hour)}
+    users = {"alice": 40.0 * 0.5, "bob": 10.0}
     accounts = {"lab": sum(users.values())}
 
     def factors(owners: list[tuple[str, str]], weight: float) -> FairShare:

@@ -6,7 +6,6 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.fairshare import decay
 from hopsd.ledger.usage import (
     add_usage,
     bucket_start,
@@ -60,8 +59,6 @@ def test_decayed_usage_hand_checked(Sessions: sessionmaker[Session]) -> None:
 
 
 def test_decay_weight_and_validation(Sessions: sessionmaker[Session]) -> None:
-    assert decay(7200.0, 3600.0) == 0.25
-    assert decay(-5.0, 3600.0) == 1.0
     with Sessions() as s:
         with pytest.raises(InvalidInputError):
             decayed_usage(s, now=0.0, half_life_s=0.0)
@@ -85,11 +82,11 @@ def test_ancient_usage_weighs_nothing_and_never_fails(Sessions: sessionmaker[Ses
         assert by_account == {"vision": 0.0, "nlp": pytest.approx(100.0)}
 
 
-def test_sql_decay_is_the_core_decay(Sessions: sessionmaker[Session]) -> None:
+def test_usage_halves_every_half_life_in_sql(Sessions: sessionmaker[Session]) -> None:
     with Sessions.begin() as s:
         add_usage(s, "u0", "a", at=10.0, gpu_s=1.0, gpu_s_norm=1000.0)
     end = H  # the bucket ends at 1 h
     with Sessions() as s:
         for age in (0.5, 1.0, 3.7, 40.0, 999.0):
             users, _ = decayed_usage_by_owner(s, now=end + age * H, half_life_s=H)
-            assert users["u0"] == pytest.approx(1000.0 * decay(age * H, H), rel=1e-9)
+            assert users["u0"] == pytest.approx(1000.0 * 0.5**age, rel=1e-9)
