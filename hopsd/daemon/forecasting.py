@@ -63,6 +63,7 @@ def measured_input(
         policy_settings=policy_settings(config),
         arrivals=arrivals,
         ended=ended_arrivals(unit, snapshot.now, arrivals),
+        arrivals_since=unit.first_submit_time() if arrivals.mode != "none" else None,
     )
 
 

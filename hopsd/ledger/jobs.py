@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
@@ -299,6 +299,12 @@ def run_reported_complete(session: Session, job_id: str) -> bool:
     """The job itself reported all its samples done (probe or progress file)."""
     row = session.get(JobRow, job_id)
     return row is not None and row.total_samples > 0 and row.samples_done >= row.total_samples
+
+
+def first_submit_time(session: Session) -> float | None:
+    """When the ledger's first job was submitted (None: no job yet): since when arrivals
+    are on record."""
+    return session.scalar(select(func.min(JobRow.submit_time)))
 
 
 def finished_jobs(session: Session, since: float, until: float) -> list[JobRow]:

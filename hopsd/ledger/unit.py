@@ -197,6 +197,9 @@ class Unit:
         # not bound with _on_session: in the class body ``jobs`` is the method, not the module
         return jobs.finished_latency_ratios(self._session, since)
 
+    def first_submit_time(self) -> float | None:
+        return jobs.first_submit_time(self._session)
+
     def finished_jobs(self, since: float, until: float) -> list[JobRecord]:
         """Jobs that ended in ``[since, until]`` (``hops history``), in end order."""
         return [jobs.record_of(r) for r in jobs.finished_jobs(self._session, since, until)]

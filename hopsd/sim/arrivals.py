@@ -67,13 +67,23 @@ def in_window(past: Sequence[PastArrival], now: float, window_s: float) -> list[
     return sorted(chosen, key=lambda p: p.submit_time)
 
 
-def expected(model: ArrivalModel, past: Sequence[PastArrival], now: float) -> list[Expected]:
+def expected(
+    model: ArrivalModel, past: Sequence[PastArrival], now: float, since: float | None = None
+) -> list[Expected]:
     """The jobs expected in the next window (nothing for mode ``none``): the window's
-    arrivals replayed in order at its mean rate, the first one gap from now."""
+    arrivals replayed in order at its mean rate, the first one gap from now.
+
+    ``since`` is when arrivals began to be recorded (the ledger's first job): a
+    window that reaches back before it was seen only in part, and its arrivals
+    came at their rate over that part, not over the whole window. Spread over
+    the whole window, the first minutes of a fresh cluster (or a burst right
+    after it) would foresee almost no arrival.
+    """
     if model.mode == "none" or model.max_jobs == 0:
         return []
+    span = model.window_s if since is None else min(model.window_s, max(now - since, 0.0))
     seen = in_window(past, now, model.window_s)
     if not seen:
         return []
-    gap = model.window_s / len(seen)
+    gap = span / len(seen)
     return [Expected((i + 1) * gap, shape) for i, shape in enumerate(seen[: model.max_jobs])]

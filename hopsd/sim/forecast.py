@@ -112,6 +112,8 @@ class ForecastInput:
     #: snapshot (ended): the live ones are in it
     arrivals: ArrivalModel = field(default_factory=ArrivalModel)
     ended: tuple[PastArrival, ...] = ()
+    #: when arrivals began to be recorded (None: before the window)
+    arrivals_since: float | None = None
 
 
 @dataclass
@@ -334,7 +336,11 @@ def _expected(
             e.shape.user,
             after_s=e.after_s,
         )
-        for i, e in enumerate(expected(given.arrivals, [*live, *given.ended], given.snapshot.now))
+        for i, e in enumerate(
+            expected(
+                given.arrivals, [*live, *given.ended], given.snapshot.now, given.arrivals_since
+            )
+        )
     ]
 
 

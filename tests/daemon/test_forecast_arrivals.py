@@ -37,6 +37,9 @@ class _Ledger(NothingMeasured):
         self.asked.append((since, until))
         return self.ended
 
+    def first_submit_time(self) -> float | None:
+        return min((e.submit_time for e in self.ended), default=None)
+
 
 def _given(conf: str, ledger: _Ledger, test_only: bool = False):  # type: ignore[no-untyped-def]
     snapshot = Snapshot(NOW, Cluster.build([], []), ())
@@ -53,6 +56,7 @@ def test_by_default_start_and_eta_expect_none_and_test_only_the_recent_ones() ->
     # the job submitted before the window ended in it, but it is not of the window
     assert [(p.submit_time, p.work_s, p.user) for p in asked.ended] == [(NOW - 600.0, 900.0, "ada")]
     assert ledger.asked == [(NOW - 3600.0, NOW)]
+    assert asked.arrivals_since == NOW - 7200.0  # the ledger's first job
 
 
 def test_forecast_settings_are_read_and_checked() -> None:

@@ -23,6 +23,22 @@ def test_the_window_is_replayed_in_order_at_its_mean_rate() -> None:
     assert got[1].shape.demands == (2,)
 
 
+def test_a_window_seen_only_in_part_is_replayed_over_the_part_seen() -> None:
+    """A cluster whose first job came 60 s ago saw 3 jobs in 60 s, not in an hour: the
+    next 60 s are expected to bring them again (spread over the hour, the forecast
+    would foresee almost nothing in the minutes that matter)."""
+    past = [_past(NOW - 60.0), _past(NOW - 40.0), _past(NOW - 5.0)]
+    model = ArrivalModel("recent", window_s=3600.0)
+    got = expected(model, past, NOW, since=NOW - 60.0)
+    assert [e.after_s for e in got] == pytest.approx([20.0, 40.0, 60.0])
+    # arrivals on record for longer than the window: the whole window counts
+    assert [e.after_s for e in expected(model, past, NOW, since=NOW - 7200.0)] == [
+        1200.0,
+        2400.0,
+        3600.0,
+    ]
+
+
 def test_nothing_is_expected_without_the_model_or_without_recent_work() -> None:
     past = [_past(NOW - 10.0)]
     assert expected(ArrivalModel("none"), past, NOW) == []
