@@ -29,10 +29,6 @@ class SlurmReservation:
     users: tuple[str, ...] = ()
     state: str = ""
 
-    @property
-    def maintenance(self) -> bool:
-        return "MAINT" in self.flags
-
 
 def parse_reservations(text: str) -> list[SlurmReservation]:
     """Every reservation of the command's output (none for Slurm's "No reservations")."""
