@@ -92,9 +92,10 @@ def excluded_types(jobs: Sequence[Any], managed: Sequence[str]) -> dict[str, fro
 def _engine_config(config: HopsConfig, profiled: bool, profiled_s: float | None) -> EngineConfig:
     """The replay's engine, as hopsd ran the window: a job is adopted within a queue
     refresh (half of one on average) and, where hopsd profiled, profiled first (runs on
-    one GPU of each type, as long in all as the window's jobs really took, else the
-    timeout, their bound); moves and preemptions come under hopsd's notice (the job
-    runs on for the grace, in flight, its GPUs and target reserved meanwhile)."""
+    one GPU of each type, as long in all as the job's own runs really took, else as the
+    window's median phase, else the timeout, their bound); moves and preemptions come
+    under hopsd's notice (the job runs on for the grace, in flight, its GPUs and target
+    reserved meanwhile)."""
     from hopsd.sim.replay import replay_engine_config
 
     profile_s = 0.0
@@ -136,6 +137,7 @@ def replay_payload(
         # which of the window's jobs hopsd profiled, and how long that really took
         window_ids = [j.job_id for j in history.jobs]
         profiled_s = unit.profiling_phase_s(window_ids)
+        profile_phases = unit.profiling_phases_s(window_ids)
         profiled = unit.profiled_jobs(window_ids)
     if not history.jobs:
         raise ValueError(
@@ -161,6 +163,7 @@ def replay_payload(
             grace_s=config.checkpoint_grace_s,
             profiled_jobs=profiled,
             excluded_types=excluded_types(history.jobs, sorted(types)),
+            profile_phases_s=profile_phases,
         )
 
     # What a job's first launch cost (Slurm's start, its startup) is charged to its first start.

@@ -160,6 +160,12 @@ def profiled_types_of(cluster: Cluster) -> list[str]:
     return sorted({n.gpu_type for n in cluster.nodes if n.gpus > 0})
 
 
+def types_to_profile(cluster: Cluster, job: Job | None) -> list[str]:
+    """The types ``job`` is profiled on: those of :func:`profiled_types_of` it runs on at
+    all (a model that does not fit a type is not profiled there; None: every type)."""
+    return [t for t in profiled_types_of(cluster) if job is None or job.demands_on(t)]
+
+
 def derived_types(cluster: Cluster, profiled: frozenset[str]) -> tuple[str | None, list[str]]:
     """The measured type other types' profiles are scaled from, and the types to derive.
 
@@ -252,10 +258,9 @@ def _held(
     work: _Pass,
 ) -> None:
     known = job.known_types
+    own = types_to_profile(cluster, job.job)
     remaining = [
-        t
-        for t in types
-        if t not in job.profiled and t not in job.skipped and t not in known and _can_run(job, t)
+        t for t in own if t not in job.profiled and t not in job.skipped and t not in known
     ]
     if not remaining:
         work.over(job.job_id, OVER_KNOWN if known - job.profiled else OVER_ALL_TYPES)
@@ -274,11 +279,6 @@ def _held(
             work.over(job.job_id, OVER_NO_GPU)
         else:
             work.reasons[job.job_id] = "waiting for a free GPU to be profiled on"
-
-
-def _can_run(job: Profilee, gpu_type: str) -> bool:
-    """Whether the job runs at all on the type (a model that does not fit it is not profiled)."""
-    return job.job is None or bool(job.job.demands_on(gpu_type))
 
 
 def pick_node(cluster: Cluster, types: Sequence[str], free: Mapping[str, int]) -> str | None:

@@ -132,7 +132,21 @@ def profiling_phase_s(session: Session, job_ids: Sequence[str] | None = None) ->
     None: none yet.
 
     The forecast holds a new job in profiling that long before it may be planned, and
-    the replay delays each replayed job by it (where hopsd profiled).
+    the replay profiles that long a replayed job whose own phase is unknown (where
+    hopsd profiled; :func:`profiling_phases_s` gives the others their own).
+    """
+    phases = list(profiling_phases_s(session, job_ids).values())
+    return statistics.median(phases) if phases else None
+
+
+def profiling_phases_s(session: Session, job_ids: Sequence[str] | None = None) -> dict[str, float]:
+    """Per profiled job of ``job_ids`` (else of the latest) whose runs ended: its own
+    profiling phase, its first run's start to its last run's end (one over
+    ``MAX_RESTART_S`` was no phase: a held job, a lost report).
+
+    A job's phase is its own: a job whose start-up is slow (a real framework's import
+    and initialisation) pays it in every run, so the replay profiles it that long
+    rather than for the window's median phase.
     """
     stmt = (
         select(RunRow.job_id, RunRow.start_time, RunRow.end_time)
@@ -149,8 +163,7 @@ def profiling_phase_s(session: Session, job_ids: Sequence[str] | None = None) ->
             continue
         lo, hi = spans.get(job_id, (float(start), float(end)))
         spans[job_id] = (min(lo, float(start)), max(hi, float(end)))
-    phases = [hi - lo for lo, hi in spans.values() if 0.0 <= hi - lo <= MAX_RESTART_S]
-    return statistics.median(phases) if phases else None
+    return {job: hi - lo for job, (lo, hi) in spans.items() if 0.0 <= hi - lo <= MAX_RESTART_S}
 
 
 def releases(

@@ -310,6 +310,7 @@ class Unit:
     profiled_jobs = _on_session(restarts.profiled_jobs)
     start_lag_s = _on_session(restarts.start_lag_s)
     profiling_phase_s = _on_session(restarts.profiling_phase_s)
+    profiling_phases_s = _on_session(restarts.profiling_phases_s)
     notices_since = _on_session(intents.notices_since)
 
     def releases_since(self, since: float) -> dict[tuple[str, int], float]:

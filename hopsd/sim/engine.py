@@ -20,9 +20,10 @@ Costs modelled: a job that is moved, or restarted after a preemption, makes no
 progress for ``restart_penalty_s`` (or its model's own ``restore_s``). A new job
 is profiled under the core's profiling rules (:mod:`hopsd.core.profiling`, the
 ones hopsd follows): short runs on one GPU of each type in turn, each
-``profile_s / types`` long, on idle GPUs taken before the policy plans; the
-run trains the job (its progress counts), each run's end is a restart (counted
-by the core's rule, :func:`hopsd.core.accounting.restarts_after`, as Slurm counts
+``profile_s / types`` long (or its model's own ``profile_s`` over the types it
+is profiled on), on idle GPUs taken before the policy plans; the run trains
+the job (its progress counts), each run's end is a restart (counted by the
+core's rule, :func:`hopsd.core.accounting.restarts_after`, as Slurm counts
 hopsd's requeue of it) and the job's first real start pays one. Types it could
 not be profiled on get the measured profile scaled by the types' speeds.
 With ``notice_grace_s`` a move or preemption is enacted as hopsd enacts it
@@ -49,6 +50,7 @@ from hopsd.core.policies import Policy
 from hopsd.core.profiling import (
     ProfilingRules,
     profiled_types_of,
+    types_to_profile,
 )
 from hopsd.core.step import (
     FRAGMENT,
@@ -146,12 +148,27 @@ class Engine(SchedulerView, PlanEnactor):
             spare_guard_s=self.config.spare_guard_s,
             refill_after_round=self.config.refill_after_round,
             fragments=self.config.fragments,
-            profiling=ProfilingRules(self.config.profile_s > 0, max(self.config.profile_s, EPS)),
+            profiling=ProfilingRules(self.config.profile_s > 0, self._profiling_timeout_s()),
             notice=self.config.notice_grace_s > 0,
         )
         self._check_feasible()
 
     # ----------------------------------------------------------------- setup
+    def _profiling_timeout_s(self) -> float:
+        """How long a profiling run may take to report: the world's whole phase (never
+        reached by a run of ``profile_s / types``), or the longest run of a model with a
+        phase of its own (a replayed slow starter), so no run is taken for silent."""
+        own = (self._profile_run_s(j) for j in self.jobs if j.model.profile_s is not None)
+        return max(self.config.profile_s, *own, EPS)
+
+    def _profile_run_s(self, job: JobState) -> float:
+        """How long one of the job's profiling runs lasts, launch to report: its model's
+        own phase over the types it is profiled on, else the world's over all types."""
+        own = job.model.profile_s
+        if own is None:
+            return self.profile_run_s
+        return own / max(len(types_to_profile(self.cluster, self._core_job(job))), 1)
+
     def _check_feasible(self) -> None:
         biggest = largest_config(self.cluster)
         for job in self.jobs:
@@ -373,7 +390,7 @@ class Engine(SchedulerView, PlanEnactor):
         """When the job's profiling run in flight reports its profile (inf: none due)."""
         if job.config is None or job.config.gpu_type in job.profiled:
             return math.inf
-        return job.config_since + self.profile_run_s
+        return job.config_since + self._profile_run_s(job)
 
     def _report_profile(self, job: JobState) -> None:
         """The profiling run's report: the measured (noisy) profile of the run's type."""

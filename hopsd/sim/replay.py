@@ -162,6 +162,7 @@ class _Assumed:
     grace_s: float | None
     profiled_jobs: frozenset[str] | None
     excluded_types: Mapping[str, frozenset[str]]
+    profile_phases_s: Mapping[str, float]
 
     def model(
         self,
@@ -190,6 +191,7 @@ class _Assumed:
                 else None
             ),
             profiled=self.profiled_jobs is None or j.job_id in self.profiled_jobs,
+            profile_s=self.profile_phases_s.get(j.job_id),
             max_gpus={t: 0 for t in self.excluded_types.get(j.job_id, frozenset())},
         )
 
@@ -224,6 +226,7 @@ def build_world(
     grace_s: float | None = None,
     profiled_jobs: frozenset[str] | None = None,
     excluded_types: Mapping[str, frozenset[str]] | None = None,
+    profile_phases_s: Mapping[str, float] | None = None,
 ) -> ReplayWorld:
     """Trace, measured truth and cluster of a window (see the module docstring).
 
@@ -243,6 +246,9 @@ def build_world(
     ``profiled_jobs``: the jobs hopsd profiled (where the replay profiles, the others
     are planned at once, as live); None: every job. ``excluded_types``: per job, the
     GPU types its tag kept it off (``--types``/``--exclude-types``), never given to it.
+    ``profile_phases_s``: per job, how long its profiling phase really lasted
+    (:func:`hopsd.ledger.restarts.profiling_phases_s`): where the replay profiles, the
+    job is profiled that long; a job not in it for the engine's ``profile_s``.
     """
     cluster = build_cluster(nodes, types, node_types or {}, inventory or {})
     done = [j for j in jobs if j.state == "done" and j.end_time is not None]
@@ -255,7 +261,13 @@ def build_world(
     origin = min(j.submit_time for j, _ in replayed)
     measured = _Measured.of(rates, cluster, reference_throughput)
     assumed = _Assumed(
-        profiled, restart_cost_s, launch_s or {}, grace_s, profiled_jobs, excluded_types or {}
+        profiled,
+        restart_cost_s,
+        launch_s or {},
+        grace_s,
+        profiled_jobs,
+        excluded_types or {},
+        profile_phases_s or {},
     )
     models: dict[str, ModelSpec] = {}
     tables: dict[str, JobRates] = {}
@@ -346,7 +358,8 @@ def replay_engine_config(
 
     ``adoption_s`` stands for the delay before hopsd adopts a new job (half a queue
     refresh on average); ``profile_s`` for its profiling phase where hopsd profiles
-    (its runs train the job on one GPU of each type in turn, as live).
+    (its runs train the job on one GPU of each type in turn, as live) for the jobs
+    whose own phase was not measured (:func:`build_world`'s ``profile_phases_s``).
     ``notice_grace_s`` (hops.conf's checkpoint grace): moves and preemptions are
     enacted under a notice as hopsd enacts them, the job in flight meanwhile, its
     GPUs and its target reserved by the step (:func:`hopsd.core.reserve.reserve`).

@@ -64,7 +64,10 @@ class ModelSpec:
     trains (a replayed job's measured launch; 0 in generated workloads).
     With ``priced_as`` the planner prices this model's moves at what hopsd
     learns from its probe (:class:`LearnedRestart`) instead of its true cost,
-    as hopsd priced a live job's.
+    as hopsd priced a live job's. ``profile_s``, when set, is how long a job of
+    this model is profiled, all its runs (a replayed job's own phase, measured
+    live: a slow start-up is paid in every run), shared among the types it is
+    profiled on, instead of the world's ``profile_s`` shared among all types.
     ``max_gpus`` caps, per GPU type, the GPUs one job
     of the model can use there (0: it does not fit one GPU of the type, and
     the type needs no throughput); every policy is told (``Job.max_gpus``).
@@ -94,6 +97,7 @@ class ModelSpec:
     # whether a new job of the model goes through profiling (where the world profiles):
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
+    profile_s: float | None = None
     max_gpus: Mapping[str, int] = field(default_factory=dict)
     measured_throughput: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
@@ -108,6 +112,8 @@ class ModelSpec:
             raise InvalidInputError(f"model {self.name!r}: pattern 1|2 and comm_scale > 0")
         if self.restore_s is not None and self.restore_s < 0:
             raise InvalidInputError(f"model {self.name!r}: restore_s must be >= 0")
+        if self.profile_s is not None and self.profile_s < 0:
+            raise InvalidInputError(f"model {self.name!r}: profile_s must be >= 0")
         if any(limit < 0 for limit in self.max_gpus.values()):
             raise InvalidInputError(f"model {self.name!r}: max_gpus must be >= 0")
         for gpu_type, table in self.measured_throughput.items():

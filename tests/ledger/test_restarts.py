@@ -100,3 +100,27 @@ def test_a_new_job_of_a_model_starts_from_the_models_median_restart(
         found = unit.jobs(["new", "other"])
     assert found["new"].model_restart_s == 6.0 and found["new"].restart_s is None
     assert found["other"].model_restart_s is None
+
+
+def test_each_profiled_job_has_its_own_phase_and_the_median_is_over_them(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    """j1 profiled on two types in 10 s (runs of 4 s and 5 s, 1 s between), j2, a slow
+    starter, on three in 60 s; j3 never profiled; j4's one run has not ended."""
+    k80 = Configuration.of("k80", {"k80n1": 1})
+    with Ledger(Sessions).unit() as unit:
+        for name in ("j1", "j2", "j3", "j4"):
+            unit.add_job(make_spec(name), 100.0)
+        runs = {"j1": ((100.0, 104.0), (105.0, 110.0)), "j2": ((100.0, 120.0), (120.0, 140.0),
+                                                            (140.0, 160.0))}  # fmt: skip
+        for job, spans in runs.items():
+            for run, (start, end) in enumerate(spans):
+                unit.open_run(job, run, "profiling", k80, start)
+                unit.close_run(job, end, "requeued")
+        unit.open_run("j3", 0, "run", k80, 100.0)
+        unit.open_run("j4", 0, "profiling", k80, 150.0)
+    every = ["j1", "j2", "j3", "j4"]
+    with Ledger(Sessions).reading() as unit:
+        assert unit.profiling_phases_s(every) == {"j1": 10.0, "j2": 60.0}
+        assert unit.profiling_phase_s(every) == pytest.approx(35.0)
+        assert unit.profiling_phases_s([]) == {}

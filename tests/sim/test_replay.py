@@ -295,3 +295,47 @@ def test_moves_are_priced_as_hopsd_priced_them_and_charged_what_they_cost() -> N
     model = plain.truth.model(model_of("j1"))
     spec = plain.jobs[0]
     assert Engine._restart_price(JobState(spec, model, restarts=1)) == 5.0
+
+
+def test_each_job_is_profiled_as_long_as_its_own_phase_took_live() -> None:
+    """j1 was profiled in 6 s live, j2 in 24 s (a slow starter: each of its runs is 2 s
+    beyond the window's whole median phase, and none is taken for silent), j3 has no
+    phase of its own: the median, 10 s. Each is profiled on the two types in turn, its
+    phase shared among them: requeued at the end of each run, it starts for real when
+    its last run ends (adopted at 0.5 s; the cluster is idle). j4 was kept off the k80s
+    (``--types a100``): its one run is its whole phase."""
+    from hopsd.plugins import get_policy
+    from hopsd.sim.engine import Engine
+
+    names = ("j1", "j2", "j3", "j4")
+    rates = [LearnedRate(j, "type_agg", "a100", 1, 50.0, 3) for j in names]
+    jobs = [job(j, 0.0, 100.0, samples=5000.0) for j in names]
+    world = build_world(
+        jobs,
+        rates,
+        NODES,
+        types=TYPES,
+        reference_throughput=1.0,
+        profiled=True,
+        profile_phases_s={"j1": 6.0, "j2": 24.0, "j4": 7.0},
+        excluded_types={"j4": frozenset({"k80"})},
+    )
+    config = replay_engine_config(
+        Settings(round_length_s=8.0, restart_penalty_s=2.0),
+        spare_guard_s=2.0,
+        adoption_s=0.5,
+        measure_after_s=1.0,
+        profile_s=10.0,
+    )
+    engine = Engine(world.truth, world.jobs, get_policy("fifo"), config)
+    result = engine.run()
+    requeues = {j: [at for at, who, what in engine.events if who == j and what == "requeue"]
+                for j in ("1", "2", "3", "4")}  # fmt: skip
+    assert requeues == {
+        "1": pytest.approx([3.5, 6.5]),
+        "2": pytest.approx([12.5, 24.5]),
+        "3": pytest.approx([5.5, 10.5]),
+        "4": pytest.approx([7.5]),
+    }
+    first = {j.spec.job_id: j.first_start for j in result.jobs}
+    assert first == pytest.approx({"1": 6.5, "2": 24.5, "3": 10.5, "4": 7.5})
