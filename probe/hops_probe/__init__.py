@@ -82,6 +82,7 @@ module ``hops_probe``, installs on its own into any training environment.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -527,7 +528,25 @@ def _install_notice(name: str, probe: Probe) -> str:
         signal.signal(number, note)
     except (OSError, ValueError):
         return ""
+    atexit.register(ignore_at_exit, number)
     return number.name
+
+
+def ignore_at_exit(number: int) -> None:
+    """Ignore the notice signal from the end of the program on.
+
+    While Python shuts down it puts the signal's default action back (for
+    ``USR1``: terminate) before the process has exited. A notice that arrives
+    then, say the end of a profiling run hops asked for as the job finished its
+    last samples, would kill a job whose work is done, and Slurm would record it
+    FAILED. An ignored signal is left ignored. Registered once per handler by
+    :func:`_install_notice`; the training is over when it runs, so nothing is
+    left to checkpoint.
+    """
+    try:
+        signal.signal(number, signal.SIG_IGN)
+    except (OSError, ValueError):
+        return
 
 
 def _rounded(values: list[float]) -> list[float]:

@@ -17,11 +17,14 @@ preemption ends a run after its checkpoint.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from hops_probe import ignore_at_exit
 
 __all__ = ["descendants", "main"]
 
@@ -70,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     number = getattr(signal, "SIG" + name, None)
     if isinstance(number, signal.Signals):
         signal.signal(number, _forward)
+        atexit.register(ignore_at_exit, number)  # the workers are done when it runs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.run import main as torchrun
 
