@@ -153,6 +153,8 @@ class Unit:
         if model not in self._model_restart:
             self._model_restart[model] = restarts.model_restart_s(self._session, model)
         cost = self._model_restart[model]
+        if free:  # adoption's thousands: written at once, no row kept (a change loads it)
+            return jobs.insert_job(self._session, spec, now, cost)
         return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
 
     def forget(self, job_ids: set[str]) -> None:

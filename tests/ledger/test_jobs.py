@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -257,3 +258,23 @@ def test_active_records_read_what_the_rows_say_changes_not_yet_flushed_included(
         assert [r.id for r in read] == ["run", "wait"]
         assert read == [record_of(r) for r in active_jobs(s)]
         assert read[0].current == config and read[1].wait_time == 7.5
+
+
+def test_a_job_inserted_at_once_reads_as_one_added_through_its_row(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        fresh = unit.add_job(make_spec("new", submit_time=3.0), now=5.0, free=True)
+        added = unit.add_job(make_spec("old", submit_time=3.0), now=5.0)
+        assert fresh == dataclasses.replace(added, id="new")
+        unit.transition("new", S.QUEUED, now=6.0)  # a change loads the row it wrote
+    with Sessions() as s:
+        rows = {r.id: record_of(r) for r in active_jobs(s)}
+        assert rows["new"].state == S.QUEUED and rows["new"].state_changed_at == 6.0
+        assert (
+            dataclasses.replace(
+                rows["new"], id="old", state=S.SUBMITTED, state_changed_at=5.0, updated_at=5.0
+            )
+            == rows["old"]
+        )
