@@ -6,10 +6,12 @@ wraps one tick in one ``with Session.begin():`` unit of work.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Literal, cast
 
-from sqlalchemy import Table, bindparam, func, select
+from sqlalchemy import Table, Text, bindparam, func, select, type_coerce
 from sqlalchemy import update as sql_update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -267,10 +269,18 @@ def _write(session: Session, names: Sequence[str], params: Sequence[dict[str, An
 
 
 def _keep_in_step(session: Session, names: Sequence[str], params: Sequence[dict[str, Any]]) -> None:
-    """Give the rows the session holds the values just written, as loaded (not changed)."""
-    for given in params:
-        row = session.identity_map.get(identity_key(JobRow, given["k_id"]))
-        if isinstance(row, JobRow):
+    """Give the rows the session holds the values just written, as loaded (not changed).
+
+    The session holds few of the rows a tick writes (those it changed), so its rows are
+    looked up among the written ones rather than the other way round.
+    """
+    held = [r for r in session.identity_map.values() if isinstance(r, JobRow)]
+    if not held:
+        return
+    by_id = {given["k_id"]: given for given in params}
+    for row in held:
+        given = by_id.get(row.__dict__.get("id"))
+        if given is not None:
             for name in names:
                 set_committed_value(row, name, given[f"v_{name}"])
 
@@ -320,12 +330,32 @@ def active_records(session: Session) -> list[JobRecord]:
     session.flush()
     table = _JOBS
     wanted = [JobState(s) for s in ACTIVE_STATES]
+    # the JSON columns as stored: a queue repeats a few demand sets, decoded once each
+    columns = [
+        type_coerce(table.c[n], Text).label(n) if n in _JSON_FIELDS else table.c[n]
+        for n in _RECORD_FIELDS
+    ]
     stmt = (
-        select(*(table.c[n] for n in _RECORD_FIELDS))
-        .where(table.c.state.in_(wanted))
-        .order_by(table.c.submit_time, table.c.id)
+        select(*columns).where(table.c.state.in_(wanted)).order_by(table.c.submit_time, table.c.id)
     )
-    return [_record(dict(zip(_RECORD_FIELDS, row, strict=True))) for row in session.execute(stmt)]
+    out = []
+    for row in session.execute(stmt):
+        values = dict(zip(_RECORD_FIELDS, row, strict=True))
+        for name in _JSON_FIELDS:
+            if isinstance(stored := values[name], str):
+                values[name] = _json_text(stored)
+        out.append(_record(values))
+    return out
+
+
+#: The job columns stored as JSON.
+_JSON_FIELDS = ("demands", "lr_by_demand", "current_parts")
+
+
+@lru_cache(maxsize=4096)
+def _json_text(text: str) -> Any:
+    """A JSON column's stored text, decoded (shared: :func:`_record` copies what it keeps)."""
+    return json.loads(text)
 
 
 def _record(values: dict[str, Any]) -> JobRecord:

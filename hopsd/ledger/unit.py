@@ -247,8 +247,7 @@ class Unit:
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
         self._fenced()
-        rows = intents.record_intents(self._session, requests, round_id, now)
-        return [intents.intent_record(r) for r in rows]
+        return intents.record_intent_records(self._session, requests, round_id, now)
 
     def record_intent(
         self,
