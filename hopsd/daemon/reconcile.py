@@ -54,6 +54,7 @@ from hopsd.ledger import runs
 from hopsd.ledger.measurements import MeasurementStore
 from hopsd.ledger.records import (
     TERMINAL_STATES,
+    WAITING_STATES,
     AllocationReason,
     JobRecord,
     JobState,
@@ -90,6 +91,12 @@ class ReconcileReport:
 class _Usage:
     gpu_s: float = 0.0
     gpu_s_norm: float = 0.0
+
+
+def _still_waiting(row: JobRecord, seen: ObservedJob) -> bool:
+    """The job waited in the ledger and Slurm still has it pending: the tick only charges
+    its wait (:meth:`Reconciler._follow` has nothing to move, nothing is learned)."""
+    return JobState(row.state) in WAITING_STATES and seen.pending and not seen.final
 
 
 class Reconciler:
@@ -133,7 +140,7 @@ class Reconciler:
         report = ReconcileReport()
         self.sensing.note(obs.jobs)
         observed = obs.job_map()
-        rows = {r.slurm_job_id: r for r in unit.active_jobs() if r.slurm_job_id is not None}
+        rows = {r.slurm_job_id: r for r in unit.active_records() if r.slurm_job_id is not None}
         for slurm_id, row in list(rows.items()):
             seen = observed.get(slurm_id)
             why = reuse_reason(row, seen) if seen is not None else ""
@@ -141,16 +148,26 @@ class Reconciler:
                 self._retire(unit, row, why, now, report)
                 del rows[slurm_id]
         self._adopt(unit, obs, rows, view, now, report)
+        # the rows this tick changes, loaded together (a waiting job's charge needs none)
+        moved = [
+            r.id for i, r in rows.items() if i in observed and not _still_waiting(r, observed[i])
+        ]
+        unit.jobs([*moved, *(r.id for i, r in rows.items() if i not in observed)])
         usage: dict[tuple[str, str], _Usage] = {}
         store = unit.store(now)
         gone: list[JobRecord] = []
+        charges: list[JobUpdate] = []
         for slurm_id, row in rows.items():
             seen = observed.get(slurm_id)
             if seen is None:
                 gone.append(row)
                 continue
-            work = partial(self._one, unit, store, row, seen, view, now, report)
+            if _still_waiting(row, seen):
+                work = partial(self._one_waiting, unit, row, seen, view, now, charges)
+            else:
+                work = partial(self._one, unit, store, row, seen, view, now, report)
             self._isolated(unit, row, usage, work)
+        unit.write_updates(charges)
         self.slurm_requeues.record(unit)
         self._finish_gone(unit, gone, view, now, usage, report)
         for (user, account), used in usage.items():
@@ -200,6 +217,26 @@ class Reconciler:
         self._keep_tag(unit, row, seen)
         self.learner.learn(store, unit.refresh(row), seen, view, now)
         doubt_reported_progress(unit, row, self.sensing, self.config)
+
+    def _one_waiting(
+        self,
+        unit: Unit,
+        row: JobRecord,
+        seen: ObservedJob,
+        view: ClusterView,
+        now: float,
+        charges: list[JobUpdate],
+        usage: dict[tuple[str, str], _Usage],
+    ) -> None:
+        """:meth:`_one` for a job that waited and waits still (:func:`_still_waiting`): most
+        of a large queue, every tick. There is nothing to follow nor learn; its charge is
+        added to ``charges``, written with the others' in one statement, once the rest of
+        its work has succeeded (a failure leaves its interval to the next tick, as in
+        :meth:`_isolated`)."""
+        charge = self._charge(row, view, now, usage)
+        self._keep_tag(unit, row, seen)
+        doubt_reported_progress(unit, row, self.sensing, self.config)
+        charges.append(charge)
 
     def _keep_tag(self, unit: Unit, row: JobRecord, seen: ObservedJob) -> None:
         """A job keeps the tag it was adopted with; a comment edited since is reported to its
@@ -387,6 +424,15 @@ class Reconciler:
     ) -> JobRecord:
         """Charge the interval since the row was last updated to the state it was in
         (:mod:`hopsd.core.accounting`, the simulator's rule too)."""
+        unit.update_job(self._charge(row, view, now, usage))
+        return unit.refresh(row)
+
+    @staticmethod
+    def _charge(
+        row: JobRecord, view: ClusterView, now: float, usage: dict[tuple[str, str], _Usage]
+    ) -> JobUpdate:
+        """The row's counters once the interval since its last update is charged, and its
+        owner's usage in ``usage``."""
         dt = max(now - (row.updated_at or now), 0.0)
         config = row.current
         clock = clock_of(str(row.state), config is not None)
@@ -407,8 +453,7 @@ class Reconciler:
             owner = usage.setdefault((row.user, row.account), _Usage())
             owner.gpu_s += cost.service_gpu_s
             owner.gpu_s_norm += cost.service_norm
-        unit.update_job(charged)
-        return unit.refresh(row)
+        return charged
 
     def _follow(
         self,

@@ -300,7 +300,7 @@ class Tick:
         self._asking = set()
         self._follow_enacted = False
         with self.ledger.unit() as unit:
-            rows = [r for r in unit.active_jobs() if r.slurm_job_id is not None]
+            rows = [r for r in unit.active_records() if r.slurm_job_id is not None]
             ids = [r.id for r in rows]
             store = unit.throughput_snapshot(ids)
             built = assemble(
@@ -358,11 +358,8 @@ class Tick:
             if decision.kind == IDLE:
                 return
             result.decision = decision
-            unit.update_jobs(
-                [
-                    JobUpdate(job_id, plan_reason=why[:500])
-                    for job_id, why in decision.reasons.items()
-                ]
+            unit.write_values(
+                "plan_reason", {job_id: why[:500] for job_id, why in decision.reasons.items()}
             )
             for job_id in decision.spared:
                 log.info("event=spare job=%s reason=%r", job_id, decision.reasons.get(job_id))
@@ -520,14 +517,13 @@ class Tick:
         ratios = dict(scores.latency_ratio)
         result.latency_ratios = list(ratios.values())
         ended = [job_id for job_id, _ in (result.reconcile.ended if result.reconcile else [])]
-        rows = unit.jobs([*ratios, *ended])
+        rows = unit.jobs([j for j in ended if j not in ratios])  # the scored need no reading
         final = score_jobs(built.snapshot, self.settings, (), ended=ended_jobs(rows, ratios))
         ratios.update(final.latency_ratio)
-        updates = [
-            JobUpdate(job_id, latency_ratio=ratios.get(job_id), ftf_rho=scores.ftf_rho.get(job_id))
-            for job_id in rows
-        ]
-        unit.update_jobs(updates)
+        # every active job's, each tick: written at once, not row by row (a job the ledger
+        # does not hold is skipped)
+        unit.write_values("latency_ratio", ratios)
+        unit.write_values("ftf_rho", scores.ftf_rho)
 
     def _record(
         self,

@@ -74,7 +74,7 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError,)
 #: What a caller may meet when the database fails: the ledger's own errors too.
 LEDGER_FAILURES: tuple[type[BaseException], ...] = (LedgerError, *DRIVER_ERRORS)
 
-_UPDATABLE = tuple(f for f in JobUpdate.__dataclass_fields__ if f != "job_id")
+_UPDATABLE = jobs.UPDATABLE
 
 
 #: Raises (``FencedError``) unless the unit's daemon still holds the lease's token.
@@ -113,6 +113,12 @@ class Unit:
         """Every job not yet done, failed or cancelled, oldest submission first."""
         return [self._hold(r) for r in jobs.active_jobs(self._session)]
 
+    def active_records(self) -> list[JobRecord]:
+        """:meth:`active_jobs` without keeping their rows (:func:`jobs.active_records`): for a
+        caller that changes few of them. A job changed later is loaded then; :meth:`jobs`
+        loads many at once."""
+        return jobs.active_records(self._session)
+
     def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
         return [self._hold(r) for r in jobs.jobs_in_states(self._session, states)]
 
@@ -147,6 +153,8 @@ class Unit:
         if model not in self._model_restart:
             self._model_restart[model] = restarts.model_restart_s(self._session, model)
         cost = self._model_restart[model]
+        if free:  # adoption's thousands: written at once, no row kept (a change loads it)
+            return jobs.insert_job(self._session, spec, now, cost)
         return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
 
     def forget(self, job_ids: set[str]) -> None:
@@ -174,6 +182,20 @@ class Unit:
         for update in updates:
             if update.job_id in known:
                 self._apply(update)
+
+    def write_updates(self, updates: Sequence[JobUpdate]) -> None:
+        """Many updates written at once (:func:`hopsd.ledger.jobs.write_updates`): for the
+        fields a tick sets on every active job. Unlike :meth:`update_jobs` they are not
+        held back until the flush, so :meth:`discard` cannot take them back.
+        """
+        jobs.write_updates(self._session, updates)
+
+    def write_values(self, name: str, values: Mapping[str, Any]) -> None:
+        """:meth:`write_updates` of one field (a :class:`JobUpdate` field's ``name``), by job
+        id; None leaves a job's value as it is."""
+        if name not in _UPDATABLE:
+            raise ValueError(f"{name!r} is not a field a job update sets")
+        jobs.write_values(self._session, name, values)
 
     def set_placement(self, job_id: str, config: Configuration | None) -> None:
         """Record where a job holds GPUs now (None when it holds none)."""
@@ -225,8 +247,7 @@ class Unit:
         self, requests: Sequence[IntentRequest], round_id: int | None, now: float
     ) -> list[IntentRecord]:
         self._fenced()
-        rows = intents.record_intents(self._session, requests, round_id, now)
-        return [intents.intent_record(r) for r in rows]
+        return intents.record_intent_records(self._session, requests, round_id, now)
 
     def record_intent(
         self,

@@ -13,11 +13,13 @@ from hopsd.ledger.errors import IntentStateError
 from hopsd.ledger.intents import (
     IntentRequest,
     intent_key,
+    intent_record,
     mark_abandoned,
     mark_done,
     mark_failed,
     pending_intents,
     record_intent,
+    record_intent_records,
     record_intents,
 )
 from hopsd.ledger.jobs import JobSpec, add_job
@@ -114,15 +116,20 @@ def test_failed_and_abandoned_are_final(
             mark_failed(s, rows[1], "late")
 
 
-def test_record_intents_batches_and_reuses_existing_keys(
-    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
-) -> None:
-    round_id = _setup(Sessions, make_spec)
-    requests = [
+def _three_requests() -> list[IntentRequest]:
+    """An update, a release and a hold with a key of its own, of jobs j1 to j3."""
+    return [
         IntentRequest("j1", A.UPDATE, {"nodes": "n1"}),
         IntentRequest("j2", A.RELEASE),
         IntentRequest("j3", A.HOLD, key="custom-key-1"),
     ]
+
+
+def test_record_intents_batches_and_reuses_existing_keys(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    round_id = _setup(Sessions, make_spec)
+    requests = _three_requests()
     with Sessions.begin() as s:
         first = record_intents(s, requests, round_id, now=3.0)
     with Sessions.begin() as s:
@@ -139,3 +146,30 @@ def test_intent_key_is_deterministic_and_payload_sensitive() -> None:
     assert a != intent_key("j1", A.UPDATE, {"x": 2, "y": [1, 2]}, 5)
     assert a != intent_key("j1", A.UPDATE, {"x": 1, "y": [1, 2]}, 6)
     assert a.startswith("r5:j1:update:")
+
+
+def test_intent_records_written_at_once_read_as_the_rows_and_reuse_existing_keys(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    round_id, requests = _setup(Sessions, make_spec), _three_requests()
+    with Sessions.begin() as s:
+        earlier = record_intent(s, "j2", A.CANCEL, {}, round_id, now=2.5)  # flushed, not committed
+        first = record_intent_records(s, [*requests, requests[0]], round_id, now=3.0)
+        assert first[0] == first[3]  # the same request twice: one intent
+        assert [(r.job_id, r.action, r.state, r.created_at) for r in first[:3]] == [
+            ("j1", A.UPDATE, IntentState.PENDING, 3.0),
+            ("j2", A.RELEASE, IntentState.PENDING, 3.0),
+            ("j3", A.HOLD, IntentState.PENDING, 3.0),
+        ]
+        assert first[0].payload == {"nodes": "n1"} and first[0].round_id == round_id
+        again = record_intent_records(s, [IntentRequest("j2", A.CANCEL)], round_id, now=4.0)
+        assert [r.id for r in again] == [earlier.id]
+    with Sessions.begin() as s:
+        rows = {r.id: intent_record(r) for r in pending_intents(s)}
+        assert [rows[r.id] for r in first[:3]] == first[:3]
+        mark_done(s, first[1].id, now=5.0)
+    with Sessions.begin() as s:
+        second = record_intent_records(s, [*requests, IntentRequest("j3", A.CANCEL)], round_id, 6.0)
+        assert [r.id for r in second[:3]] == [r.id for r in first[:3]]
+        assert second[1].state == IntentState.DONE and second[3].created_at == 6.0
+        assert len(pending_intents(s)) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -24,12 +25,15 @@ from hopsd.ledger.jobs import (
     is_legal,
     job_by_slurm_id,
     jobs_in_states,
+    record_of,
     require_job,
     set_current_config,
     to_core_job,
     transition,
 )
 from hopsd.ledger.models import JobRow, JobState
+from hopsd.ledger.records import JobUpdate
+from hopsd.ledger.unit import Unit
 
 S = JobState
 
@@ -135,20 +139,29 @@ def test_apply_progress_updates_many_jobs_and_rejects_unknown(
         apply_progress(s, [JobProgress("nope", wait_time=1.0)], now=60.0)
 
 
+def _run_wait_old(
+    s: Session, make_spec: Callable[..., JobSpec], config: Configuration
+) -> tuple[JobRow, JobRow]:
+    """Three jobs: "run" running on ``config``, "wait" submitted, "old" done; the first
+    and the last."""
+    running = add_job(s, make_spec("run", submit_time=1.0), now=1.0)
+    add_job(s, make_spec("wait", submit_time=2.0), now=1.0)
+    finished = add_job(s, make_spec("old", submit_time=0.5), now=1.0)
+    transition(running, S.QUEUED, now=2.0)
+    transition(running, S.RUNNING, now=3.0)
+    set_current_config(running, config)
+    for state in (S.QUEUED, S.RUNNING, S.DONE):
+        transition(finished, state, now=4.0)
+    return running, finished
+
+
 def test_state_queries_and_core_view(
     Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
 ) -> None:
     config = Configuration.of("rtx3090", {"n1": 2, "n2": 2})
     with Sessions.begin() as s:
-        running = add_job(s, make_spec("run", submit_time=1.0), now=1.0)
-        add_job(s, make_spec("wait", submit_time=2.0), now=1.0)
-        finished = add_job(s, make_spec("old", submit_time=0.5), now=1.0)
-        transition(running, S.QUEUED, now=2.0)
-        transition(running, S.RUNNING, now=3.0)
-        set_current_config(running, config)
+        running, finished = _run_wait_old(s, make_spec, config)
         running.service_norm, running.wait_time = 12.0, 2.0
-        for state in (S.QUEUED, S.RUNNING, S.DONE):
-            transition(finished, state, now=4.0)
         finished.latency_ratio = 0.75
     with Sessions() as s:
         assert [r.id for r in active_jobs(s)] == ["run", "wait"]
@@ -173,3 +186,95 @@ def test_apply_progress_reuses_rows_already_loaded_in_the_session(
         assert loaded["a"].wait_time == 5.0  # the very object the caller holds
     with Sessions() as s:
         assert [(r.id, r.wait_time) for r in active_jobs(s)] == [("a", 5.0), ("b", 6.0)]
+
+
+def test_write_updates_writes_at_once_and_keeps_held_rows_in_step(
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
+) -> None:
+    with Sessions.begin() as s:
+        add_jobs(s, "a", "b", "c")
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        held = unit.jobs(["a"])  # "a" held by the unit, "b" and "c" never read
+        assert held["a"].wait_time == 0.0
+        unit.update_job(JobUpdate("a", state_reason="pending change"))  # not yet flushed
+        unit.write_updates(
+            [
+                JobUpdate("a", wait_time=5.0, updated_at=9.0),
+                JobUpdate("b", latency_ratio=1.5),
+                JobUpdate("nope", wait_time=1.0),  # not in the ledger: skipped
+                JobUpdate("c"),  # sets nothing
+            ]
+        )
+        unit.write_values("plan_reason", {"a": "waits", "c": None, "b": "next"})
+        # the held row reads as written, and its own pending change still stands
+        again = unit.refresh(held["a"])
+        assert (again.wait_time, again.updated_at, again.plan_reason) == (5.0, 9.0, "waits")
+        assert again.state_reason == "pending change"
+        with pytest.raises(ValueError):
+            unit.write_values("id", {"a": "b"})
+    with Sessions() as s:
+        rows = {r.id: r for r in active_jobs(s)}
+        assert (rows["a"].wait_time, rows["a"].updated_at) == (5.0, 9.0)
+        assert rows["a"].state_reason == "pending change" and rows["a"].plan_reason == "waits"
+        assert rows["b"].latency_ratio == 1.5 and rows["b"].plan_reason == "next"
+        assert rows["c"].plan_reason == "" and rows["c"].wait_time == 0.0
+        assert "nope" not in rows
+
+
+def test_a_change_after_a_written_value_is_flushed_over_it(
+    Sessions: sessionmaker[Session], add_jobs: Callable[..., list[JobRow]]
+) -> None:
+    with Sessions.begin() as s:
+        add_jobs(s, "a")
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        unit.jobs(["a"])
+        unit.update_job(JobUpdate("a", latency_ratio=1.0))  # pending, then overwritten
+        unit.write_values("latency_ratio", {"a": 2.0})
+        unit.update_job(JobUpdate("a", wait_time=3.0))
+    with Sessions() as s:
+        row = active_jobs(s)[0]
+        assert (row.latency_ratio, row.wait_time) == (2.0, 3.0)
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        unit.jobs(["a"])
+        unit.write_values("latency_ratio", {"a": 4.0})
+        unit.update_job(JobUpdate("a", latency_ratio=5.0))  # the later change wins
+    with Sessions() as s:
+        assert active_jobs(s)[0].latency_ratio == 5.0
+
+
+def test_active_records_read_what_the_rows_say_changes_not_yet_flushed_included(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    config = Configuration.of("rtx3090", {"n1": 2, "n2": 2})
+    with Sessions.begin() as s:
+        _run_wait_old(s, make_spec, config)
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        unit.update_job(JobUpdate("wait", wait_time=7.5))  # pending in the session
+        read = unit.active_records()
+        assert [r.id for r in read] == ["run", "wait"]
+        assert read == [record_of(r) for r in active_jobs(s)]
+        assert read[0].current == config and read[1].wait_time == 7.5
+
+
+def test_a_job_inserted_at_once_reads_as_one_added_through_its_row(
+    Sessions: sessionmaker[Session], make_spec: Callable[..., JobSpec]
+) -> None:
+    with Sessions.begin() as s:
+        unit = Unit(s)
+        fresh = unit.add_job(make_spec("new", submit_time=3.0), now=5.0, free=True)
+        added = unit.add_job(make_spec("old", submit_time=3.0), now=5.0)
+        assert fresh == dataclasses.replace(added, id="new")
+        unit.transition("new", S.QUEUED, now=6.0)  # a change loads the row it wrote
+    with Sessions() as s:
+        rows = {r.id: record_of(r) for r in active_jobs(s)}
+        assert rows["new"].state == S.QUEUED and rows["new"].state_changed_at == 6.0
+        assert (
+            dataclasses.replace(
+                rows["new"], id="old", state=S.SUBMITTED, state_changed_at=5.0, updated_at=5.0
+            )
+            == rows["old"]
+        )

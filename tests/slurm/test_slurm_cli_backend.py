@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -277,7 +278,37 @@ def test_hold_many_splits_a_long_queue_into_batches(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr("hopsd.slurm.cli_backend.HOLD_BATCH", 2)
     run = Replay(ok(), ok(), ok())
     assert CliSlurm(run=run).hold_many([5, 4, 3, 2, 1]) == {}
-    assert [c[2] for c in run.calls] == ["1,2", "3,4", "5"]
+    assert sorted(c[2] for c in run.calls) == ["1,2", "3,4", "5"]  # made at once: any order
+
+
+def test_hold_many_makes_its_calls_at_once_and_reads_each_answer_for_its_own_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each call's answer names its own chunk's refusals, whichever call finishes first;
+    a controller away in one call raises once all have answered."""
+    monkeypatch.setattr("hopsd.slurm.cli_backend.HOLD_BATCH", 2)
+    started: list[str] = []
+    both = threading.Barrier(2, timeout=10)
+
+    def run(argv: Sequence[str], timeout: float | None = None) -> CompletedRun:
+        started.append(argv[2])
+        both.wait()  # a call answers only once the other one is under way too
+        if argv[2] == "3,4":
+            return CompletedRun(tuple(argv), 1, "", "Invalid job id specified for job 4")
+        return CompletedRun(tuple(argv), 0, "", "")
+
+    assert CliSlurm(run=run).hold_many([1, 2, 3, 4]) == {4: "Invalid job id specified"}
+    assert sorted(started) == ["1,2", "3,4"]
+
+    def away(argv: Sequence[str], timeout: float | None = None) -> CompletedRun:
+        started.append(argv[2])
+        answer = failed("err_scontrol_no_controller.22.05.txt") if argv[2] == "1,2" else ok()
+        return CompletedRun(tuple(argv), answer.returncode, "", answer.stderr)
+
+    started.clear()
+    with pytest.raises(SlurmUnavailableError):
+        CliSlurm(run=away).hold_many([1, 2, 3, 4, 5])
+    assert sorted(started) == ["1,2", "3,4", "5"]
 
 
 def test_hold_many_raises_when_the_controller_is_away_and_asks_each_job_on_other_failures() -> None:
