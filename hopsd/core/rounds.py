@@ -205,6 +205,7 @@ class RoundPlanner:
                 self.settings.time_limit_s,
                 self.settings.price_restarts,
                 self.settings.node_limit,
+                spec.settled,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values)
