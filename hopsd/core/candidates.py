@@ -259,8 +259,9 @@ def candidate_set(
         job = opt.member.job
         cost = move_cost_s(job.restart_s, spec.restart_penalty_s)
         factor = restart_factor(job, spec.round_length_s, cost, spec.price_restarts)
+        idle = idle_move_factor(opt, spec.round_length_s, cost, spec.restart_penalty_s, factor)
         stay = staying_value(opt, spec.round_length_s, cost) if spec.price_restarts else 0.0
-        _add_job_columns(out, opt, factor, stay)
+        _add_job_columns(out, opt, (factor, idle), stay, spec.settled)
     return out
 
 
@@ -278,13 +279,64 @@ def restart_factor(job: Job, round_length_s: float, cost_s: float, price_restart
 
     A move is weighed against staying (:func:`~hopsd.core.gains.restart_discount`),
     a resume against idle GPUs (:func:`~hopsd.core.gains.resume_discount`); a job
-    that pays no restart there (a first start) is worth its whole gain.
+    that pays no restart there (a first start) is worth its whole gain. A move onto
+    GPUs nobody else holds may be worth more: :func:`idle_move_factor`.
     """
     if job.current is not None:
         return restart_discount(round_length_s, cost_s)
     if moves_or_resumes(job, price_restarts):
         return resume_discount(round_length_s, cost_s)
     return 1.0
+
+
+def move_horizon_s(opt: JobOptions, round_length_s: float) -> float:
+    """Over how long a running job's move onto idle GPUs is taken to pay back its restart.
+
+    The move costs its restart once, and the new placement serves the job for as
+    long as it keeps it. One round undervalues that for a long job whose restart
+    is a large share of the round (250 s of 300 s: a move worth a sixth of its
+    gain), which then stayed for hours on GPUs several times slower than ones
+    lying idle. The job's whole remaining run overvalues it where jobs of higher
+    priority come and go: the long job bounces between its large placement and
+    a small one and pays a restart each time. So the horizon is how long the job
+    has held its current placement (a placement held long is likely to be held
+    again), at least one round and at most the rest of its run: its remaining
+    samples at its current placement's estimated throughput.
+    """
+    job = opt.member.job
+    if job.current is None or opt.keep_gain is None:
+        return round_length_s
+    rate = opt.keep_gain * opt.basis
+    left = max(job.total_samples - job.samples_done, 0.0) / rate if rate > 0 else 0.0
+    return max(min(job.run_elapsed_s, left), round_length_s)
+
+
+def idle_move_factor(
+    opt: JobOptions, round_length_s: float, cost_s: float, prior_s: float, factor: float
+) -> float:
+    """What a running job's move onto GPUs idle once every running job stays is worth.
+
+    Such a move takes nobody's place, so the restart is the whole price: a
+    restart dearer than the prior ``prior_s`` is weighed over
+    :func:`move_horizon_s` instead of one round, but never above a move at the
+    prior's cost over one round (the margin every move must clear against the
+    estimates' noise). ``factor`` is the move's one-round value
+    (:func:`restart_factor`); a restart no dearer than the prior keeps it, and so
+    does any move of a job that is not running. A move onto GPUs another running
+    job holds keeps it too: two running jobs swapping places gain nothing together
+    and both pay a restart.
+    """
+    if opt.member.job.current is None or cost_s <= prior_s:
+        return factor
+    horizon = move_horizon_s(opt, round_length_s)
+    amortised = restart_discount(horizon, cost_s)
+    return max(factor, min(amortised, restart_discount(round_length_s, prior_s)))
+
+
+def onto_idle(config: Configuration, settled: Mapping[str, int], current: Configuration) -> bool:
+    """Whether ``config`` fits in GPUs idle once every running job stays, plus the job's own."""
+    own = current.as_dict()
+    return all(settled.get(n, 0) + own.get(n, 0) >= g for n, g in config.parts)
 
 
 def staying_value(opt: JobOptions, round_length_s: float, cost_s: float) -> float:
@@ -300,7 +352,15 @@ def staying_value(opt: JobOptions, round_length_s: float, cost_s: float) -> floa
     return opt.member.weight * gain * preemption_price(round_length_s, cost_s)
 
 
-def _add_job_columns(out: CandidateSet, opt: JobOptions, factor: float, stay: float) -> None:
+def _add_job_columns(
+    out: CandidateSet,
+    opt: JobOptions,
+    factors: tuple[float, float],
+    stay: float,
+    settled: Mapping[str, int],
+) -> None:
+    """The member's columns; ``factors``: a restarting placement's value per unit of gain,
+    onto GPUs others hold and onto idle ones (:func:`idle_move_factor`)."""
     member = opt.member
     job = member.job
     if opt.keep_gain is not None and job.current is not None:
@@ -309,9 +369,14 @@ def _add_job_columns(out: CandidateSet, opt: JobOptions, factor: float, stay: fl
         out.values.append(member.weight * opt.keep_gain + stay)
     if member.keep_only:
         return
+    factor, idle = factors
     for group, thr, gain in zip(opt.groups, opt.throughputs, opt.gains, strict=True):
         for config in group.configs:
-            if job.current is not None and same_placement(config, job.current):
-                continue
+            f = factor
+            if job.current is not None:
+                if same_placement(config, job.current):
+                    continue
+                if idle != factor and onto_idle(config, settled, job.current):
+                    f = idle
             out.columns.append(Column(opt.index, config, thr, keep=False))
-            out.values.append(member.weight * gain * factor + stay)
+            out.values.append(member.weight * gain * f + stay)

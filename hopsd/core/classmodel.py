@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hopsd.core.candidates import JobOptions, restart_factor, same_placement, staying_value
+from hopsd.core.candidates import (
+    JobOptions,
+    idle_move_factor,
+    onto_idle,
+    restart_factor,
+    same_placement,
+    staying_value,
+)
 from hopsd.core.configgen import TypeLayout
 from hopsd.core.gains import move_cost_s
 from hopsd.core.ilp import AssignmentProblem, Solution, solve_assignment
@@ -75,15 +82,26 @@ def class_columns(
     round_length_s: float,
     restart_penalty_s: float,
     price_restarts: bool = False,
+    settled: Mapping[str, int] | None = None,
+    classes: Sequence[NodeClass] = (),
 ) -> list[ClassColumn]:
-    """Columns of every option: keep and entity placements pinned, the rest by class."""
+    """Columns of every option: keep and entity placements pinned, the rest by class.
+
+    With ``settled`` (idle GPUs per node once every running job stays) a running
+    job's move onto idle GPUs is valued as :func:`~hopsd.core.candidates.idle_move_factor`
+    says; a class counts as idle for a piece only when every node of it is.
+    """
     out: list[ClassColumn] = []
     pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
+    room = _class_room(classes, settled) if settled is not None else None
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
         cost = move_cost_s(job.restart_s, restart_penalty_s)
         factor = restart_factor(job, round_length_s, cost, price_restarts)
+        idle = factor
+        if room is not None and settled is not None:
+            idle = idle_move_factor(opt, round_length_s, cost, restart_penalty_s, factor)
         stay = staying_value(opt, round_length_s, cost) if price_restarts else 0.0
         if opt.keep_gain is not None and job.current is not None:
             keep = w * opt.keep_gain + stay
@@ -92,17 +110,27 @@ def class_columns(
             continue
         for group, gain in zip(opt.groups, opt.gains, strict=True):
             rep = group.configs[0]
-            value = w * gain * factor + stay
             if opt.distinct and not opt.distinct.isdisjoint(rep.node_ids):
                 if job.current is None or not same_placement(rep, job.current):
-                    out.append(ClassColumn(o, value, rep.gpu_type, (), rep, False))
+                    f = factor
+                    if idle != factor and settled is not None and job.current is not None:
+                        f = idle if onto_idle(rep, settled, job.current) else factor
+                    out.append(ClassColumn(o, w * gain * f + stay, rep.gpu_type, (), rep, False))
             else:
                 pieces = pieces_of.get(rep)
                 if pieces is None:
                     pieces = tuple((class_of[n], g) for n, g in rep.parts)
                     pieces_of[rep] = pieces
-                out.append(ClassColumn(o, value, rep.gpu_type, pieces, None, False))
+                f = factor
+                if idle != factor and room is not None and all(room[c] >= g for c, g in pieces):
+                    f = idle
+                out.append(ClassColumn(o, w * gain * f + stay, rep.gpu_type, pieces, None, False))
     return out
+
+
+def _class_room(classes: Sequence[NodeClass], settled: Mapping[str, int]) -> list[int]:
+    """Per class, the idle GPUs every one of its nodes keeps once every running job stays."""
+    return [min(settled.get(n, 0) for n in cls.members) for cls in classes]
 
 
 def _rows(
@@ -174,10 +202,13 @@ def solve_classes(
     time_limit_s: float,
     price_restarts: bool = False,
     node_limit: int | None = None,
+    settled: Mapping[str, int] | None = None,
 ) -> ClassPlan:
-    """Build, solve and place the class-level model."""
+    """Build, solve and place the class-level model (``settled``: see :func:`class_columns`)."""
     classes, class_of = node_classes(layouts)
-    columns = class_columns(options, class_of, round_length_s, restart_penalty_s, price_restarts)
+    columns = class_columns(
+        options, class_of, round_length_s, restart_penalty_s, price_restarts, settled, classes
+    )
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(
         n_jobs=len(options),

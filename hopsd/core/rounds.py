@@ -43,7 +43,9 @@ from hopsd.core.candidates import (
     Member,
     PassSpec,
     candidate_set,
+    idle_move_factor,
     job_options,
+    onto_idle,
     restart_factor,
     same_placement,
     settled_free,
@@ -69,9 +71,10 @@ from hopsd.core.window import service_window
 RHO_SAMPLE = 256
 
 #: How one pass values a job's placements: (job, prior weight, slowest throughput,
-#: factor of a placement that restarts it, preemption price) -- see
-#: :func:`hopsd.core.candidates.restart_factor` and :mod:`hopsd.core.gains`.
-Valuation = tuple[Job, float, float, float, float]
+#: factor of a placement that restarts it, preemption price, factor of a move onto
+#: idle GPUs) -- see :func:`hopsd.core.candidates.restart_factor`,
+#: :func:`hopsd.core.candidates.idle_move_factor` and :mod:`hopsd.core.gains`.
+Valuation = tuple[Job, float, float, float, float, float]
 
 
 #: A fragment plan can start at most one job per idle GPU; it considers this many
@@ -113,6 +116,7 @@ class PassResult:
     solution: Solution
     columns: int
     values: dict[str, Valuation]
+    settled: Mapping[str, int]
 
 
 class RoundPlanner:
@@ -194,6 +198,7 @@ class RoundPlanner:
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
         )
         values = _valuation(options, self.settings)
+        settled = spec.settled
         if use_classes:
             plan = solve_classes(
                 options,
@@ -205,9 +210,10 @@ class RoundPlanner:
                 self.settings.time_limit_s,
                 self.settings.price_restarts,
                 self.settings.node_limit,
+                spec.settled,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
-            return PassResult(placed, plan.solution, plan.columns, values)
+            return PassResult(placed, plan.solution, plan.columns, values, settled)
         cands = candidate_set(members, options, spec)
         rows = {n.id: r for r, n in enumerate(self.cluster.nodes)}
         capacity = [free[n.id] for n in self.cluster.nodes]
@@ -218,7 +224,8 @@ class RoundPlanner:
             warm_start=cands.keep_columns(),
             node_limit=self.settings.node_limit,
         )
-        return PassResult(_decode(cands, solution), solution, len(cands.columns), values)
+        decoded = _decode(cands, solution)
+        return PassResult(decoded, solution, len(cands.columns), values, settled)
 
     def value_of(self, result: PassResult, placements: Mapping[str, Configuration]) -> float:
         """Eq. 11 objective of ``placements`` as valued by one pass (its weights and G)."""
@@ -227,10 +234,14 @@ class RoundPlanner:
             entry = result.values.get(job_id)
             if entry is None:
                 continue
-            job, weight, basis, factor, stay = entry
+            job, weight, basis, factor, stay, idle = entry
             thr = self.estimator.throughput(job, config).samples_per_s
-            kept = job.current is not None and same_placement(config, job.current)
-            total += weight * thr / basis * (1.0 if kept else factor) + stay
+            current = job.current
+            if current is not None and same_placement(config, current):
+                factor = 1.0
+            elif current is not None and idle != factor:
+                factor = idle if onto_idle(config, result.settled, current) else factor
+            total += weight * thr / basis * factor + stay
         return total
 
     def members(self, jobs: Sequence[Job], keep_only: frozenset[str] = frozenset()) -> list[Member]:
@@ -327,14 +338,18 @@ def _subtract(free: dict[str, int], held: Iterable[Configuration]) -> dict[str, 
 
 
 def _valuation(options: Sequence[JobOptions], settings: Settings) -> dict[str, Valuation]:
-    """Per job: (job, prior weight, slowest throughput, restart factor, preemption price)."""
+    """Per job: (job, prior weight, slowest throughput, restart factor, preemption price,
+    factor of a move onto idle GPUs)."""
     out: dict[str, Valuation] = {}
     for o in options:
         job = o.member.job
         cost = move_cost_s(job.restart_s, settings.restart_penalty_s)
         stay = staying_value(o, settings.round_length_s, cost) if settings.price_restarts else 0.0
         factor = restart_factor(job, settings.round_length_s, cost, settings.price_restarts)
-        out[job.id] = (job, o.member.weight, o.basis, factor, stay)
+        idle = idle_move_factor(
+            o, settings.round_length_s, cost, settings.restart_penalty_s, factor
+        )
+        out[job.id] = (job, o.member.weight, o.basis, factor, stay, idle)
     return out
 
 

@@ -9,6 +9,7 @@ the core the simulator's ground truth.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from hopsd.core.capacity import headroom, node_sizes, per_type
@@ -108,9 +109,12 @@ class SchedulerView(EngineState):
                 profiling.append(js)
             if js.status not in ("queued", "running") or self._ending(js):
                 continue
-            jobs.append(self._core_job(js))
+            job = self._core_job(js)
             if js.status == "running":
                 running.append(js.spec.job_id)
+                # how long it has held its placement, as hopsd reads its run's start
+                job = dataclasses.replace(job, run_elapsed_s=max(self.now - js.config_since, 0.0))
+            jobs.append(job)
         return Snapshot(
             now=self.now,
             cluster=self.cluster,

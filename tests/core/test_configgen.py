@@ -45,11 +45,21 @@ def test_hand_worked_mixed_idle_nodes() -> None:
     assert len(generate_configurations(job(2, 4, 6), "t", free, c, False)) == 8  # no duplicates
 
 
-def test_high_sensitivity_gets_no_split_when_its_minimum_fits_a_node() -> None:
+def test_high_sensitivity_gets_no_split_for_a_count_a_node_holds() -> None:
     c = cluster(4, 4, 4)
     free = {"a1": 4, "a2": 2, "a3": 4}
     got = placements(generate_configurations(job(2, 4, 6), "t", free, c, high_sensitivity=True))
-    assert got == [{"a1": 2}, {"a2": 2}, {"a3": 2}, {"a1": 4}, {"a3": 4}]
+    # 4 is not split although a2 cannot hold it; 6, which no node holds, is
+    assert got[:5] == [{"a1": 2}, {"a2": 2}, {"a3": 2}, {"a1": 4}, {"a3": 4}]
+    assert got[5:] == [{"a1": 4, "a2": 2}, {"a2": 2, "a3": 4}]
+
+
+def test_high_sensitivity_with_a_small_minimum_still_gets_counts_beyond_a_node() -> None:
+    """yolov3 on Sia's T4 servers (4 GPUs each) asks 1-16 GPUs: split only past 4."""
+    c = cluster(4, 4, 4, 4)
+    got = placements(generate_configurations(job(1, 4, 8), "t", {}, c, high_sensitivity=True))
+    assert {"a1": 4, "a2": 4} in got
+    assert all(len(p) == 1 for p in got if sum(p.values()) <= 4)
 
 
 def test_high_sensitivity_splits_when_its_minimum_exceeds_every_node() -> None:
@@ -95,7 +105,12 @@ def test_an_unknown_gpu_type_is_refused_with_a_typed_error() -> None:
 
 
 def _reference_groups(
-    layout: object, job_: Job, split: bool, distinct: frozenset[str], keep: int | None, offset: int
+    layout: object,
+    job_: Job,
+    sensitive: bool,
+    distinct: frozenset[str],
+    keep: int | None,
+    offset: int,
 ) -> list[tuple[int, tuple[Configuration, ...]]]:
     """Every candidate re-grouped by its nodes' classes, a node the job is known on being
     a class of its own; groups in order of first appearance, ``keep`` members from
@@ -106,6 +121,7 @@ def _reference_groups(
     for g in job_.demands:
         if g > layout.total_idle:
             break
+        split = not sensitive or job_.min_demand > layout.max_node_gpus or g > layout.max_node_gpus
         for distributed in [False, True] if split else [False]:
             if distributed:
                 candidates = layout._walk(g)
@@ -164,8 +180,7 @@ def test_groups_of_a_job_known_on_some_nodes_match_regrouping_every_candidate(
     distinct = frozenset(f"n{i:02d}" for i in known)
     for _ in range(2):  # the second call answers from the shared cache
         got = layout.groups(j, not split, distinct=distinct, per_group=keep, offset=offset)
-        shapes = layout.splittable(j, not split)
-        want = _reference_groups(layout, j, shapes, distinct, keep, offset)
+        want = _reference_groups(layout, j, not split, distinct, keep, offset)
         assert [(g.gpus, g.configs) for g in got] == want
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node, Plan
-from hopsd.core.rounds import plan_fragment, plan_round
+from hopsd.core.rounds import PlannerOptions, plan_fragment, plan_round, plan_round_with
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.throughput import InMemoryThroughputStore
@@ -231,3 +231,42 @@ def test_a_preempted_job_resumes_on_idle_gpus_whatever_its_restart_costs(
     plan = plan_with(snap, settings)  # type: ignore[operator]
     assert where(plan) == {"r": {"a": 4}}
 
+
+@pytest.mark.parametrize(
+    "options",
+    [PlannerOptions(exact=True), PlannerOptions(per_group=2, class_model_min_nodes=1)],
+    ids=["per-node", "classes"],
+)
+@pytest.mark.parametrize(
+    ("held_s", "left_s", "moves"),
+    [
+        (3600.0, 40000.0, True),  # held an hour, hours to go: 3x pays 250 s back
+        (0.0, 40000.0, False),  # just placed: one round, a move worth 50/300 of its gain
+        (3600.0, 200.0, False),  # about to end: nothing to pay the restart back with
+    ],
+)
+def test_a_long_job_moves_to_idle_faster_gpus_once_it_held_its_place(
+    options: PlannerOptions, held_s: float, left_s: float, moves: bool
+) -> None:
+    """A running job on slow GPUs, three times faster ones idle, its restart 250 s of a
+    300 s round. Weighed over one round the move is worth a sixth of its gain, and a
+    long job stayed for hours where it was; weighed over how long it has held its
+    place (at most the rest of its run) it moves, unless it is new there or ends soon."""
+    cluster = two_type_cluster()
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("r", "slow", 4, 60.0)  # 240 samples/s
+    store.set_type_aggregated("r", "fast", 4, 180.0)  # 720 samples/s
+    total = 1e8
+    running = Job(
+        "r",
+        (4,),
+        total,
+        samples_done=total - 240.0 * left_s,
+        current=Configuration.of("slow", {"b": 4}),
+        restart_s=250.0,
+        run_elapsed_s=held_s,
+    )
+    snap = Snapshot(now=0.0, cluster=cluster, jobs=(running,), store=store)
+    settings = Settings(round_length_s=300.0, mip_gap=0.0, time_limit_s=10.0)
+    plan = plan_round_with(snap, settings, options)
+    assert where(plan) == {"r": {"a": 4} if moves else {"b": 4}}
