@@ -456,14 +456,14 @@ class Tick:
         report = result.reconcile = result.reconcile or ReconcileReport()
         end = self.reconciler.ender(unit, built.view, now, report)
         acts = () if self.shadow else acts
-        held, asked = hold_intents(acts, rows, obs)
-        holds = unit.record_intents(asked, None, now) if asked else []
-        self._asking = {a.slurm_id for a in held}
+        hold_actions, hold_requests = hold_intents(acts, rows, obs)
+        holds = unit.record_intents(hold_requests, None, now) if hold_requests else []
+        self._asking = {a.slurm_id for a in hold_actions}
         failures = built.snapshot.launch_failures
         actions, intents = relaunch_or_end(unit, failures, acts, rows, obs, end, now)
         report.requeued.extend(a.job_id for a in actions)
         more, also = requeue_unplanned(unit, acts, rows, obs, self.config, now)
-        result.actions = [*result.actions, *held, *actions, *more]
+        result.actions = [*result.actions, *hold_actions, *actions, *more]
         self._steps = [*self._steps, *(Step.of(r) for r in (*holds, *intents, *also))]
         self._follow_enacted = self._follow_enacted or bool(intents or also)
 
