@@ -27,7 +27,7 @@ new estimator is built.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -70,13 +70,12 @@ def communication_time(
 
 
 def _branch_time(
-    profile: PhaseProfile, t_d: float, t_w: float, t_c: float, t_c_exposed: float
+    pattern: int, t_d: float, compute_and_sync: float, t_f: float, t_w: float
 ) -> float:
     """T_iter given one (hit or miss) draw of data time and sync wait: eq. 1 or 2."""
-    compute_and_sync = max(profile.t_b + t_c_exposed, t_c) + profile.t_u
-    if profile.pattern == 1:
-        return max(t_d, compute_and_sync) + profile.t_f + t_w
-    return t_d + compute_and_sync + profile.t_f + t_w
+    if pattern == 1:
+        return max(t_d, compute_and_sync) + t_f + t_w
+    return t_d + compute_and_sync + t_f + t_w
 
 
 def _shared_hit_probability(profile: PhaseProfile) -> float:
@@ -111,10 +110,12 @@ def expected_iteration_time(
     Within a branch the component means are used, as the method does.
     """
     t_c = communication_time(params, n_gpus, n_nodes, b_link, b_net)
-    exposed = tcomm_overlap * t_c
+    # both branches share the compute and all-reduce part: max(T_b + exposed T_c, T_c) + T_u
+    compute_and_sync = max(profile.t_b + tcomm_overlap * t_c, t_c) + profile.t_u
     p_hit = _shared_hit_probability(profile)
-    hit = _branch_time(profile, profile.data.mu_hit, profile.sync_wait.mu_hit, t_c, exposed)
-    miss = _branch_time(profile, profile.data.mu_miss, profile.sync_wait.mu_miss, t_c, exposed)
+    data, wait, pattern, t_f = profile.data, profile.sync_wait, profile.pattern, profile.t_f
+    hit = _branch_time(pattern, data.mu_hit, compute_and_sync, t_f, wait.mu_hit)
+    miss = _branch_time(pattern, data.mu_miss, compute_and_sync, t_f, wait.mu_miss)
     return p_hit * hit + (1.0 - p_hit) * miss
 
 
@@ -139,6 +140,7 @@ class Estimator:
         self._cluster = cluster
         self._store = store
         self._settings = settings
+        self._overlap = settings.tcomm_overlap
         self._nodes: dict[str, Node] = cluster.node_map()
         self._types: dict[str, GpuType] = dict(cluster.gpu_types)
         self._fractions: Mapping[str, float] = MappingProxyType(cluster.type_fractions())
@@ -294,18 +296,22 @@ class Estimator:
     ) -> tuple[float, str]:
         """Per-GPU throughput on one node of a placement of ``n_gpus`` over ``n_nodes``."""
         store = self._store
+        job_id = job.id
         # a distributed run is keyed by its node count, one node's by its GPU count
-        entity: Callable[[str, str, int], float | None]
-        typed: Callable[[str, str, int], float | None]
-        if n_nodes > 1:
-            size, entity, typed = n_nodes, store.entity_distributed, store.type_distributed
+        distributed = n_nodes > 1
+        if distributed:
+            size = n_nodes
+            value = store.entity_distributed(job_id, node_id, size)
+            if value is not None:
+                return value, "entity"
+            value = store.type_distributed(job_id, gpu.name, size)
         else:
-            size, entity, typed = n_gpus, store.entity_aggregated, store.type_aggregated
-        value = entity(job.id, node_id, size)
-        if value is not None:
-            return value, "entity"
+            size = n_gpus
+            value = store.entity_aggregated(job_id, node_id, size)
+            if value is not None:
+                return value, "entity"
+            value = store.type_aggregated(job_id, gpu.name, size)
         source = "type"
-        value = typed(job.id, gpu.name, size)
         if value is None:
             source = "theory"
             value = self._theory(job, gpu, n_gpus, n_nodes)
@@ -313,7 +319,7 @@ class Estimator:
             source = "table"
             value = self._table[gpu.name]
         # what other jobs showed of this server, against the one the figure came from
-        scale = self._prior.scale(job.id, node_id, gpu.name, size, n_nodes > 1, source)
+        scale = self._prior.scale(job_id, node_id, gpu.name, size, distributed, source)
         return value * scale, source
 
     def _theory(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
@@ -323,12 +329,11 @@ class Estimator:
         and each node of a distributed placement asks for it again.
         """
         key = (job.id, gpu.name, n_gpus, n_nodes)
-        value = self._theory_memo.get(key, _UNSEEN)
-        if value is not _UNSEEN:
-            return value  # type: ignore[return-value]
-        value = self._theory_uncached(job, gpu, n_gpus, n_nodes)
-        self._theory_memo[key] = value
-        return value
+        memo = self._theory_memo
+        value = memo.get(key, _UNSEEN)
+        if value is _UNSEEN:
+            value = memo[key] = self._theory_uncached(job, gpu, n_gpus, n_nodes)
+        return value  # type: ignore[return-value]
 
     def _theory_uncached(self, job: Job, gpu: GpuType, n_gpus: int, n_nodes: int) -> float | None:
         profile = self._store.profile(job.id, gpu.name)
@@ -338,13 +343,13 @@ class Estimator:
         if entry is None or entry[0] is not profile:
             if len(_shared_theory) >= _SHARED_PROFILES:
                 _shared_theory.clear()
-            entry = (profile, {})
-            _shared_theory[id(profile)] = entry
-        overlap = self._settings.tcomm_overlap
+            entry = _shared_theory[id(profile)] = (profile, {})
+        answers = entry[1]
+        overlap = self._overlap
         key = (job.params, job.batch_size, n_gpus, n_nodes, gpu.b_link, gpu.b_net, overlap)
-        value = entry[1].get(key)
+        value = answers.get(key)
         if value is None:
-            value = entry[1][key] = _theory_per_gpu(job, profile, gpu, n_gpus, n_nodes, overlap)
+            value = answers[key] = _theory_per_gpu(job, profile, gpu, n_gpus, n_nodes, overlap)
         return value
 
 

@@ -57,6 +57,7 @@ from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fragments import sensitivity_adjustment
 from hopsd.core.gains import move_cost_s, prior_weights
+from hopsd.core.gcpause import collector_paused
 from hopsd.core.ilp import Solution, solve_assignment
 from hopsd.core.model import Configuration, Job, Plan
 from hopsd.core.plandiff import diff_plan
@@ -398,6 +399,7 @@ def _assemble(
     return dataclasses.replace(plan, objective=planner.value_of(main, held))
 
 
+@collector_paused
 def plan_round_with(snapshot: Snapshot, settings: Settings, options: PlannerOptions) -> Plan:
     """:func:`plan_round` with explicit model-size options (the benchmark's exact baseline)."""
     planner = RoundPlanner(snapshot, settings, options)
@@ -424,6 +426,7 @@ def plan_round(snapshot: Snapshot, settings: Settings) -> Plan:
     return plan_round_with(snapshot, settings, PlannerOptions())
 
 
+@collector_paused
 def plan_fragment_with(snapshot: Snapshot, settings: Settings, options: PlannerOptions) -> Plan:
     """:func:`plan_fragment` with explicit model-size options."""
     planner = RoundPlanner(snapshot, settings, options)

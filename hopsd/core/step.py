@@ -51,6 +51,7 @@ from hopsd.core.capacity import headroom, held_gpus, node_capacity
 from hopsd.core.errors import HopsError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fairshare import FairShareRule, apply_fair_share
+from hopsd.core.gcpause import collector_paused
 from hopsd.core.model import Assignment, Configuration, Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.profiling import ProfilingDecision, ProfilingRules, WithDerived, profiling_step
@@ -226,6 +227,7 @@ def _prepared(snapshot: Snapshot, profiling: ProfilingDecision, opts: StepOption
     return snapshot
 
 
+@collector_paused
 def _plan_step(
     snapshot: Snapshot,
     clock: RoundClock,
