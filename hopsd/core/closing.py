@@ -38,6 +38,7 @@ from hopsd.core.policies import Policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.step import applied
+from hopsd.core.urgency import asked_early_round
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +225,9 @@ class ClosingAware:
         view = closed_view(snapshot, ())
         plan = self.inner.plan_fragment(view.snapshot, settings)
         return fill_closing(self.inner, snapshot, plan, settings)
+
+    def early_round_at(
+        self, snapshot: Snapshot, settings: Settings, last_round_at: float | None
+    ) -> float | None:
+        """The wrapped policy's early round (:func:`hopsd.core.urgency.asked_early_round`)."""
+        return asked_early_round(self.inner, snapshot, settings, last_round_at)

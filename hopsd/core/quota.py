@@ -26,6 +26,7 @@ from hopsd.core.model import Job, Plan
 from hopsd.core.policies import Policy
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.urgency import asked_early_round
 
 
 def group_keys(user: str, account: str, qos: str = "") -> tuple[str, ...]:
@@ -217,6 +218,12 @@ class QuotaPolicy:
     def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
         plan = self.inner.plan_fragment(offered(snapshot, self.quota, fragment=True), settings)
         return within(plan, self.quota)
+
+    def early_round_at(
+        self, snapshot: Snapshot, settings: Settings, last_round_at: float | None
+    ) -> float | None:
+        """The wrapped policy's early round (:func:`hopsd.core.urgency.asked_early_round`)."""
+        return asked_early_round(self.inner, snapshot, settings, last_round_at)
 
 
 def with_quota(policy: Policy, quota: Quota) -> Policy:

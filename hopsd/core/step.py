@@ -60,6 +60,7 @@ from hopsd.core.scoring import Scores, score_jobs
 from hopsd.core.settings import Settings
 from hopsd.core.sizeclaim import DOUBT, SizeRule, SizeVerdict, check_sizes
 from hopsd.core.snapshot import Snapshot
+from hopsd.core.urgency import asked_early_round
 
 ROUND, FRAGMENT, IDLE = "round", "fragment", "idle"
 
@@ -122,6 +123,9 @@ class StepResult:
     # plan's, each saying whether a notice comes first, requeues of unplanned starts,
     # relaunches
     actions: tuple[Act, ...] = ()
+    # when the policy wants its next round sooner than the clock's, if nothing else
+    # happens before (a simulator wakes then; hopsd's ticks come sooner anyway)
+    early_round_at: float | None = None
 
     @property
     def acted(self) -> bool:
@@ -239,7 +243,8 @@ def _plan_step(
     now = snapshot.now
     if clock.due(now) and not snapshot.jobs:
         return StepResult(IDLE, Plan(), clock.after_round(now))  # the boundary passes anyway
-    if clock.due(now):
+    early = _early_round_at(policy, snapshot, settings, clock)
+    if clock.due(now) or (early is not None and early <= now + 1e-6):
         plan = policy.plan(snapshot, settings)
         validate_plan(snapshot, plan, fragment=False)
         plan, spared = spare_finishing(plan, snapshot, settings, opts.spare_guard_s)
@@ -249,13 +254,25 @@ def _plan_step(
             extra = policy.plan_fragment(after, settings)
             validate_plan(after, extra, fragment=True)
             plan, refilled = merge_refill(snapshot, plan, extra), True
-        return _result(ROUND, plan, snapshot, clock.after_round(now), spared, refilled)
+        next_clock = clock.after_round(now)
+        result = _result(ROUND, plan, snapshot, next_clock, spared, refilled)
+        next_early = None
+        if hasattr(policy, "early_round_at"):  # the jobs still queued once the plan is taken
+            next_early = _early_round_at(policy, applied(snapshot, plan), settings, next_clock)
+        return dataclasses.replace(result, early_round_at=next_early)
     if opts.fragments and changed and _idle_with_queue(snapshot, None):
         pinned = dataclasses.replace(snapshot, pinned=frozenset(j.id for j in snapshot.running))
         plan = policy.plan_fragment(pinned, settings)
         validate_plan(pinned, plan, fragment=True)
-        return _result(FRAGMENT, plan, snapshot, clock, (), False)
-    return StepResult(IDLE, Plan(keep=_keeps(snapshot)), clock)
+        result = _result(FRAGMENT, plan, snapshot, clock, (), False)
+        return dataclasses.replace(result, early_round_at=early)
+    return StepResult(IDLE, Plan(keep=_keeps(snapshot)), clock, early_round_at=early)
+
+
+def _early_round_at(
+    policy: Policy, snapshot: Snapshot, settings: Settings, clock: RoundClock
+) -> float | None:
+    return asked_early_round(policy, snapshot, settings, clock.last_round_at)
 
 
 def _result(

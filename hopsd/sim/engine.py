@@ -133,6 +133,7 @@ class Engine(SchedulerView, PlanEnactor):
         self.flights: dict[str, Flight] = {}
         self.events: list[tuple[float, str, str]] = []
         self.clock = RoundClock(self.settings.round_length_s)
+        self.early_round = math.inf  # when the policy last asked for an early round
         if self.config.first_round_s > self.config.start_s:  # a round ran before the start
             self.clock = RoundClock(
                 self.settings.round_length_s,
@@ -205,7 +206,7 @@ class Engine(SchedulerView, PlanEnactor):
                 if next_arrival < len(arrivals)
                 else math.inf
             )
-            t_next = min(t_arr, self._next_job_event(seen), next_round)
+            t_next = min(t_arr, self._next_job_event(seen), next_round, self.early_round)
             if t_next > horizon and self.config.partial:
                 break  # a forecast: what is known by the horizon, unfinished jobs open
             if t_next > horizon:
@@ -229,8 +230,12 @@ class Engine(SchedulerView, PlanEnactor):
             graced = self._end_graces() if self.flights else False
             changed = changed or ended > 0 or graced
             inside_round = self.now < next_round - EPS
-            if (changed or profiling) and inside_round:
-                self._decide(changed)
+            early = self.now >= self.early_round - EPS
+            if (changed or profiling or early) and inside_round and self._decide(changed):
+                # the policy started a round before the clock's: the clock counts from it
+                self._close_round()
+                self.rounds.append(RoundStat(start=self.now))
+                next_round = self.now + length
         self._close_round()
         return EngineResult(
             policy=self.policy.name,
@@ -490,16 +495,19 @@ class Engine(SchedulerView, PlanEnactor):
             if j.status == "running"
         )
 
-    def _decide(self, changed: bool = True) -> None:
-        """Take the core's scheduling step (hopsd takes the same one) and apply its decision.
+    def _decide(self, changed: bool = True) -> bool:
+        """Take the core's scheduling step (hopsd takes the same one) and apply its decision;
+        True when the step planned a full round.
 
         Profiling runs that stopped free their GPU at once; the step is then taken
         again so the job's next type is placed in the same instant (hopsd does it
-        on its next tick, seconds later).
+        on its next tick, seconds later). The policy's early round, if it wants
+        one, is the instant the simulator wakes for it.
         """
         step = self._step(changed)
         self.steps += 1
         self.clock = step.clock
+        self.early_round = math.inf if step.early_round_at is None else step.early_round_at
         stopped = self._apply_profiling(step.profiling)
         if step.kind != IDLE:
             if step.kind == ROUND:
@@ -510,9 +518,12 @@ class Engine(SchedulerView, PlanEnactor):
         if stopped:
             again = self._step(False)
             self.clock = again.clock
+            if again.early_round_at is not None:
+                self.early_round = min(self.early_round, again.early_round_at)
             self._apply_profiling(again.profiling)
             if again.kind != IDLE:
                 self._apply(again.plan, again.actions)
+        return step.kind == ROUND
 
     def _step(self, changed: bool) -> StepResult:
         try:

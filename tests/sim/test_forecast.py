@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.policies.hops import HopsSettings
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock
@@ -31,7 +32,9 @@ def _store(job_ids: list[str]) -> InMemoryThroughputStore:
     return store
 
 
-def _input(jobs: list[Job], *, capacity: dict[str, int] | None = None) -> ForecastInput:
+def _input(
+    jobs: list[Job], *, capacity: dict[str, int] | None = None, early_round_lr: float = 0.25
+) -> ForecastInput:
     snap = Snapshot(
         now=NOW,
         cluster=_cluster(),
@@ -40,7 +43,8 @@ def _input(jobs: list[Job], *, capacity: dict[str, int] | None = None) -> Foreca
         capacity=capacity or {},
     )
     settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
-    return ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings)
+    own = HopsSettings(early_round_lr=early_round_lr)
+    return ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings, policy_settings=own)
 
 
 def _running(job_id: str, done: float, total: float, gpus: int = 2) -> Job:
@@ -92,13 +96,24 @@ def test_gpus_hops_may_not_use_delay_the_queue() -> None:
 def test_a_hypothetical_job_is_forecast_behind_the_live_queue() -> None:
     jobs = [_running("r", done=4000.0, total=10_000.0), _queued("q", total=12_000.0)]
     asked = Hypothetical("new", (2,), 6000.0, {"a100": RATE})
-    out = forecast(_input(jobs), [asked])
+    # rounds on the clock alone: an early round for the short new job would serve the
+    # queue by its latency ratios at that instant instead (the next test)
+    out = forecast(_input(jobs, early_round_lr=0.0), [asked])
     q_end = out["q"].end_at
     new_start = out["new"].start_at
     assert q_end is not None and new_start is not None
     assert new_start >= q_end - 1.0  # q waited longer: the latency-ratio queue serves it first
     assert out["new"].end_at == pytest.approx(new_start + 30.0, abs=1.0)
     assert "new" not in forecast(_input(jobs))
+
+
+def test_the_forecast_foresees_the_early_round_a_short_new_job_gets() -> None:
+    jobs = [_running("r", done=4000.0, total=10_000.0), _queued("q", total=12_000.0)]
+    asked = Hypothetical("new", (2,), 6000.0, {"a100": RATE})
+    on_clock = forecast(_input(jobs, early_round_lr=0.0), [asked])["new"].start_at
+    early = forecast(_input(jobs), [asked])["new"].start_at
+    assert on_clock is not None and early is not None
+    assert early < on_clock  # its latency ratio passes 0.25 before the queue would reach it
 
 
 def test_a_job_in_its_profiling_phase_is_queued_when_the_measured_phase_is_over() -> None:
@@ -161,7 +176,7 @@ def test_the_forecast_plans_with_the_policy_s_own_settings() -> None:
 
     small = Job(id="s", demands=(1,), total_samples=1000.0, submit_time=NOW - 10.0)
     jobs = [_running("r", 4000.0, 10_000.0, gpus=1), _queued("head", 12_000.0), small]
-    fifo = dataclasses.replace(_input(jobs), policy="fifo")
+    fifo = dataclasses.replace(_input(jobs), policy="fifo", policy_settings=None)
     easy = forecast(fifo)
     strict = forecast(dataclasses.replace(fifo, policy_settings=FifoSettings(backfill=False)))
     starts = {

@@ -22,6 +22,7 @@ from hopsd.core.rounds import plan_fragment, plan_round
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import Snapshot
 from hopsd.core.typed_settings import SettingsError
+from hopsd.core.urgency import RoundAges, early_round_at
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,16 @@ class HopsSettings:
     lam: float | None = field(
         default=None, metadata={"help": "lambda of eq. 11; unset: [scheduler] lambda"}
     )
+    early_round_lr: float = field(
+        default=0.25,
+        metadata={
+            "help": "start a round early when a queued job's latency ratio passes this "
+            "(0: rounds only on the clock; see hopsd.core.urgency)"
+        },
+    )
+    early_round_gap_s: float = field(
+        default=30.0, metadata={"help": "least seconds between a round and an early one"}
+    )
 
     def __post_init__(self) -> None:
         if self.priority is not None and self.priority not in priority_names():
@@ -45,6 +56,10 @@ class HopsSettings:
             raise SettingsError("priority", f"unknown {self.priority!r} (known: {known})")
         if self.lam is not None and self.lam < 0:
             raise SettingsError("lam", f"must be >= 0, got {self.lam}")
+        if self.early_round_lr < 0:
+            raise SettingsError("early_round_lr", f"must be >= 0, got {self.early_round_lr}")
+        if self.early_round_gap_s < 0:
+            raise SettingsError("early_round_gap_s", f"must be >= 0, got {self.early_round_gap_s}")
 
 
 class HopsPolicy:
@@ -53,6 +68,7 @@ class HopsPolicy:
     def __init__(self, name: str, own: HopsSettings) -> None:
         self.name = name
         self.own = own
+        self._ages = RoundAges()
 
     def _settings(self, settings: Settings) -> Settings:
         if self.own.priority is not None:
@@ -66,6 +82,18 @@ class HopsPolicy:
 
     def plan_fragment(self, snapshot: Snapshot, settings: Settings) -> Plan:
         return plan_fragment(snapshot, self._settings(settings))
+
+    def early_round_at(
+        self, snapshot: Snapshot, settings: Settings, last_round_at: float | None
+    ) -> float | None:
+        """When a round is due before the clock's: :func:`hopsd.core.urgency.early_round_at`."""
+        own = self.own
+        if own.early_round_lr <= 0.0:
+            return None
+        age_of = self._ages.age_of(snapshot, settings, last_round_at)
+        return early_round_at(
+            snapshot, own.early_round_lr, last_round_at, own.early_round_gap_s, age_of
+        )
 
 
 def _spec(name: str, defaults: HopsSettings, summary: str) -> PolicySpec[HopsSettings]:
