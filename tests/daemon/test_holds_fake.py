@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from daemon_fakeport import FakeClock, FakePort
 from spool_tick import row_of
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
@@ -168,6 +168,28 @@ def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
     assert [sorted(batch) for batch in port.hold_batches] == [sorted(jobs)]
     assert {state for state, _ in _hold_intents(sessions).values()} == {"done"}
     assert all(port.actions(job) == ["hold"] for job in jobs)
+
+
+def test_a_queue_adopted_at_once_is_written_in_one_insert(
+    port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
+) -> None:
+    jobs = _queue_behind_a_full_cluster(port, 5)
+    inserts: list[int] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("INSERT INTO JOBS"):
+            inserts.append(len(parameters) if executemany else 1)
+
+    engine = sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        result = new_tick().run_once()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert result.reconcile is not None and len(result.reconcile.adopted) == len(jobs)
+    assert inserts == [len(jobs)]  # one statement over the batch, not one per job
+    for job in jobs:
+        assert row_of(sessions, job).id == str(job)
 
 
 def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
