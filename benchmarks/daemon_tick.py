@@ -15,6 +15,14 @@ the test cluster started with room for them, for example::
         eval "$(bash docker/cluster.sh up | grep ^export)"
     .venv/bin/python benchmarks/daemon_tick.py --pending 10000 --running 2000 [--json]
 
+Before the first tick is timed the benchmark waits for slurmctld to go quiet
+(``sdiag``: nothing queued for its agents or for slurmdbd, twice a second
+apart; at most ``--quiet-wait-s``): twelve thousand submissions leave it
+writing accounting records for a while, which a daemon started on a settled
+queue would not meet. It waits so before submitting too: an earlier run's
+cancelled jobs keep it ending them on the nodes. The wait and each tick's
+seconds in Slurm commands (by command) are printed with the figures.
+
 ``--record FILE.json.xz`` keeps the big run's ``squeue --json`` output (the
 fixture ``benchmarks/squeue_parse.py`` times the parser and assembly on).
 """
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import itertools
 import json
 import logging
 import lzma
@@ -35,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -50,7 +59,7 @@ from hopsd.ledger import migrate
 from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.slurm.factory import make_port
 from hopsd.slurm.port import SubmitRequest
-from hopsd.slurm.runner import CountingRunner, SubprocessRunner
+from hopsd.slurm.runner import CompletedRun, CountingRunner, Runner, SubprocessRunner
 from hopsd.slurm.tag import HopsTag
 
 #: The live cluster with the defaults' hour-long rounds: one tick is all that is timed.
@@ -80,6 +89,53 @@ def rss_mb() -> float:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class TimedRunner:
+    """Wraps a runner and keeps each command's wall seconds, under its verb."""
+
+    def __init__(self, inner: Runner) -> None:
+        self.inner = inner
+        self.spent: list[tuple[str, float]] = []
+
+    def __call__(self, argv: Sequence[str], timeout: float) -> CompletedRun:
+        done = self.inner(argv, timeout)
+        words = [w for w in argv if not w.startswith("-") and "=" not in w and w != "env"]
+        verb = " ".join(words[:2]) if words[:1] == ["scontrol"] else (words[:1] or ["?"])[0]
+        self.spent.append((verb, done.duration_s))
+        return done
+
+    def by_verb(self, start: int, end: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for verb, seconds in self.spent[start:end]:
+            out[verb] = round(out.get(verb, 0.0) + seconds, 3)
+        return out
+
+
+def sdiag_queues() -> tuple[int, int] | None:
+    """slurmctld's agent queue and slurmdbd agent queue sizes (sdiag), None if unread."""
+    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=False, timeout=60)
+    sizes = {}
+    for line in out.stdout.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("Agent queue size", "DBD Agent queue size"):
+            sizes[name.strip()] = int(value.split()[0])
+    if len(sizes) < 2:
+        return None
+    return sizes["Agent queue size"], sizes["DBD Agent queue size"]
+
+
+def wait_quiet(limit_s: float) -> float:
+    """Seconds waited until slurmctld queues nothing for its agents or slurmdbd (two reads
+    a second apart), at most ``limit_s``."""
+    started = time.monotonic()
+    quiet = 0
+    while time.monotonic() - started < limit_s and quiet < 2:
+        queues = sdiag_queues()
+        quiet = quiet + 1 if queues == (0, 0) else 0
+        if quiet < 2:
+            time.sleep(1.0)
+    return round(time.monotonic() - started, 1)
 
 
 def submit_many(port, script: Path, n: int, prefix: str) -> list[int]:  # type: ignore[no-untyped-def]
@@ -155,7 +211,10 @@ def record_squeue(path: Path) -> int:
 
 
 def run_ticks(
-    tick: Tick, ticks: int, profile: str | None = None
+    tick: Tick,
+    ticks: int,
+    profile: str | None = None,
+    after_tick: Callable[[], None] = lambda: None,
 ) -> tuple[list[TickResult], list[float], list[float]]:
     """``ticks`` ticks; with ``profile``, the steady ones (all but the first) under cProfile,
     and the first (adoption) under its own, written to ``PROFILE.first``.
@@ -177,6 +236,7 @@ def run_ticks(
         if watching is not None:
             watching.disable()
         rss.append(round(rss_mb(), 1))
+        after_tick()
         tick.round_clock = RoundClock(tick.settings.round_length_s)  # a full round each tick
     if profile is not None:
         profiler.dump_stats(profile)
@@ -198,15 +258,18 @@ def measure(
     config = parse_config(render(live(f"sqlite:///{ledger}", spool, CHANGES)))
     migrate.upgrade(config.ledger_url)
     sessions = make_sessionmaker(make_engine(config.ledger_url, sqlite_begin="immediate"))
-    runner = CountingRunner(SubprocessRunner())
+    timed = TimedRunner(SubprocessRunner())
+    runner = CountingRunner(timed)
     port = make_port("cli", run=runner, timeout_s=config.slurm_timeout_s)
     script = workdir / "sleep.sh"
     script.write_text("#!/bin/bash\nsleep 2\n")
     prefix = f"hopsbench{uuid.uuid4().hex[:6]}-"
+    wait_quiet(args.quiet_wait_s)  # an earlier run's thousands of ends may still be sent out
     started = time.perf_counter()
     ids: list[int | str] = list(submit_many(port, script, pending, prefix))
     submit_s = time.perf_counter() - started
     arrays, achieved = start_running(running, prefix, args.running_wait_s)
+    quiet_wait_s = wait_quiet(args.quiet_wait_s)
     tick = Tick(
         config,
         port,
@@ -216,7 +279,11 @@ def measure(
     )
     extra: dict[str, object] = {}
     try:
-        results, rss, cpu = run_ticks(tick, args.ticks, profile)
+        marks = [len(timed.spent)]
+        results, rss, cpu = run_ticks(
+            tick, args.ticks, profile, lambda: marks.append(len(timed.spent))
+        )
+        extra["slurm_s_each_tick"] = [timed.by_verb(a, b) for a, b in itertools.pairwise(marks)]
         if running:
             extra["status"] = status_seconds(ledger, workdir)
             if args.record:
@@ -229,6 +296,7 @@ def measure(
         "running_asked": running,
         "running": achieved,
         "submit_s": round(submit_s, 3),
+        "quiet_wait_s": quiet_wait_s,
         "first_tick": {k: round(v, 4) for k, v in first.figures().items()},
         "steady_tick_median": {
             k: round(statistics.median(r.figures()[k] for r in rest), 4)
@@ -270,6 +338,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--pending", "--jobs", type=int, default=1000, dest="pending")
     parser.add_argument("--running", type=int, default=0)
     parser.add_argument("--running-wait-s", type=float, default=600.0)
+    parser.add_argument("--quiet-wait-s", type=float, default=300.0)
     parser.add_argument("--baseline", type=int, default=10)
     parser.add_argument("--ticks", type=int, default=4)
     parser.add_argument("--record", help="write the big run's squeue --json here (.json.xz)")
@@ -309,6 +378,8 @@ def main(argv: list[str]) -> int:
         print(f"      steady tick median     : {run['steady_tick_median']}")
         print(f"      steady totals          : {run['steady_total_s']}")
         print(f"      RSS after each tick MB : {run['rss_mb_after_each_tick']}")
+        print(f"      slurmctld quiet after  : {run['quiet_wait_s']} s")
+        print(f"      Slurm s each tick      : {run.get('slurm_s_each_tick')}")
         print(f"      starts per tick: {run['started_per_tick']}  window: {run['window']}")
     print(f"hops status on the big ledger: {big.get('status')}")
     print(f"peak RSS: {out['peak_rss_mb']} MB")

@@ -181,15 +181,18 @@ def adopt_together(
     adopt: Callable[[ObservedJob, JobRecord | None], None],
     report: Sequence[list[Any]],
     problems: InputProblems,
+    written: Callable[[], None] = lambda: None,
 ) -> bool:
     """Adopt jobs the ledger has never seen under one savepoint (one flush, not one per
-    job: a queue of thousands is adopted in seconds); False, with nothing of them
-    left (``report``'s lists and rows cut back), when any one failed."""
+    job: a queue of thousands is adopted in seconds), ``written()`` last (what the
+    adoptions left for the batch to write at once); False, with nothing of them left
+    (``report``'s lists and rows cut back), when any one failed."""
     counts = [len(said) for said in report]
     try:
         with unit.savepoint():
             for job in chunk:
                 adopt(job, None)
+            written()
         return True
     except Exception as exc:
         if not problems.contained(exc):

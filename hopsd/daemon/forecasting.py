@@ -29,6 +29,10 @@ log = logging.getLogger("hopsd.forecast")
 DUTY_FACTOR = 10.0
 #: ... once one costs this much; cheaper ones run whenever due, as on any small cluster.
 DUTY_FROM_S = 0.5
+#: A tick that adopted at least this many jobs leaves its forecast to the next tick: adopting
+#: a long queue (hopsd started or restarted over a backlog) makes a long tick already, and a
+#: forecast changes no decision. The next tick forecasts, however little it saw change.
+DEFER_AFTER_ADOPTING = 500
 
 
 def measured_input(
@@ -93,11 +97,20 @@ class Forecaster:
         self.cpu_clock: Callable[[], float] = time.process_time
         self.pending: ForecastInput | None = None
         self.states: Mapping[str, str] = {}
+        # a tick that adopted many jobs left its forecast to the next one
+        self.owed = False
 
-    def due(self, changed: bool, now: float, round_s: float) -> bool:
+    def due(self, changed: bool, now: float, round_s: float, adopted: int = 0) -> bool:
         """A plan or a change in Slurm changed what will happen, or the newest forecast is
-        a round old; never sooner than :data:`DUTY_FACTOR` times the last one's cost."""
-        if self.last_at is None:
+        a round old; never sooner than :data:`DUTY_FACTOR` times the last one's cost.
+
+        A tick that ``adopted`` :data:`DEFER_AFTER_ADOPTING` jobs or more forecasts
+        nothing; the next tick does, whatever it saw (the forecast is owed).
+        """
+        if adopted >= DEFER_AFTER_ADOPTING:
+            self.owed = True
+            return False
+        if self.last_at is None or self.owed:
             return True
         since = now - self.last_at
         if self.cost_s >= DUTY_FROM_S and since < DUTY_FACTOR * self.cost_s:
@@ -108,6 +121,7 @@ class Forecaster:
         """The round's input and each job's ledger state, for :meth:`run` after enacting."""
         self.pending = given
         self.states = dict(states)
+        self.owed = False
 
     def run(self, ledger: Ledger) -> float:
         """Forecast what was offered and record it; the seconds it took (0: nothing to do)."""

@@ -57,6 +57,7 @@ from hopsd.ledger.records import (
     WAITING_STATES,
     AllocationReason,
     JobRecord,
+    JobSpec,
     JobState,
     JobUpdate,
     is_legal,
@@ -313,7 +314,10 @@ class Reconciler:
         for start in range(0, len(fresh), ADOPT_BATCH):
             chunk = fresh[start : start + ADOPT_BATCH]
             lists = [getattr(report, f.name) for f in dataclasses.fields(report)]
-            if not adopt_together(unit, chunk, adopt, lists, self.problems):
+            inserts: list[JobSpec] = []  # the chunk's new rows, written in one statement
+            batch = partial(adopt, inserts=inserts)
+            written = partial(unit.add_jobs, inserts, now)
+            if not adopt_together(unit, chunk, batch, lists, self.problems, written):
                 self._refusals = None  # reread: the savepoint's refusals are gone
                 alone += chunk  # one of them failed: each on its own, to contain it
         for job in alone:
@@ -330,9 +334,14 @@ class Reconciler:
         taken: set[str],
         now: float,
         report: ReconcileReport,
+        inserts: list[JobSpec] | None = None,
     ) -> None:
         """Adopt one tagged held job, or refuse it with the reason (``limits``: the largest
-        configuration, GPUs per type, the partitions hops jobs may be submitted to)."""
+        configuration, GPUs per type, the partitions hops jobs may be submitted to).
+
+        With ``inserts``, a job adopted as it is (pending, not sent to profiling) is put
+        there for the caller to write with the rest of its batch, in the same savepoint.
+        """
         if old is not None:
             why = reuse_reason(old, job)
             if not why:
@@ -351,16 +360,20 @@ class Reconciler:
             self._refuse(unit, job, reason, now, report)
             return
         spec = replace(spec, id=free_id(unit, job.slurm_id, taken))
-        unit.add_job(spec, now, free=True)
         unplanned = job.state == RUNNING
+        no_preempt = job.tag is not None and job.tag.no_preempt
+        profiled = self.profile_new_jobs and not (no_preempt or unplanned)
+        if inserts is not None and not (unplanned or profiled):
+            inserts.append(spec)
+        else:
+            unit.add_job(spec, now, free=True)
         if unplanned:
             record_unplanned(unit, spec.id, job, now)
         refusals = self._refusal_ids(unit)
         if job.slurm_id in refusals:
             unit.drop_refusals([job.slurm_id])  # refused once, adopted now (the config changed)
             refusals.discard(job.slurm_id)
-        no_preempt = job.tag is not None and job.tag.no_preempt
-        if self.profile_new_jobs and not (no_preempt or unplanned):
+        if profiled:
             unit.transition(spec.id, JobState.PROFILING, now, "profiling on each GPU type")
         report.adopted.append(spec.id)
         log.info(

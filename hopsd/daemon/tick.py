@@ -377,12 +377,15 @@ class Tick:
         seen: ReconcileReport | None,
     ) -> None:
         """Hand the round's input and plan to the forecaster, when a forecast is due: the
-        step planned, or this tick saw a job adopted, started, requeued or ended."""
+        step planned, or this tick saw a job adopted, started, requeued or ended (a tick
+        that adopted a long queue leaves it to the next: :meth:`Forecaster.due`)."""
         planned = decision.kind != IDLE
         moved = seen is not None and bool(
             seen.adopted or seen.started or seen.requeued or seen.ended
         )
-        due = self.forecaster.due(planned or moved, snap.now, self.settings.round_length_s)
+        adopted = len(seen.adopted) if seen is not None else 0
+        round_s = self.settings.round_length_s
+        due = self.forecaster.due(planned or moved, snap.now, round_s, adopted)
         if self.shadow or not due:
             return
         plan = decision.plan if planned else None

@@ -83,6 +83,17 @@ def insert_job(session: Session, spec: JobSpec, now: float, restart_s: float | N
     return _record({n: values.get(n) for n in _RECORD_FIELDS})
 
 
+def insert_jobs(
+    session: Session, specs: Sequence[tuple[JobSpec, float | None]], now: float
+) -> None:
+    """:func:`insert_job` for many jobs (each with its model's restart cost) in one
+    ``INSERT`` executed over all of them: adoption's backlog, not a statement per job."""
+    for spec, _ in specs:
+        _validate(spec)
+    if specs:
+        session.execute(_JOBS.insert(), [_new_values(session, s, now, c) for s, c in specs])
+
+
 def _new_values(
     session: Session, spec: JobSpec, now: float, restart_s: float | Literal["read"] | None
 ) -> dict[str, Any]:

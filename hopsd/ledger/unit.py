@@ -157,6 +157,14 @@ class Unit:
             return jobs.insert_job(self._session, spec, now, cost)
         return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
 
+    def add_jobs(self, specs: Sequence[JobSpec], now: float) -> None:
+        """:meth:`add_job` (``free``) for many jobs in one statement; no record is returned."""
+        for model in {s.model_name for s in specs} - set(self._model_restart):
+            self._model_restart[model] = restarts.model_restart_s(self._session, model)
+        jobs.insert_jobs(
+            self._session, [(s, self._model_restart[s.model_name]) for s in specs], now
+        )
+
     def forget(self, job_ids: set[str]) -> None:
         """Drop jobs a rolled-back savepoint added from what this unit holds."""
         self._held = {k: v for k, v in self._held.items() if k not in job_ids}

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from daemon_fakeport import FakeClock, FakePort
 from spool_tick import row_of
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from hopsd.config import HopsConfig
 from hopsd.daemon.holds import UNPLANNED
 from hopsd.daemon.tick import Tick
+from hopsd.ledger import jobs as ledger_jobs
 from hopsd.ledger.models import IntentAction, IntentRow
-from hopsd.ledger.unit import Unit
 from hopsd.slurm.errors import SlurmCommandError, SlurmUnavailableError
 from hopsd.slurm.tag import HopsTag
 
@@ -170,6 +170,28 @@ def test_holds_cut_off_by_an_unreachable_slurm_are_taken_once_on_the_next_tick(
     assert all(port.actions(job) == ["hold"] for job in jobs)
 
 
+def test_a_queue_adopted_at_once_is_written_in_one_insert(
+    port: FakePort, sessions: sessionmaker[Session], new_tick: NewTick
+) -> None:
+    jobs = _queue_behind_a_full_cluster(port, 5)
+    inserts: list[int] = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        if statement.lstrip().upper().startswith("INSERT INTO JOBS"):
+            inserts.append(len(parameters) if executemany else 1)
+
+    engine = sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        result = new_tick().run_once()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert result.reconcile is not None and len(result.reconcile.adopted) == len(jobs)
+    assert inserts == [len(jobs)]  # one statement over the batch, not one per job
+    for job in jobs:
+        assert row_of(sessions, job).id == str(job)
+
+
 def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
     port: FakePort,
     sessions: sessionmaker[Session],
@@ -178,14 +200,15 @@ def test_a_job_whose_adoption_fails_costs_only_itself_in_a_batch(
 ) -> None:
     """Jobs are adopted many under one savepoint; one failure redoes them one by one."""
     jobs = _queue_behind_a_full_cluster(port, 4)
-    real_add_job = Unit.add_job
+    real_validate = ledger_jobs._validate
 
-    def broken_for_one(unit, spec, now, **kwargs):  # type: ignore[no-untyped-def]
+    def broken_for_one(spec):  # type: ignore[no-untyped-def]
         if spec.slurm_job_id == jobs[1]:
             raise RuntimeError("a bug triggered by this job's data")
-        return real_add_job(unit, spec, now, **kwargs)
+        return real_validate(spec)
 
-    monkeypatch.setattr(Unit, "add_job", broken_for_one)
+    # the batch's one INSERT and each job's own both check the job's data there
+    monkeypatch.setattr(ledger_jobs, "_validate", broken_for_one)
     result = new_tick().run_once()
     assert result.reconcile is not None
     assert sorted(result.reconcile.adopted) == sorted(str(j) for j in jobs if j != jobs[1])

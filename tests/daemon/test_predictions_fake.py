@@ -92,3 +92,27 @@ def test_a_forecast_that_fails_leaves_scheduling_alone(
     tick.run_once()
     assert port.jobs[job].state == "RUNNING"
     assert predictions(sessions, [job])[str(job)] == []
+
+
+def test_a_tick_adopting_a_long_queue_forecasts_at_the_next_tick(
+    config: HopsConfig,
+    port: FakePort,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Adopting a long queue makes a long tick: its forecast waits for the next tick,
+    which makes it although nothing changed in between (two jobs stand for the queue)."""
+    monkeypatch.setattr("hopsd.daemon.forecasting.DEFER_AFTER_ADOPTING", 2)
+    per_gpu = config.settings().reference_throughput * config.gpu_types["a100"].speed
+    tag = HopsTag((8,), SECONDS * 8 * per_gpu, types=("a100",))
+    jobs = [port.add_job(tag, user=u, submit_time=clock.now - 5) for u in ("alice", "bob")]
+    tick = make_tick(config, port, sessions, clock)
+    first = tick.run_once()
+    assert first.reconcile is not None and len(first.reconcile.adopted) == 2
+    assert first.forecast_s == 0.0
+    assert not any(predictions(sessions, jobs).values())
+    clock.advance(1)
+    assert tick.run_once().forecast_s > 0.0
+    said = predictions(sessions, jobs)
+    assert all(said[str(j)] for j in jobs)

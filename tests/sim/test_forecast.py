@@ -12,7 +12,7 @@ from hopsd.core.settings import Settings
 from hopsd.core.snapshot import InFlight, Snapshot
 from hopsd.core.step import RoundClock
 from hopsd.core.throughput import InMemoryThroughputStore
-from hopsd.daemon.forecasting import Forecaster
+from hopsd.daemon.forecasting import DEFER_AFTER_ADOPTING, Forecaster
 from hopsd.sim.forecast import ForecastInput, Hypothetical, forecast, steps_for
 
 NOW = 1_000_000.0
@@ -233,6 +233,16 @@ def test_a_costly_forecast_waits_ten_times_its_cost_before_the_next() -> None:
     forecaster.cost_s = 5.0  # costly: not before 50 s have passed, change or not
     assert not forecaster.due(True, NOW + 49.0, 3600.0)
     assert forecaster.due(True, NOW + 51.0, 3600.0)
+
+
+def test_a_tick_adopting_a_long_queue_leaves_its_forecast_to_the_next() -> None:
+    forecaster = Forecaster()
+    assert not forecaster.due(True, NOW, 3600.0, adopted=DEFER_AFTER_ADOPTING)
+    assert forecaster.owed
+    # the next tick forecasts even though nothing changed and no round has passed
+    forecaster.last_at, forecaster.cost_s = NOW - 1.0, 0.1
+    assert forecaster.due(False, NOW + 1.0, 3600.0)
+    assert forecaster.due(True, NOW + 1.0, 3600.0, adopted=DEFER_AFTER_ADOPTING - 1)
 
 
 def test_a_placement_in_flight_lands_before_the_queue_is_planned() -> None:
