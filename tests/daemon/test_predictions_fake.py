@@ -94,16 +94,17 @@ def test_a_forecast_that_fails_leaves_scheduling_alone(
     assert predictions(sessions, [job])[str(job)] == []
 
 
+@pytest.fixture
+def two_jobs_make_a_long_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hopsd.daemon.forecasting.DEFER_AFTER_ADOPTING", 2)
+
+
+@pytest.mark.usefixtures("two_jobs_make_a_long_queue")
 def test_a_tick_adopting_a_long_queue_forecasts_at_the_next_tick(
-    config: HopsConfig,
-    port: FakePort,
-    sessions: sessionmaker[Session],
-    clock: FakeClock,
-    monkeypatch: pytest.MonkeyPatch,
+    config: HopsConfig, port: FakePort, sessions: sessionmaker[Session], clock: FakeClock
 ) -> None:
     """Adopting a long queue makes a long tick: its forecast waits for the next tick,
     which makes it although nothing changed in between (two jobs stand for the queue)."""
-    monkeypatch.setattr("hopsd.daemon.forecasting.DEFER_AFTER_ADOPTING", 2)
     per_gpu = config.settings().reference_throughput * config.gpu_types["a100"].speed
     tag = HopsTag((8,), SECONDS * 8 * per_gpu, types=("a100",))
     jobs = [port.add_job(tag, user=u, submit_time=clock.now - 5) for u in ("alice", "bob")]
