@@ -43,7 +43,7 @@ def _input(
         capacity=capacity or {},
     )
     settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
-    own = HopsSettings(early_round_lr=early_round_lr)
+    own = HopsSettings(early_round_lr=early_round_lr, early_round_gap_s=30.0)
     return ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings, policy_settings=own)
 
 

@@ -40,14 +40,14 @@ class HopsSettings:
         default=None, metadata={"help": "lambda of eq. 11; unset: [scheduler] lambda"}
     )
     early_round_lr: float = field(
-        default=0.25,
+        default=0.0,
         metadata={
             "help": "start a round early when a queued job's latency ratio passes this "
             "(0: rounds only on the clock; see hopsd.core.urgency)"
         },
     )
     early_round_gap_s: float = field(
-        default=30.0, metadata={"help": "least seconds between a round and an early one"}
+        default=60.0, metadata={"help": "least seconds between a round and an early one"}
     )
 
     def __post_init__(self) -> None:
