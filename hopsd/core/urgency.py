@@ -93,18 +93,18 @@ class RoundAges:
             self._round = round_at
             self._ages = {}
         ages = self._ages
-        context: list[PriorityContext] = []  # built on the first job not estimated yet
+        ctx: PriorityContext | None = None  # built on the first job not estimated yet
 
         def age_of(job: Job) -> float:
+            nonlocal ctx
             found = ages.get(job.id)
             if found is None:
-                if not context:
+                if ctx is None:
                     estimator = Estimator(snapshot.cluster, snapshot.store, settings)
-                    n_jobs = len(snapshot.jobs)
-                    context.append(
-                        PriorityContext(snapshot.now, snapshot.cluster, estimator, n_jobs)
+                    ctx = PriorityContext(
+                        snapshot.now, snapshot.cluster, estimator, len(snapshot.jobs)
                     )
-                found = ages[job.id] = age(job, context[0])
+                found = ages[job.id] = age(job, ctx)
             return found
 
         return age_of

@@ -149,21 +149,20 @@ class Unit:
 
     def add_job(self, spec: JobSpec, now: float, *, free: bool = False) -> JobRecord:
         """``free``: the caller made sure the id is free. A model's restart cost is read once."""
-        model = spec.model_name
-        if model not in self._model_restart:
-            self._model_restart[model] = restarts.model_restart_s(self._session, model)
-        cost = self._model_restart[model]
+        cost = self._restart_of(spec.model_name)
         if free:  # adoption's thousands: written at once, no row kept (a change loads it)
             return jobs.insert_job(self._session, spec, now, cost)
         return self._hold(jobs.add_job(self._session, spec, now, check_id=not free, restart_s=cost))
 
     def add_jobs(self, specs: Sequence[JobSpec], now: float) -> None:
         """:meth:`add_job` (``free``) for many jobs in one statement; no record is returned."""
-        for model in {s.model_name for s in specs} - set(self._model_restart):
+        jobs.insert_jobs(self._session, [(s, self._restart_of(s.model_name)) for s in specs], now)
+
+    def _restart_of(self, model: str) -> float | None:
+        """What restarts of the model's earlier jobs cost, read once per model (adoption)."""
+        if model not in self._model_restart:
             self._model_restart[model] = restarts.model_restart_s(self._session, model)
-        jobs.insert_jobs(
-            self._session, [(s, self._model_restart[s.model_name]) for s in specs], now
-        )
+        return self._model_restart[model]
 
     def forget(self, job_ids: set[str]) -> None:
         """Drop jobs a rolled-back savepoint added from what this unit holds."""

@@ -88,8 +88,6 @@ class HopsPolicy:
     ) -> float | None:
         """When a round is due before the clock's: :func:`hopsd.core.urgency.early_round_at`."""
         own = self.own
-        if own.early_round_lr <= 0.0:
-            return None
         age_of = self._ages.age_of(snapshot, settings, last_round_at)
         return early_round_at(
             snapshot, own.early_round_lr, last_round_at, own.early_round_gap_s, age_of
