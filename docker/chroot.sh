@@ -47,7 +47,11 @@ unmount_root() {
 
 bind_into_root() {
     local source="$1" target="${ROOT_DIR}$1" mode="${2:-rw}"
-    if [[ -d "${source}" ]]; then mkdir -p "${target}"; else
+    if [[ -d "${source}" ]]; then
+        # a file left where a directory goes (a bind made before its source existed)
+        [[ -d "${target}" ]] || rm -f "${target}"
+        mkdir -p "${target}"
+    else
         mkdir -p "$(dirname "${target}")"
         [[ -e "${target}" ]] || touch "${target}"
     fi

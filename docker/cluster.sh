@@ -635,6 +635,9 @@ cmd_up() {
     # A failed start stops whatever it already launched; the logs stay.
     trap 'on_failed_up' EXIT
     prepare_dir
+    # munged first: a root's /run/munge is a bind of the host's, which must exist
+    ensure_munge
+    log "munge ok"
     if in_root; then
         prepare_root
         write_exec_wrappers
@@ -642,8 +645,6 @@ cmd_up() {
     [[ "${HOPS_ACCOUNTING:-1}" == 0 ]] && accounting=0
     write_configs "${accounting}"
     make_fake_gpus
-    ensure_munge
-    log "munge ok"
     if [[ ${accounting} == 1 ]] && ! start_accounting; then
         accounting=0
         write_configs 0

@@ -55,6 +55,8 @@ class Assembled:
     starting: frozenset[str]
     #: jobs whose intent chains still wait (a notice's grace, a requeue not yet settled)
     waiting: frozenset[str] = frozenset()
+    #: released jobs this observation shows crowded out (the next one confirms them)
+    crowded: frozenset[str] = frozenset()
 
 
 def _fits(config: Configuration, view_nodes: Mapping[str, int]) -> bool:
@@ -70,6 +72,7 @@ def assemble(
     now: float,
     guard: Guard | None = None,
     reservations: Sequence[SlurmReservation] = (),
+    crowded_before: frozenset[str] | None = None,
 ) -> Assembled:
     """Build the planner's input; see the module docstring for the job classes.
 
@@ -77,6 +80,9 @@ def assemble(
     whose row cannot be turned into a core job is left out of this tick's
     plan instead of failing the whole plan. Drained nodes and ``reservations``
     give the snapshot's closing nodes (:mod:`hopsd.daemon.closings`).
+    ``crowded_before`` is the last observation's :attr:`Assembled.crowded`: a
+    released job is planned again only when both show it crowded out (None:
+    one observation is enough).
     """
     observed = obs.job_map()
     plain = build_cluster_view(obs.nodes, config, {})
@@ -132,14 +138,14 @@ def assemble(
         handles[row.id] = JobHandle(
             int(row.slurm_job_id or 0), seen.restarts, was_requeued, seen.cpus_per_gpu
         )
-    jobs = _replan_crowded_out(jobs, handles, starting, obs, held_running)
+    jobs, crowded = _replan_crowded_out(jobs, handles, starting, obs, held_running, crowded_before)
     view = build_cluster_view(obs.nodes, config, held_running)
     closing = closings(obs.nodes, reservations, sizes, config, now)
     snapshot, view = _snapshot(view, jobs, store, now, starting | no_preempt, closing)
     # only jobs whose probe has reported can take a checkpoint notice (hopsd.core.act)
     listening = frozenset(r.id for r in rows if hears_notice(r.startup_s))
     snapshot = dataclasses.replace(snapshot, listening=listening)
-    return Assembled(snapshot, view, handles, frozenset(starting))
+    return Assembled(snapshot, view, handles, frozenset(starting), crowded=crowded)
 
 
 def _replan_crowded_out(
@@ -148,22 +154,37 @@ def _replan_crowded_out(
     starting: set[str],
     obs: Observation,
     held_running: Mapping[str, int],
-) -> list[Job]:
+    crowded_before: frozenset[str] | None,
+) -> tuple[list[Job], frozenset[str]]:
     """Released jobs whose GPUs another job took before Slurm launched them
     (:func:`crowded_out`) hold nothing: they are planned again, as released jobs
-    (``starting`` and ``handles`` are updated in place)."""
-    crowded = crowded_out(
-        {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
-        obs.nodes,
-        held_running,
+    (``starting`` and ``handles`` are updated in place). Also returns the jobs
+    this observation shows crowded out.
+
+    The queue is read before the nodes, so a released job Slurm launches
+    between the two reads is pending in one and holds its GPUs in the other:
+    it looks crowded out of its own GPUs. Planned again, it would be held
+    while it runs and its new placement refused. A real crowding lasts (the
+    other job runs on, the node stays down), a skew of the two reads does not:
+    with ``crowded_before``, only jobs both observations show crowded out are
+    planned again.
+    """
+    seen_now = frozenset(
+        crowded_out(
+            {j.id: j.current for j in jobs if j.id in starting and j.current is not None},
+            obs.nodes,
+            held_running,
+        )
     )
+    crowded = seen_now if crowded_before is None else seen_now & crowded_before
     if not crowded:
-        return jobs
+        return jobs, seen_now
     log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
     starting -= crowded
     for job_id in crowded:
         handles[job_id] = dataclasses.replace(handles[job_id], released=True)
-    return [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
+    replanned = [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
+    return replanned, seen_now
 
 
 def _snapshot(

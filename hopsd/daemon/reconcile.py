@@ -485,6 +485,13 @@ class Reconciler:
             if state != JobState.RUNNING or new_run or (config is not None and row.current is None):
                 unit.open_run(row.id, seen.restarts, runs.RUN, config, seen.start_time or now)
             if state != JobState.RUNNING:
+                if config is not None and unit.note_observed_start(row.id, config, now):
+                    log.warning(
+                        "event=started-elsewhere job=%s nodes=%s note='not where its last "
+                        "placement said; recorded where it runs'",
+                        row.id,
+                        ",".join(seen.nodes),
+                    )
                 unit.transition(row.id, JobState.RUNNING, now, f"running on {','.join(seen.nodes)}")
                 report.started.append(row.id)
                 log.info(

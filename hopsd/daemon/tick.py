@@ -145,6 +145,8 @@ class Tick:
         self.policy = ClosingAware(get_policy(config.policy, self.own_settings))
         self.reservations = Reservations(port, min(config.queue_refresh_s, config.round_length_s))
         self._steps: list[Step] = []
+        # released jobs the last observation showed crowded out (hopsd.daemon.assemble)
+        self._crowded: frozenset[str] = frozenset()
         # Slurm ids of the holds asked this tick (this daemon's once-per-job record: below)
         self._asking: set[int] = set()
         # the tick's intents requeue a job now, not at a plan's pace: reconcile after enacting
@@ -312,7 +314,9 @@ class Tick:
                 now,
                 self.reconciler.problems.guard,
                 self.reservations.current(now),
+                self._crowded,
             )
+            self._crowded = built.crowded
             store.set_node_speeds(self.node_speeds.prior(unit, built.view.cluster, now))
             pending = in_flight(unit)
             waiting = frozenset(f.job_id for f in pending)

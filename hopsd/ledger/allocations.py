@@ -51,6 +51,25 @@ def record_allocation(
     return row
 
 
+def note_observed_start(session: Session, job_id: str, where: Configuration, now: float) -> bool:
+    """A job Slurm started at ``where`` although its last start or move named elsewhere:
+    record where it runs (a ``keep``); True when that was needed.
+
+    A placement whose enactment failed stays in the history (it was decided);
+    the job's run then went where an earlier release had put it, e.g. a
+    release Slurm launched after hops had placed the job anew.
+    """
+    planned = latest_targets(session, [job_id]).get(job_id)
+    if planned is None or _same_place(planned, where):
+        return False
+    record_allocation(session, None, job_id, AllocationReason.KEEP, where, now)
+    return True
+
+
+def _same_place(a: Configuration, b: Configuration) -> bool:
+    return a.gpu_type == b.gpu_type and sorted(a.parts) == sorted(b.parts)
+
+
 def allocation_history(session: Session, job_id: str) -> list[AllocationRow]:
     """A job's allocations, oldest first."""
     stmt = (

@@ -378,6 +378,7 @@ class Unit:
     placement_before_last_move = _on_session(allocations.placement_before_last_move)
     start_counts = _on_session(allocations.start_counts)
     latest_targets = _on_session(allocations.latest_targets)
+    note_observed_start = _on_session(allocations.note_observed_start)
     placements = _on_session(allocations.placements)
     latest_round = _on_session(rounds.latest_round)
 
