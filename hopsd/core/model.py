@@ -62,6 +62,8 @@ class Cluster:
     gpu_types: Mapping[str, GpuType]
     nodes: tuple[Node, ...]
     _by_id: dict[str, Node] = field(init=False, compare=False, repr=False)
+    _position: dict[str, int] = field(init=False, compare=False, repr=False)
+    _total_gpus: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         by_id: dict[str, Node] = {}
@@ -73,7 +75,10 @@ class Cluster:
                 raise UnknownGpuTypeError(
                     f"node {node.id!r} carries unknown GPU type {node.gpu_type!r}"
                 )
-        object.__setattr__(self, "_by_id", by_id)  # node() is asked per node every step
+        # asked per node or per job every step: a large queue would rescan the nodes
+        object.__setattr__(self, "_by_id", by_id)
+        object.__setattr__(self, "_position", {n.id: k for k, n in enumerate(self.nodes)})
+        object.__setattr__(self, "_total_gpus", sum(n.gpus for n in self.nodes))
 
     @staticmethod
     def build(types: Iterable[GpuType], nodes: Iterable[Node]) -> Cluster:
@@ -82,7 +87,14 @@ class Cluster:
 
     @property
     def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes)
+        return self._total_gpus
+
+    def has_node(self, node_id: str) -> bool:
+        return node_id in self._by_id
+
+    def position(self, node_id: str) -> int:
+        """Where the node stands in :attr:`nodes` (configurations list parts in that order)."""
+        return self._position[node_id]
 
     def node(self, node_id: str) -> Node:
         found = self._by_id.get(node_id)

@@ -64,18 +64,15 @@ def build_cluster_view(
 
 def observed_config(job: ObservedJob, cluster: Cluster) -> Configuration | None:
     """The configuration a running job holds, or None if it is not (wholly) on managed nodes."""
-    if not job.nodes:
+    if not job.nodes or not all(cluster.has_node(n) for n in job.nodes):
         return None
-    nodes = cluster.node_map()
-    if any(n not in nodes for n in job.nodes):
-        return None
-    kinds = {nodes[n].gpu_type for n in job.nodes}
+    kinds = {cluster.node(n).gpu_type for n in job.nodes}
     if len(kinds) != 1:
         return None
-    ordered = [(n.id, job.nodes[n.id]) for n in cluster.nodes if job.nodes.get(n.id, 0) > 0]
-    if not ordered:
+    held = sorted((n for n, g in job.nodes.items() if g > 0), key=cluster.position)
+    if not held:
         return None
-    return Configuration(kinds.pop(), tuple(ordered))
+    return Configuration(kinds.pop(), tuple((n, job.nodes[n]) for n in held))
 
 
 def adopted_tag(row: JobRecord, seen: ObservedJob) -> HopsTag | None:
