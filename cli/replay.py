@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -89,9 +90,15 @@ def excluded_types(jobs: Sequence[Any], managed: Sequence[str]) -> dict[str, fro
     return out
 
 
+#: Slurm records submit times in whole seconds: a job came, on average, half a second
+#: after the time the ledger has for it (and hopsd adopted it half a refresh after that).
+SUBMIT_ROUNDING_S = 0.5
+
+
 def _engine_config(config: HopsConfig, profiled: bool, profiled_s: float | None) -> EngineConfig:
     """The replay's engine, as hopsd ran the window: a job is adopted within a queue
-    refresh (half of one on average) and, where hopsd profiled, profiled first (runs on
+    refresh (half of one on average) of its real submission (half a second, on average,
+    after Slurm's whole-second submit time) and, where hopsd profiled, profiled first (runs on
     one GPU of each type, as long in all as the job's own runs really took, else as the
     window's median phase, else the timeout, their bound); moves and preemptions come
     under hopsd's notice (the job runs on for the grace, in flight, its GPUs and target
@@ -104,7 +111,7 @@ def _engine_config(config: HopsConfig, profiled: bool, profiled_s: float | None)
     return replay_engine_config(
         config.settings(),
         spare_guard_s=config.spare_guard_s,
-        adoption_s=config.queue_refresh_s / 2,
+        adoption_s=config.queue_refresh_s / 2 + SUBMIT_ROUNDING_S,
         measure_after_s=config.queue_refresh_s,
         profile_s=profile_s,
         notice_grace_s=config.checkpoint_grace_s,
@@ -126,7 +133,7 @@ def replay_payload(
     """
     from hopsd.config import policy_settings
     from hopsd.plugins import is_policy
-    from hopsd.sim.replay import build_world, replay
+    from hopsd.sim.replay import build_world, replay, round_times_s
     from hopsd.sim.replay_costs import measured_launch, measured_restart_cost
 
     # each policy as hops.conf sets it up ([policies.NAME]), refused before any reading
@@ -139,6 +146,7 @@ def replay_payload(
         profiled_s = unit.profiling_phase_s(window_ids)
         profile_phases = unit.profiling_phases_s(window_ids)
         profiled = unit.profiled_jobs(window_ids)
+        round_times = unit.full_round_times(lo, hi)
     if not history.jobs:
         raise ValueError(
             f"no job was submitted between {_stamp(lo)} and {_stamp(hi)} (try a wider --since)"
@@ -173,11 +181,15 @@ def replay_payload(
     restart_cost = measured_restart_cost(world_of(None), history.placements)
     world = world_of(restart_cost)
     engine = _engine_config(config, bool(profiled), profiled_s)
+    rounds = round_times_s(round_times, world.origin)
+    first = rounds[0] if rounds else 0.0
+    engine = dataclasses.replace(engine, first_round_s=first, round_times=rounds)
     results = replay(world, policies, engine, out, own)
     results["window"] = {"from": lo, "to": hi}
     results["live_policy"] = config.policy
     results["nodes_from"] = "slurm" if inventory else "ledger"
     results["restart_cost_s"] = restart_cost
+    results["first_round_s"] = first
     return results
 
 

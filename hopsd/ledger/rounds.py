@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -55,6 +57,30 @@ def queue_lengths_since(
         .limit(limit)
     )
     return sorted((float(at), int(q)) for at, q in session.execute(stmt))
+
+
+def full_round_times(session: Session, lo: float, hi: float) -> list[float]:
+    """When each full round (not a fragment plan) of ``[lo, hi]`` began, in order: the
+    instants hopsd's round clock fired (a replay's rounds fall on them).
+
+    Only rounds that decided something are recorded; a full round's note says
+    ``"kind":"round"``.
+    """
+    stmt = (
+        select(RoundRow.started_at, RoundRow.note)
+        .where(RoundRow.started_at >= lo, RoundRow.started_at <= hi)
+        .where(RoundRow.shadow.is_(False))
+        .order_by(RoundRow.started_at)
+    )
+    return [float(at) for at, note in session.execute(stmt) if _kind(note) == "round"]
+
+
+def _kind(note: str | None) -> str | None:
+    try:
+        summary = json.loads(note) if note else None
+    except ValueError:
+        return None
+    return summary.get("kind") if isinstance(summary, dict) else None
 
 
 def latest_round(session: Session) -> RoundInfo | None:

@@ -347,6 +347,7 @@ class Unit:
         return restarts.releases(self._session, since=since)
 
     queue_lengths_since = _on_session(rounds.queue_lengths_since)
+    full_round_times = _on_session(rounds.full_round_times)
 
     # -- rounds and allocations --------------------------------------------------------
 

@@ -36,6 +36,7 @@ to two jobs (checked on every plan).
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -198,7 +199,7 @@ class Engine(SchedulerView, PlanEnactor):
                 break
             if self.now >= next_round - EPS:
                 self._start_round(next_round)
-                next_round += length
+                next_round = self._round_after(next_round)
                 if self.progress is not None:
                     self.progress(self.now, done, len(self.jobs))
             t_arr = (
@@ -248,6 +249,13 @@ class Engine(SchedulerView, PlanEnactor):
             fragment_plans=self.fragment_plans,
             unmentioned_running=self.unmentioned,
         )
+
+    def _round_after(self, at: float) -> float:
+        """When the round after the one at ``at`` is due: the next of the configured round
+        times (a replay's: hopsd's own), else one round length on."""
+        times = self.config.round_times
+        k = bisect.bisect_right(times, at + EPS)
+        return times[k] if k < len(times) else at + self.settings.round_length_s
 
     def _next_job_event(self, seen: float) -> float:
         """When a job next becomes schedulable, reports a profile or ends (inf: never)."""

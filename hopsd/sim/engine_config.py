@@ -43,6 +43,9 @@ class EngineConfig:
     # the first round is due at ``first_round_s`` (the live round clock's next round).
     start_s: float = 0.0
     first_round_s: float = 0.0
+    # A replay's rounds fall where hopsd's did: these instants (sorted), then one round
+    # length apart after the last (a policy's early round moves the clock on as usual).
+    round_times: tuple[float, ...] = ()
     partial: bool = False  # stop at the horizon with jobs unfinished instead of failing
     # A forecast stops planning once nothing waits or arrives (each running job then ends
     # at its pace where it is) and after ``max_rounds`` rounds (the rest left open).

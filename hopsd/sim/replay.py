@@ -294,6 +294,18 @@ def build_world(
     return ReplayWorld(truth, specs, live, origin, skipped, load_only)
 
 
+def round_times_s(round_times: Sequence[float], origin: float) -> tuple[float, ...]:
+    """hopsd's full rounds of the window in trace time: the replay's rounds fall on them.
+
+    hopsd's rounds fall where its clock put them (the first tick at least a round
+    length after the last one), not at the window's first arrival nor at exact
+    round lengths; a replay whose rounds fall elsewhere plans at other instants
+    than hopsd did, and its jobs' fates diverge from the first round on (a round
+    a second before a job ends moves what a round a second later would not).
+    """
+    return tuple(t - origin for t in sorted(round_times) if t >= origin)
+
+
 def replay_size(job: ReplayJob) -> float | None:
     """The samples a live job is replayed with; None when it is not replayed.
 

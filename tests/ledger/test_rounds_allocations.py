@@ -21,6 +21,7 @@ from hopsd.ledger.allocations import (
 from hopsd.ledger.models import AllocationReason, JobRow
 from hopsd.ledger.rounds import (
     RoundSummary,
+    full_round_times,
     last_round,
     next_round_number,
     recent_rounds,
@@ -28,6 +29,25 @@ from hopsd.ledger.rounds import (
 )
 
 R = AllocationReason
+
+
+def test_a_window_s_full_rounds_are_the_instants_hopsd_s_round_clock_fired(
+    Sessions: sessionmaker[Session],
+) -> None:
+    fragment = '{"kind":"fragment","actions":[],"notes":[]}'
+    full = '{"kind":"round","actions":[],"notes":[]}'
+    with Sessions.begin() as s:
+        record_round(s, RoundSummary(number=1, started_at=100.0, note=full))
+        record_round(s, RoundSummary(number=2, started_at=205.0, note=fragment))
+        record_round(s, RoundSummary(number=3, started_at=206.0, note=full, shadow=True))
+        record_round(s, RoundSummary(number=4, started_at=207.0, note="not json"))
+        record_round(s, RoundSummary(number=5, started_at=209.0, note=full))
+        record_round(s, RoundSummary(number=6, started_at=218.5, note=full))
+    with Sessions.begin() as s:
+        # fragments, shadow rounds and unreadable notes say nothing of the clock
+        assert full_round_times(s, 200.0, 300.0) == [209.0, 218.5]
+        assert full_round_times(s, 0.0, 210.0) == [100.0, 209.0]
+        assert full_round_times(s, 220.0, 300.0) == []
 
 
 def test_round_numbering_survives_and_ignores_shadow_rounds(

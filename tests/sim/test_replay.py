@@ -339,3 +339,29 @@ def test_each_job_is_profiled_as_long_as_its_own_phase_took_live() -> None:
     }
     first = {j.spec.job_id: j.first_start for j in result.jobs}
     assert first == pytest.approx({"1": 6.5, "2": 24.5, "3": 10.5, "4": 7.5})
+
+
+def test_the_replay_rounds_fall_where_hopsd_s_did() -> None:
+    """hopsd's rounds fall on its ticks (the first one a round length after the last),
+    not exact round lengths apart: the replay takes them from the ledger, then goes on
+    one round length apart after the last."""
+    from hopsd.plugins import get_policy
+    from hopsd.sim.engine import Engine
+    from hopsd.sim.replay import round_times_s
+
+    assert round_times_s([1019.0, 1003.0, 998.0], 1000.0) == (3.0, 19.0)
+    world = build_world(
+        [job("j1", 0.0, 60.0, samples=3000.0)],
+        [LearnedRate("j1", "type_agg", "a100", 1, 50.0, 3)],
+        NODES,
+        types=TYPES,
+        reference_throughput=1.0,
+    )
+    base = replay_engine_config(
+        Settings(round_length_s=8.0), spare_guard_s=0.0, adoption_s=0.5, measure_after_s=1.0
+    )
+    config = dataclasses.replace(base, first_round_s=0.9, round_times=(0.9, 9.9, 18.7))
+    result = Engine(world.truth, world.jobs, get_policy("hops"), config).run()
+    starts = [r.start for r in result.rounds]
+    assert starts[:4] == pytest.approx([0.0, 0.9, 9.9, 18.7])
+    assert starts[4] == pytest.approx(26.7)  # then one round length apart

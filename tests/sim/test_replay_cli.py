@@ -20,6 +20,7 @@ from hopsd.ledger.jobs import JobProgress, JobSpec, add_job, apply_progress
 from hopsd.ledger.jobs import transition as job_transition
 from hopsd.ledger.migrate import upgrade
 from hopsd.ledger.models import AllocationReason, AllocationRow, JobState
+from hopsd.ledger.rounds import RoundSummary, record_round
 from hopsd.ledger.throughput_store import SqlThroughputStore
 from hopsd.slurm.errors import SlurmError
 
@@ -76,6 +77,9 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> float:
             per_gpu = samples / (end - start) / config.total_gpus
             store.set_type_aggregated(jid, config.gpu_type, config.total_gpus, per_gpu)
             store.set_entity_aggregated(jid, config.parts[0][0], config.total_gpus, per_gpu)
+        # hopsd's round clock: its first full round 3 s after the first arrival
+        note = '{"kind":"round","actions":[],"notes":[]}'
+        record_round(s, RoundSummary(number=1, started_at=t0 + 3.0, note=note))
         queued = add_job(s, JobSpec("j4", "bob", (1,), 1e6, t0 + 6, slurm_job_id=4), t0 + 6)
         job_transition(queued, JobState.QUEUED, t0 + 6)
     engine.dispose()
@@ -97,6 +101,8 @@ def test_replay_json_sets_each_policy_beside_the_live_figures(
     assert doc["nodes"] == {"a100n1": ["a100", 3], "k80n1": ["k80", 1]}
     assert doc["nodes_from"] == "ledger"
     assert doc["round_length_s"] == 8.0 and doc["spare_guard_s"] == 2.0
+    # the replay's rounds fall where hopsd's did, not at the first arrival
+    assert doc["first_round_s"] == pytest.approx(3.0)
     # moves are enacted under hopsd's notice, in flight and reserved meanwhile, as live
     assert doc["notice_grace_s"] == 120.0
     assert doc["live"]["avg_jct_s"] == pytest.approx((21 + 31 + 11) / 3)
