@@ -419,8 +419,11 @@ class Engine(SchedulerView, PlanEnactor):
         return value * math.exp(self.rng.gauss(0.0, sigma)) if sigma > 0 else value
 
     def _profiled(self, job: JobState) -> None:
-        """No profiling runs: the theory layer learns the basic times on every type at once."""
+        """No profiling runs: the theory layer learns the basic times on every type at once
+        (unless the model's are unknown to hops: then it knows the type table only)."""
         job.status = "queued"
+        if not job.model.phases_known:
+            return
         for gpu_type in sorted(self.cluster.gpu_types):
             nodes = self.cluster.nodes_of_type(gpu_type)
             if nodes and job.model.runs_on(gpu_type):

@@ -182,6 +182,8 @@ class _Assumed:
             batch_size=max(j.batch_size, 1),
             throughput=measured,
             assumed=measured if self.profiled else table_rate,
+            # without profiling hopsd knew no phase times: the type table until measured
+            phases_known=self.profiled,
             # what its restarts cost, measured whole by hopsd; else the window's median
             restore_s=j.restart_s if j.restart_s is not None else self.restart_cost_s,
             launch_s=self.launch_s.get(j.job_id, 0.0),

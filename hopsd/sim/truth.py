@@ -97,6 +97,11 @@ class ModelSpec:
     # whether a new job of the model goes through profiling (where the world profiles):
     # a replayed job hopsd did not profile (its model was known) is planned at once
     profiled: bool = True
+    # whether hops knows the model's phase times once a job of it is queued without
+    # profiling runs (the theory layer): a generated workload's model is known at once;
+    # a replayed job of a window hopsd ran without profiling is not (hopsd planned it
+    # from the type table until it measured the job running)
+    phases_known: bool = True
     profile_s: float | None = None
     max_gpus: Mapping[str, int] = field(default_factory=dict)
     measured_throughput: Mapping[str, Mapping[str, float]] = field(default_factory=dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,8 +155,8 @@ def test_a_lone_job_runs_at_its_measured_rate(policy: str) -> None:
     world = build_world(
         [job("j1", 0.0, 30.0, samples=1000.0)], rates, NODES, types=TYPES, reference_throughput=1.0
     )
-    config = replay_engine_config(
-        Settings(round_length_s=8.0, restart_penalty_s=2.0),
+    config = replay_engine_config(  # hops.conf's reference throughput, as the world's
+        Settings(round_length_s=8.0, restart_penalty_s=2.0, reference_throughput=1.0),
         spare_guard_s=2.0,
         adoption_s=0.5,
         measure_after_s=1.0,
@@ -365,3 +366,36 @@ def test_the_replay_rounds_fall_where_hopsd_s_did() -> None:
     starts = [r.start for r in result.rounds]
     assert starts[:4] == pytest.approx([0.0, 0.9, 9.9, 18.7])
     assert starts[4] == pytest.approx(26.7)  # then one round length apart
+
+
+@pytest.mark.parametrize("profiled", [False, True])
+def test_a_window_without_profiling_is_planned_from_the_type_table_as_hopsd_did(
+    profiled: bool,
+) -> None:
+    """hopsd without profiling knows no phase times of a new job: it plans it from the type
+    table until it measures it running. The replay's estimator knows no more: a job
+    handed phase times is priced with communication costs hopsd never assumed."""
+    from hopsd.plugins import get_policy
+    from hopsd.sim.engine import Engine
+
+    world = build_world(
+        [job("j1", 0.0, 30.0, demands=(4,))],
+        [LearnedRate("j1", "type_agg", "a100", 4, 50.0, 3)],
+        NODES,
+        types=TYPES,
+        reference_throughput=1.0,
+        profiled=profiled,
+    )
+    config = replay_engine_config(
+        Settings(round_length_s=8.0, reference_throughput=1.0),
+        spare_guard_s=0.0,
+        adoption_s=0.5,
+        measure_after_s=100.0,
+    )
+    # stopped once the job is placed: what the estimator knew of it is still there
+    engine = Engine(world.truth, world.jobs, get_policy("hops"), replace(config, max_steps=2))
+    engine.run()
+    assert engine.jobs[0].status == "running"
+    trace_id = world.jobs[0].job_id
+    known = [engine.store.profile(trace_id, t) for t in ("a100", "k80")]
+    assert all(p is not None for p in known) if profiled else known == [None, None]
