@@ -122,11 +122,8 @@ def main() -> int:
             big["steady_tick_cpu_s"] / max(small["steady_tick_cpu_s"], 1e-6), 1
         ),
     }
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        for key, value in out.items():
-            print(f"{key:28s} {value}")
+    text = json.dumps(out, indent=2)
+    print(text if args.json else "\n".join(f"{k:28s} {v}" for k, v in out.items()))
     return 0
 
 

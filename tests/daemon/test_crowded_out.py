@@ -64,12 +64,19 @@ def target_of(sessions, job: int) -> dict[str, int]:  # type: ignore[no-untyped-
     return dict(config.parts)
 
 
-def test_a_release_launched_between_the_two_reads_is_not_planned_again(config, sessions, clock):
+def released(config, sessions, clock, launch_before_node_read):  # type: ignore[no-untyped-def]
+    """A 4-GPU job hopsd adopted, placed and released in one tick, not launched yet."""
     port = LaunchesLater()
+    port.launch_before_node_read = launch_before_node_read
     job = port.add_job(HopsTag((4,), 100_000))
     tick = Tick(config, port, sessions, clock=clock)
-    tick.run_once()  # adopted, placed and released; Slurm has not launched it yet
+    tick.run_once()
     assert port.actions(job) == ["update", "release"] and port.jobs[job].state == "PENDING"
+    return port, job, tick
+
+
+def test_a_release_launched_between_the_two_reads_is_not_planned_again(config, sessions, clock):
+    port, job, tick = released(config, sessions, clock, launch_before_node_read=True)
     for _ in range(3):
         clock.advance(1)
         tick.run_once()
@@ -81,11 +88,7 @@ def test_a_release_launched_between_the_two_reads_is_not_planned_again(config, s
 
 
 def test_a_release_whose_gpus_stay_taken_is_planned_again(config, sessions, clock):
-    port = LaunchesLater()
-    port.launch_before_node_read = False
-    job = port.add_job(HopsTag((4,), 100_000))
-    tick = Tick(config, port, sessions, clock=clock)
-    tick.run_once()
+    port, job, tick = released(config, sessions, clock, launch_before_node_read=False)
     first = dict(port.jobs[job].target)
     # another user's job takes those GPUs before Slurm launches the released one
     port.add_job(None, held=False, running_on=first)
@@ -102,11 +105,7 @@ def test_a_release_whose_gpus_stay_taken_is_planned_again(config, sessions, cloc
 def test_a_start_that_lands_where_an_earlier_release_put_it_is_recorded_there(
     config, sessions, clock
 ):
-    port = LaunchesLater()
-    port.launch_before_node_read = False
-    job = port.add_job(HopsTag((4,), 100_000))
-    tick = Tick(config, port, sessions, clock=clock)
-    tick.run_once()
+    port, job, tick = released(config, sessions, clock, launch_before_node_read=False)
     released_to = dict(port.jobs[job].target)
     elsewhere = next(n.name for n in port.nodes if n.name not in released_to)
     # hops placed it anew, but Slurm launched the earlier release before that took
