@@ -167,7 +167,8 @@ def _replan_crowded_out(
     while it runs and its new placement refused. A real crowding lasts (the
     other job runs on, the node stays down), a skew of the two reads does not:
     with ``crowded_before``, only jobs both observations show crowded out are
-    planned again.
+    planned again. One seen so only now sits this tick out: neither planned
+    again nor counted on GPUs another job may hold.
     """
     seen_now = frozenset(
         crowded_out(
@@ -177,13 +178,18 @@ def _replan_crowded_out(
         )
     )
     crowded = seen_now if crowded_before is None else seen_now & crowded_before
-    if not crowded:
+    if not seen_now:
         return jobs, seen_now
-    log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
-    starting -= crowded
+    if crowded:
+        log.info("event=start-crowded-out jobs=%s", ",".join(sorted(crowded)))
+    starting -= seen_now
     for job_id in crowded:
         handles[job_id] = dataclasses.replace(handles[job_id], released=True)
-    replanned = [dataclasses.replace(j, current=None) if j.id in crowded else j for j in jobs]
+    replanned = [
+        dataclasses.replace(j, current=None) if j.id in crowded else j
+        for j in jobs
+        if j.id in crowded or j.id not in seen_now
+    ]
     return replanned, seen_now
 
 

@@ -92,9 +92,13 @@ def test_a_release_whose_gpus_stay_taken_is_planned_again(config, sessions, cloc
     first = dict(port.jobs[job].target)
     # another user's job takes those GPUs before Slurm launches the released one
     port.add_job(None, held=False, running_on=first)
-    clock.advance(1)
-    tick.run_once()  # one observation of the crowding: not yet planned again
+    clock.advance(10)  # a round is due
+    seen = tick.run_once()  # one observation of the crowding: not yet planned again
     assert port.actions(job) == ["update", "release"]
+    # ... nor counted on the GPUs the other job holds: it sits the round out (it is the
+    # only hops job, so the round has nothing to plan)
+    planned = seen.decision.planned if seen.decision is not None else None
+    assert planned is None or str(job) not in {j.id for j in planned.jobs}
     clock.advance(1)
     tick.run_once()  # the crowding lasts: held, placed elsewhere, released
     assert port.actions(job) == ["update", "release", "hold", "update", "release"]

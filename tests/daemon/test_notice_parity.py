@@ -20,7 +20,9 @@ was told. Neither world's Y reports a checkpoint, so both wait the whole grace.
 from __future__ import annotations
 
 import dataclasses
+import logging
 
+import pytest
 from daemon_fakeport import FakeClock, FakeNode, FakePort, a100_pays_8x
 from sqlalchemy.orm import Session, sessionmaker
 from test_notice import daemon, report
@@ -173,7 +175,10 @@ class Displacing:
 
 
 def test_a_preemption_under_notice_with_a_start_in_its_place_is_the_same_in_both(
-    config: HopsConfig, sessions: sessionmaker[Session], clock: FakeClock
+    config: HopsConfig,
+    sessions: sessionmaker[Session],
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A runs on the k80s; at t0 it is preempted for B, released onto A's GPUs at once (Slurm
     starts B once A has left); A is requeued at t0 + 30. Meanwhile hopsd plans every round:
@@ -189,11 +194,12 @@ def test_a_preemption_under_notice_with_a_start_in_its_place_is_the_same_in_both
     clock.advance(ROUND)
     t0 = clock()
     b = port.add_job(HopsTag((4,), SAMPLES), submit_time=clock())
-    planned = []
+    caplog.set_level(logging.ERROR, logger="hopsd")
     for _ in range(4):  # t0 .. t0 + 30
-        planned.append(tick.run_once().decision is not None)
+        tick.run_once()
         clock.advance(ROUND)
-    assert planned == [True] * 4  # no round fails on GPUs handed out twice
+    # no round fails on GPUs handed out twice (a round with nothing to plan may be idle)
+    assert not [r for r in caplog.records if "plan-failed" in r.getMessage()]
     assert port.jobs[b].placement == {"slow1": 4}
     names = {a: "a", b: "b"}
     live = [(at - t0, names[job], what) for at, job, what in port.events if at >= t0]
