@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from sqlalchemy import Select, func, insert, select
 from sqlalchemy.orm import Session
 
+from hopsd.core.candidates import same_placement
 from hopsd.core.model import Configuration
 from hopsd.ledger.by_job import rows_by_job
 from hopsd.ledger.jobs import config_from_json
@@ -60,14 +61,10 @@ def note_observed_start(session: Session, job_id: str, where: Configuration, now
     release Slurm launched after hops had placed the job anew.
     """
     planned = latest_targets(session, [job_id]).get(job_id)
-    if planned is None or _same_place(planned, where):
+    if planned is None or same_placement(planned, where):
         return False
     record_allocation(session, None, job_id, AllocationReason.KEEP, where, now)
     return True
-
-
-def _same_place(a: Configuration, b: Configuration) -> bool:
-    return a.gpu_type == b.gpu_type and sorted(a.parts) == sorted(b.parts)
 
 
 def allocation_history(session: Session, job_id: str) -> list[AllocationRow]:
