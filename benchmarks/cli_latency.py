@@ -4,8 +4,9 @@ Builds a SQLite ledger of 1000 jobs (800 finished, 120 running, 80 queued,
 each running job with a placement; ``--jobs 12000 --running 2000 --queued 10000``
 is a large centre's queue), points a hops.conf at it and times, as
 separate processes the way a user runs them: ``hops status --all`` (which also
-asks Slurm for its nodes), ``hops status`` (one user's jobs, every job read for
-the queue positions), ``hops version``, one Tab completion of ``hops st``,
+asks Slurm for its nodes), ``hops status`` (the caller's own jobs: none, the
+queue positions still read), ``hops status -u user3`` (one of the seven users'
+jobs), ``hops version``, one Tab completion of ``hops st``,
 and ``squeue`` (the baseline). Each figure is the median wall time of
 ``--runs`` runs after one warm-up; ``*_min_s`` is the fastest run and
 ``*_cpu_s`` the median CPU time (user + system, the child processes' own, which
@@ -126,7 +127,8 @@ def main() -> None:
         }
         commands = {
             "status": [hops, "status", "--all"],
-            "status_own": [hops, "status"],  # a user's own jobs: every job read, few shown
+            "status_own": [hops, "status"],  # the caller's own jobs: none in this ledger
+            "status_user": [hops, "status", "-u", "user3"],  # one user's: a seventh of them
             "version": [hops, "version"],
             "completion": [hops],
             "squeue": [squeue],

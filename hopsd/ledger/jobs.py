@@ -31,6 +31,7 @@ from hopsd.ledger.records import (
     JobSpec,
     JobState,
     JobUpdate,
+    QueueEntry,
     config_from_parts,
     core_job,
     field_values,
@@ -129,11 +130,30 @@ def job_by_slurm_id(session: Session, slurm_job_id: int) -> JobRow | None:
     return session.scalars(select(JobRow).where(JobRow.slurm_job_id == slurm_job_id)).first()
 
 
-def jobs_in_states(session: Session, states: Iterable[JobState]) -> list[JobRow]:
-    """Jobs in any of ``states``, oldest submission first (stable order for rendering)."""
+def jobs_in_states(
+    session: Session,
+    states: Iterable[JobState],
+    users: Iterable[str] | None = None,
+    slurm_ids: Iterable[int] | None = None,
+) -> list[JobRow]:
+    """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
+    submission first (stable order for rendering)."""
     wanted = [JobState(s) for s in states]
-    stmt = select(JobRow).where(JobRow.state.in_(wanted)).order_by(JobRow.submit_time, JobRow.id)
-    return list(session.scalars(stmt))
+    stmt = select(JobRow).where(JobRow.state.in_(wanted))
+    if users is not None:
+        stmt = stmt.where(JobRow.user.in_(list(users)))
+    if slurm_ids is not None:
+        stmt = stmt.where(JobRow.slurm_job_id.in_(list(slurm_ids)))
+    return list(session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id)))
+
+
+def queue_entries(session: Session) -> list[QueueEntry]:
+    """Every active job not running, by the fields the queue's order needs."""
+    waiting = [s for s in ACTIVE_STATES if s != JobState.RUNNING]
+    stmt = select(JobRow.id, JobRow.state, JobRow.latency_ratio, JobRow.submit_time).where(
+        JobRow.state.in_(waiting)
+    )
+    return [QueueEntry(i, JobState(s), lr, t) for i, s, lr, t in session.execute(stmt)]
 
 
 def active_jobs(session: Session) -> list[JobRow]:

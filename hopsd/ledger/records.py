@@ -13,7 +13,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from hopsd.core.limits import MAX_LEASE_TTL_S
 from hopsd.core.model import Configuration, Job, Plan
@@ -107,6 +107,16 @@ LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
 def is_legal(current: JobState, requested: JobState) -> bool:
     """Whether the state machine allows ``current -> requested`` (same state is a no-op)."""
     return requested == current or requested in LEGAL_TRANSITIONS[current]
+
+
+class QueueEntry(NamedTuple):
+    """What the queue's order needs of a job not on GPUs (``hops status``'s positions):
+    read alone, so a status of a few jobs need not load every waiting job whole."""
+
+    id: str
+    state: JobState
+    latency_ratio: float | None
+    submit_time: float
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from hopsd.ledger.records import (
     JobUpdate,
     LeaseInfo,
     Prediction,
+    QueueEntry,
     RoundRecord,
     RoundSummary,
 )
@@ -119,8 +120,18 @@ class Unit:
         loads many at once."""
         return jobs.active_records(self._session)
 
-    def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
-        return [self._hold(r) for r in jobs.jobs_in_states(self._session, states)]
+    def jobs_in_states(
+        self,
+        states: Iterable[JobState],
+        users: Iterable[str] | None = None,
+        slurm_ids: Iterable[int] | None = None,
+    ) -> list[JobRecord]:
+        rows = jobs.jobs_in_states(self._session, states, users, slurm_ids)
+        return [self._hold(r) for r in rows]
+
+    def queue_entries(self) -> list[QueueEntry]:
+        """Every active job not running, as the queue's order needs it."""
+        return jobs.queue_entries(self._session)
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job as it stands in this unit (no query when it was read before)."""

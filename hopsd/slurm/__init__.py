@@ -1,38 +1,7 @@
-"""hopsd.slurm: the Slurm port (protocol, CLI and pyslurm backends, pure parsers)."""
+"""hopsd.slurm: the Slurm port (protocol, CLI and pyslurm backends, pure parsers).
 
-from hopsd.slurm.errors import (
-    PlacementError,
-    SlurmAccountingDisabledError,
-    SlurmCommandError,
-    SlurmError,
-    SlurmJobNotFoundError,
-    SlurmParseError,
-    SlurmTimeoutError,
-    SlurmUnavailableError,
-    SubmitArgumentError,
-    TagError,
-)
-from hopsd.slurm.factory import make_port, pyslurm_unavailable_reason
-from hopsd.slurm.port import AccountingRecord, Placement, SlurmJob, SlurmNode, SlurmPort
-from hopsd.slurm.tag import HopsTag
-
-__all__ = [
-    "AccountingRecord",
-    "HopsTag",
-    "Placement",
-    "PlacementError",
-    "SlurmAccountingDisabledError",
-    "SlurmCommandError",
-    "SlurmError",
-    "SlurmJob",
-    "SlurmJobNotFoundError",
-    "SlurmNode",
-    "SlurmParseError",
-    "SlurmPort",
-    "SlurmTimeoutError",
-    "SlurmUnavailableError",
-    "SubmitArgumentError",
-    "TagError",
-    "make_port",
-    "pyslurm_unavailable_reason",
-]
+Import what you use from its modules (``hopsd.slurm.errors``, ``hopsd.slurm.port``,
+``hopsd.slurm.factory``, ...). The package itself imports nothing: a command that
+only needs the port's errors (``hops status`` reading its configuration) should not
+load every backend and parser on the way.
+"""

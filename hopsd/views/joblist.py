@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from hopsd.holder import local_dead
 from hopsd.ledger.records import (
@@ -81,7 +81,23 @@ def elapsed_of(job: JobRecord, now: float) -> float:
     return max(end - job.first_start_time, 0.0)
 
 
-def queue_order(jobs: Sequence[JobRecord]) -> list[JobRecord]:
+class Queued(Protocol):
+    """What the queue's order reads of a job (a record, or a ledger's queue entry)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def state(self) -> JobState: ...
+    @property
+    def latency_ratio(self) -> float | None: ...
+    @property
+    def submit_time(self) -> float: ...
+
+
+Q = TypeVar("Q", bound=Queued)
+
+
+def queue_order(jobs: Sequence[Q]) -> list[Q]:
     """Waiting jobs in the order hopsd serves them: highest latency ratio first, then oldest."""
     waiting = [j for j in jobs if j.state in WAITING]
     return sorted(waiting, key=lambda j: (-(j.latency_ratio or 0.0), j.submit_time, j.id))

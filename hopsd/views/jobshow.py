@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from hopsd.ledger.records import ACTIVE_STATES
 from hopsd.views.joblist import daemon_state, queue_order, show_record
 
 if TYPE_CHECKING:
@@ -44,8 +43,7 @@ def show_payload(unit: Unit, slurm_job_id: int) -> dict[str, Any] | None:
         return None
     now = time.time()
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
-    active = unit.jobs_in_states(ACTIVE_STATES)
-    position = {j.id: k + 1 for k, j in enumerate(queue_order(active))}
+    position = {j.id: k + 1 for k, j in enumerate(queue_order(unit.queue_entries()))}
     predicted = unit.latest_predictions([found.id]).get(found.id)
     placements = unit.placements([found.id])[found.id]
     runs = unit.job_runs([found.id])[found.id]

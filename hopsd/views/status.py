@@ -18,6 +18,7 @@ from hopsd.ledger.records import (
     JobState,
     LeaseInfo,
     Prediction,
+    QueueEntry,
     RefusalRecord,
     RoundInfo,
 )
@@ -32,7 +33,14 @@ class StatusReads(Protocol):
     """The ledger reads the document needs: the unit of work (hopsd's page) has them, and so
     has the CLI's driver-only reader (:class:`hopsd.ledger.reader.Reader`)."""
 
-    def jobs_in_states(self, states: Iterable[JobState]) -> list[JobRecord]: ...
+    def jobs_in_states(
+        self,
+        states: Iterable[JobState],
+        users: Iterable[str] | None = None,
+        slurm_ids: Iterable[int] | None = None,
+    ) -> list[JobRecord]: ...
+
+    def queue_entries(self) -> list[QueueEntry]: ...
 
     def finished_latency_ratios(self, since: float) -> list[float]: ...
 
@@ -84,14 +92,15 @@ def status_payload(
     now = time.time()
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
     states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
-    every = unit.jobs_in_states(states)
+    chosen = unit.jobs_in_states(states, wanted.users, wanted.job_ids)
     nodes, slurm_error = listed if listed is not None else read_nodes(config)
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
-    position = {j.id: k + 1 for k, j in enumerate(queue_order(every))}
-    rows = [r for r in every if _matches(r, wanted, node_parts)]
+    waiting = unit.queue_entries()
+    position = {j.id: k + 1 for k, j in enumerate(queue_order(waiting))}
+    rows = [r for r in chosen if _matches(r, wanted, node_parts)]
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     predicted = unit.latest_predictions([r.id for r in rows])
-    queued = sum(1 for r in every if r.state != JobState.RUNNING)
+    queued = len(waiting)
     lrs = unit.finished_latency_ratios(now - window_h * 3600)
     refused = [
         {"job_id": r.slurm_job_id, "user": r.user, "reason": r.reason, "since": r.refused_at}

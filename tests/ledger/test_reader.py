@@ -102,6 +102,33 @@ def test_reader_records_equal_the_unit_of_works(filled: str) -> None:
     assert pairs[4][0] is not None and pairs[4][0].shadow
 
 
+def test_filtered_reads_keep_what_the_filter_names_on_either(filled: str) -> None:
+    """Users and job ids filter in the database; a list too long to send is filtered
+    after the read; an empty list keeps nothing; the queue's entries are the waiting ones."""
+    ledger = Ledger.open(filled, read_only=True)
+    every = list(JobState)
+    many_ids = [101, 103, *range(5000, 5000 + 2000)]  # beyond the reader's bound on parameters
+    with ledger.reading() as unit, reading(filled) as reader:
+        for source in (reader, unit):
+            # oldest submission first: j4 came before j3, j2, j1
+            assert [j.id for j in source.jobs_in_states(every, users=["u1"])] == ["j3", "j1"]
+            assert [j.id for j in source.jobs_in_states(every, slurm_ids=[102, 104])] == [
+                "j4",
+                "j2",
+            ]
+            assert [j.id for j in source.jobs_in_states(every, ["u0"], [102, 101])] == ["j2"]
+            assert [j.id for j in source.jobs_in_states(every, slurm_ids=many_ids)] == [
+                "j3",
+                "j1",
+            ]
+            assert source.jobs_in_states(every, users=[]) == []
+            assert source.jobs_in_states([JobState.DONE], users=["u1"])[0].id == "j3"
+        assert reader.queue_entries() == unit.queue_entries()
+        (entry,) = reader.queue_entries()
+        assert (entry.id, entry.state, entry.submit_time) == ("j0", JobState.QUEUED, NOW)
+    ledger.dispose()
+
+
 def test_status_document_is_the_same_from_either(
     filled: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +141,7 @@ def test_status_document_is_the_same_from_either(
             None,
             JobFilter(users=frozenset({"u1"})),
             JobFilter(states=frozenset({"done"})),
+            JobFilter(job_ids=frozenset({100, 101}), users=frozenset({"u0"})),
         ):
             assert status_payload(reader, config, wanted, 24.0) == status_payload(
                 unit, config, wanted, 24.0
