@@ -98,10 +98,6 @@ def assemble(
             continue
         if row.state == JobState.PROFILING:
             continue  # the profiling queue's; GPUs it holds count as occupied
-        build = partial(core_job, row)
-        core: Job | None = build() if guard is None else guard(seen.slurm_id, "planning", build)
-        if core is None:
-            continue  # this job sits this tick out; the others are planned
         current: Configuration | None = None
         if seen.state == RUNNING:
             current = observed_config(seen, plain.cluster)
@@ -121,17 +117,19 @@ def assemble(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts, ran,
             config.restart_penalty_s, whole_s=row.restart_s, model_s=row.model_restart_s,
         )  # fmt: skip
-        tag = adopted_tag(row, seen)
-        ruled = with_tag_rules(core, tag, plain.cluster)
-        jobs.append(
-            dataclasses.replace(
-                ruled,
-                current=current,
-                restart_s=restart_s,
-                time_limit_s=seen.time_limit_s,
-                run_elapsed_s=ran,
-            )
+        build = partial(
+            core_job,
+            row,
+            current=current,
+            restart_s=restart_s,
+            time_limit_s=seen.time_limit_s,
+            run_elapsed_s=ran,
         )
+        core: Job | None = build() if guard is None else guard(seen.slurm_id, "planning", build)
+        if core is None:
+            continue  # this job sits this tick out; the others are planned
+        tag = adopted_tag(row, seen)
+        jobs.append(with_tag_rules(core, tag, plain.cluster))
         if tag is not None and tag.no_preempt and seen.state == RUNNING:
             no_preempt.add(row.id)
         was_requeued = JobState(row.state) in (JobState.PREEMPTED, JobState.REQUEUED)

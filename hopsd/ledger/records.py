@@ -389,23 +389,30 @@ def config_from_parts(gpu_type: str | None, parts: Any) -> Configuration | None:
     return Configuration(gpu_type, tuple((str(node), int(gpus)) for node, gpus in parts))
 
 
-def core_job(job: JobRecord) -> Job:
-    """The planner's view of a ledger job (the core never sees ledger records)."""
-    return Job(
-        id=job.id,
-        demands=tuple(int(d) for d in job.demands),
-        total_samples=job.total_samples,
-        batch_size=job.batch_size,
-        params=job.params,
-        submit_time=job.submit_time,
-        user=job.user,
-        account=job.account,
-        samples_done=job.samples_done,
-        attained_service=job.service_norm,
-        wait_time=job.wait_time,
-        current=job.current if job.state == S.RUNNING else None,
-        size_doubt=job.size_doubt,
-    )
+def core_job(job: JobRecord, **observed: Any) -> Job:
+    """The planner's view of a ledger job (the core never sees ledger records).
+
+    ``observed``: fields of :class:`~hopsd.core.model.Job` the caller knows better than
+    the ledger (where Slurm runs the job now, its restart price, its time limit), set in
+    the one construction (and its checks) rather than in a copy made afterwards.
+    """
+    fields: dict[str, Any] = {
+        "id": job.id,
+        "demands": tuple(int(d) for d in job.demands),
+        "total_samples": job.total_samples,
+        "batch_size": job.batch_size,
+        "params": job.params,
+        "submit_time": job.submit_time,
+        "user": job.user,
+        "account": job.account,
+        "samples_done": job.samples_done,
+        "attained_service": job.service_norm,
+        "wait_time": job.wait_time,
+        "current": job.current if job.state == S.RUNNING else None,
+        "size_doubt": job.size_doubt,
+    }
+    fields.update(observed)
+    return Job(**fields)
 
 
 def changes_from_plan(plan: Plan) -> list[AllocationChange]:

@@ -135,6 +135,20 @@ class _EstimatedTruth(GroundTruth):
             return None
         return self.estimator.type_per_gpu(job, gpu_type)
 
+    def _compute(
+        self, model: str, config: Configuration, batch_size: int | None
+    ) -> tuple[float, tuple[float, ...]]:
+        """A job never seen (asked about, or expected to arrive) runs at its model's rate on
+        each server scaled by the speed hopsd learned of that server, as hopsd's own
+        estimate of it is: at the type's full rate, a half-speed server would finish it
+        in the forecast twice as fast as the planner inside the forecast assumed."""
+        total, rates = super()._compute(model, config, batch_size)
+        if model in self.jobs or self.estimator is None:
+            return total, rates
+        speed = self.estimator.node_speed
+        scaled = tuple(r * speed(n) for r, (n, _) in zip(rates, config.parts, strict=True))
+        return min(scaled) * config.total_gpus, scaled
+
 
 def _runnable(job: Job, cluster: Cluster) -> list[str]:
     """Types the job may run on (its limits exclude the others)."""

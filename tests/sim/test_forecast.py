@@ -280,3 +280,27 @@ def test_a_job_under_notice_keeps_its_gpus_until_its_grace_ends_in_the_forecast(
     assert out["q"].start_at == pytest.approx(NOW + 600.0, abs=1.0)
     # p trained on during the grace: it ends 3000 s of work plus its restart from now
     assert out["p"].end_at is not None and out["p"].end_at < NOW + 3000.0 + 60.0
+
+
+def test_a_job_never_seen_runs_at_the_learned_speed_of_the_server_it_gets() -> None:
+    """hopsd learned that n2 runs at half its type's speed: a job asked about that can only
+    get n2 finishes in twice the time of its rate, not at the type's full rate (on old code
+    the forecast's planner assumed half speed while its jobs ran at full speed)."""
+    cluster = Cluster.build(
+        [GpuType("a100", speed=1.0)], [Node("n1", "a100", 2), Node("n2", "a100", 2)]
+    )
+    store = InMemoryThroughputStore()
+    store.set_node_speeds({"n2": 0.5})
+    settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
+
+    def end_on(free: str) -> float:
+        held = {"n1": 0, "n2": 2} if free == "n2" else {"n1": 2, "n2": 0}
+        snap = Snapshot(now=NOW, cluster=cluster, jobs=(), store=store, capacity=held)
+        given = ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings)
+        out = forecast(given, [Hypothetical("new", (2,), 6000.0, {"a100": RATE})])["new"]
+        assert out.start_at is not None and out.end_at is not None
+        return out.end_at - out.start_at
+
+    # 6000 samples on 2 GPUs at 100/s each: 30 s on the full-speed server, 60 s on n2
+    assert end_on("n1") == pytest.approx(30.0, abs=1.0)
+    assert end_on("n2") == pytest.approx(60.0, abs=1.0)
