@@ -54,8 +54,26 @@ def quick_answer(argv: list[str], env: os._Environ[str] | dict[str, str]) -> str
     return None
 
 
+#: The exit status of a command whose reader went away (128 + SIGPIPE, as the shell reports
+#: ``squeue | head`` when squeue is stopped by the signal).
+EXIT_BROKEN_PIPE = 141
+
+
 def run() -> None:
-    """Entry point of the ``hops`` console script."""
+    """Entry point of the ``hops`` console script.
+
+    A reader that stops early (``hops status --all | head``) ends the command quietly,
+    as it ends ``squeue``: no traceback, and nothing more written to the closed pipe.
+    """
+    try:
+        _run()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit's flush must not fail again
+        sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _run() -> None:
     answer = quick_answer(sys.argv[1:], os.environ)
     if answer is not None:
         sys.stdout.write(answer + "\n" if answer else "")

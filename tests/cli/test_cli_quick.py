@@ -150,3 +150,31 @@ def test_missing_ledger_is_one_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and result.stderr.startswith("hops: no ledger at ")
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_reader_that_stops_early_ends_the_status_quietly(tmp_path: Path) -> None:
+    """``hops status --all | head -1``: hops stops as squeue does, with 128 + SIGPIPE and no
+    traceback (before, Python's BrokenPipeError and its failed flush at exit were printed)."""
+    from hopsd.ledger.migrate import upgrade
+    from hopsd.ledger.records import JobSpec, JobState
+    from hopsd.ledger.unit import Ledger
+
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    upgrade(url)
+    ledger = Ledger.open(url)
+    with ledger.unit() as unit:
+        for i in range(1500):  # some 200 kB of table: more than a pipe holds
+            job = unit.add_job(JobSpec(f"j{i}", "alice", (1, 2), 1e6, 1e9, slurm_job_id=i + 1), 1e9)
+            unit.transition(job.id, JobState.QUEUED, 1e9)
+    ledger.dispose()
+    conf = tmp_path / "hops.conf"
+    conf.write_text(f'[ledger]\nurl = "{url}"\n')
+    env = {**os.environ, "HOPS_CONF": str(conf)}
+    reader = subprocess.Popen(
+        [HOPS, "status", "--all"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert reader.stdout is not None and reader.stdout.readline().startswith(b"JOBID")
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=60)
+    assert reader.returncode == 141
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
