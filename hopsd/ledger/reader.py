@@ -37,7 +37,9 @@ from hopsd.ledger.records import (
     QueueEntry,
     RefusalRecord,
     RoundInfo,
+    SlurmIds,
     TagStatus,
+    Users,
     believed_expiry,
 )
 from hopsd.ledger.schema_head import VERSION_QUERY, is_head
@@ -151,10 +153,7 @@ class Reader:
         return ", ".join([self._mark] * count)
 
     def jobs_in_states(
-        self,
-        states: Iterable[JobState],
-        users: Iterable[str] | None = None,
-        slurm_ids: Iterable[int] | None = None,
+        self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
     ) -> list[JobRecord]:
         """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
         submission first. The filters are the database's: a user's status reads only the

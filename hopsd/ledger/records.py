@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -107,6 +107,11 @@ LEGAL_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
 def is_legal(current: JobState, requested: JobState) -> bool:
     """Whether the state machine allows ``current -> requested`` (same state is a no-op)."""
     return requested == current or requested in LEGAL_TRANSITIONS[current]
+
+
+#: Whose jobs, and which Slurm ids, a read keeps (None: any).
+Users = Iterable[str] | None
+SlurmIds = Iterable[int] | None
 
 
 class QueueEntry(NamedTuple):

@@ -63,6 +63,8 @@ from hopsd.ledger.records import (
     QueueEntry,
     RoundRecord,
     RoundSummary,
+    SlurmIds,
+    Users,
 )
 from hopsd.ledger.retention import Pruned, prune
 from hopsd.ledger.throughput_store import (
@@ -121,10 +123,7 @@ class Unit:
         return jobs.active_records(self._session)
 
     def jobs_in_states(
-        self,
-        states: Iterable[JobState],
-        users: Iterable[str] | None = None,
-        slurm_ids: Iterable[int] | None = None,
+        self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
     ) -> list[JobRecord]:
         rows = jobs.jobs_in_states(self._session, states, users, slurm_ids)
         return [self._hold(r) for r in rows]

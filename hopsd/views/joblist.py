@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from hopsd.holder import local_dead
 from hopsd.ledger.records import (
@@ -30,6 +30,7 @@ from hopsd.ledger.records import (
     LeaseInfo,
     PlacementRecord,
     Prediction,
+    QueueEntry,
     RoundInfo,
 )
 
@@ -81,20 +82,8 @@ def elapsed_of(job: JobRecord, now: float) -> float:
     return max(end - job.first_start_time, 0.0)
 
 
-class Queued(Protocol):
-    """What the queue's order reads of a job (a record, or a ledger's queue entry)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def state(self) -> JobState: ...
-    @property
-    def latency_ratio(self) -> float | None: ...
-    @property
-    def submit_time(self) -> float: ...
-
-
-Q = TypeVar("Q", bound=Queued)
+#: What the queue's order is taken of: records, or the ledger's narrow queue entries.
+Q = TypeVar("Q", JobRecord, QueueEntry)
 
 
 def queue_order(jobs: Sequence[Q]) -> list[Q]:

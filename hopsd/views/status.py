@@ -21,6 +21,8 @@ from hopsd.ledger.records import (
     QueueEntry,
     RefusalRecord,
     RoundInfo,
+    SlurmIds,
+    Users,
 )
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
@@ -34,10 +36,7 @@ class StatusReads(Protocol):
     has the CLI's driver-only reader (:class:`hopsd.ledger.reader.Reader`)."""
 
     def jobs_in_states(
-        self,
-        states: Iterable[JobState],
-        users: Iterable[str] | None = None,
-        slurm_ids: Iterable[int] | None = None,
+        self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
     ) -> list[JobRecord]: ...
 
     def queue_entries(self) -> list[QueueEntry]: ...
