@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -169,13 +170,25 @@ def _model_of(job: Job, estimator: Estimator, restart_s: float, launch_s: float)
     )
 
 
-def _hypothetical_model(h: Hypothetical, cluster: Cluster, launch_s: float) -> ModelSpec:
+def typical_restart_s(jobs: Sequence[Job], prior_s: float) -> float:
+    """What a restart costs a job here that has learned none of its own: the median of the
+    restart prices the live jobs learned (a restart measured whole, or the probe's parts),
+    else the operator's prior. The planner still prices such a job's moves at the prior,
+    as hopsd does; this is what the move then really costs in the forecast."""
+    learned = [j.restart_s for j in jobs if j.restart_s is not None]
+    return statistics.median(learned) if learned else prior_s
+
+
+def _hypothetical_model(
+    h: Hypothetical, cluster: Cluster, launch_s: float, restart_s: float
+) -> ModelSpec:
     """A job never seen: its assumed rates; 0 GPUs of the types it may not run on."""
     return ModelSpec(
         name=h.id,
         params=max(h.params, 0.0),
         batch_size=max(h.batch_size, 1),
         throughput=dict(h.per_gpu),
+        restore_s=restart_s,
         launch_s=launch_s,
         max_gpus={t: 0 for t in cluster.gpu_types if t not in h.per_gpu},
     )
@@ -196,7 +209,9 @@ def _reserved(snapshot: Snapshot) -> dict[str, int]:
     return {n: g for n, g in out.items() if g > 0}
 
 
-def _after_plan(was: Resumed, job: Job, plan: Plan, now: float, given: ForecastInput) -> Resumed:
+def _after_plan(
+    was: Resumed, job: Job, plan: Plan, now: float, given: ForecastInput, typical_s: float
+) -> Resumed:
     """Where the plan being enacted puts the job, and how long until it trains there."""
     if job.id in plan.preempt:
         return replace(was, status="queued", config=None, has_run=True, busy_until=0.0)
@@ -204,7 +219,7 @@ def _after_plan(was: Resumed, job: Job, plan: Plan, now: float, given: ForecastI
     config = placed.get(job.id)
     if config is None:
         return was
-    restart = job.restart_s if job.restart_s is not None else given.settings.restart_penalty_s
+    restart = job.restart_s if job.restart_s is not None else typical_s
     busy = restart if was.has_run else given.launch_s
     return replace(was, status="running", config=config, has_run=True, busy_until=now + busy)
 
@@ -276,14 +291,15 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0) for p in snap.profiling
     }
     flying = _flights(snap)
+    restart_s = typical_restart_s(jobs, given.settings.restart_penalty_s)
     for job in jobs:
         if job.samples_done >= job.total_samples:
             continue
-        models[job.id] = _model_of(job, estimator, given.settings.restart_penalty_s, given.launch_s)
+        models[job.id] = _model_of(job, estimator, restart_s, given.launch_s)
         specs.append(_spec(job.id, job.submit_time - origin, job, job.total_samples))
         was = _resumed(job, origin, now)
         if given.plan is not None:
-            was = _after_plan(was, job, given.plan, now - origin, given)
+            was = _after_plan(was, job, given.plan, now - origin, given, restart_s)
         if job.id in flying:
             flight = flying[job.id]
             if flight.until is not None:
@@ -302,7 +318,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         resumed[job.id] = was
     coming = _expected(given, jobs, estimator)
     for h in (*extra, *coming):
-        models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s)
+        models[h.id] = _hypothetical_model(h, snap.cluster, given.launch_s, restart_s)
         submit = now - origin + h.after_s
         specs.append(JobSpec(h.id, submit, h.demands, h.total_samples, h.id, h.user, h.batch_size))
         if h.waited_s > 0:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
+from hopsd.core.model import Assignment, Cluster, Configuration, GpuType, Job, Node, Plan
 from hopsd.core.policies.hops import HopsSettings
 from hopsd.core.settings import Settings
 from hopsd.core.snapshot import InFlight, Snapshot
@@ -304,3 +304,37 @@ def test_a_job_never_seen_runs_at_the_learned_speed_of_the_server_it_gets() -> N
     # 6000 samples on 2 GPUs at 100/s each: 30 s on the full-speed server, 60 s on n2
     assert end_on("n1") == pytest.approx(30.0, abs=1.0)
     assert end_on("n2") == pytest.approx(60.0, abs=1.0)
+
+
+def test_a_job_that_learned_no_restart_pays_what_restarts_cost_the_others() -> None:
+    """The round's plan moves p, which has learned nothing of its restarts; the job beside it
+    learned that a restart costs 40 s here. p's move then costs 40 s in the forecast, not
+    the 10 s prior (on old code its end came 30 s early, whatever the cluster measured)."""
+    cluster = Cluster.build(
+        [GpuType("a100", speed=1.0)],
+        [Node("n1", "a100", 2), Node("n2", "a100", 2), Node("n3", "a100", 2)],
+    )
+    settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
+    store = InMemoryThroughputStore()
+    for job_id in ("p", "r"):
+        for node in ("n1", "n2", "n3"):
+            store.set_entity_aggregated(job_id, node, 2, RATE)
+        store.set_type_aggregated(job_id, "a100", 2, RATE)
+    moved = Plan(move=(Assignment("p", Configuration("a100", (("n2", 2),))),))
+
+    def p_end(neighbour_restart_s: float | None) -> float:
+        p = _running("p", done=0.0, total=6000.0)
+        r = dataclasses.replace(
+            _running("r", done=0.0, total=600_000.0),
+            current=Configuration("a100", (("n3", 2),)),
+            restart_s=neighbour_restart_s,
+        )
+        snap = Snapshot(now=NOW, cluster=cluster, jobs=(p, r), store=store)
+        given = ForecastInput(snap, RoundClock(60.0, NOW), "hops", settings, plan=moved)
+        out = forecast(given)["p"]
+        assert out.end_at is not None
+        return out.end_at
+
+    # 6000 samples at 2 GPUs x 100/s: 30 s of work, after the move's restart
+    assert p_end(None) == pytest.approx(NOW + 30.0 + 10.0, abs=2.0)
+    assert p_end(40.0) == pytest.approx(NOW + 30.0 + 40.0, abs=2.0)
