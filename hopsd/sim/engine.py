@@ -304,8 +304,8 @@ class Engine(SchedulerView, PlanEnactor):
         steps = self.config.max_steps
         if steps is not None and self.steps >= steps:
             return True
-        if not self.config.settle_when_served or arrivals_left:
-            return False
+        if not self.config.settle_when_served or arrivals_left or self.flights:
+            return False  # work in flight (a requeue under notice) changes who runs
         if any(j.status != "running" for j in self.active.values()):
             return False
         for job in self.active.values():

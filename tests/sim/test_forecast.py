@@ -338,3 +338,22 @@ def test_a_job_that_learned_no_restart_pays_what_restarts_cost_the_others() -> N
     # 6000 samples at 2 GPUs x 100/s: 30 s of work, after the move's restart
     assert p_end(None) == pytest.approx(NOW + 30.0 + 10.0, abs=2.0)
     assert p_end(40.0) == pytest.approx(NOW + 30.0 + 40.0, abs=2.0)
+
+
+def test_a_job_requeued_under_notice_on_an_idle_cluster_pays_its_restart() -> None:
+    """Every job runs, but p's notice requeues it: the forecast is not over until that
+    lands (on old code it stopped as soon as every job ran, so p ran on to its end)."""
+    cluster = Cluster.build([GpuType("a100", speed=1.0)], [Node("n1", "a100", 4)])
+    settings = Settings(round_length_s=60.0, restart_penalty_s=10.0)
+    p = _running("p", done=0.0, total=6000.0)
+    snap = Snapshot(
+        now=NOW,
+        cluster=cluster,
+        jobs=(p,),
+        store=_store(["p"]),
+        in_flight=(InFlight("p", runs_on=True),),
+    )
+    out = forecast(ForecastInput(snap, RoundClock(60.0, NOW - 30.0), "hops", settings))["p"]
+    assert out.start_at is not None and out.end_at is not None
+    # 30 s of work, after the restart its requeue costs
+    assert out.end_at >= out.start_at + 30.0 + 10.0 - 1.0
