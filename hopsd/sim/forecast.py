@@ -4,11 +4,14 @@ hopsd's START and ETA, and ``hops submit --test-only``, are this forecast. From
 the snapshot a round planned (the queue, the running jobs where they run, what
 the estimator knows, the GPUs hops may not use) the simulator's engine runs the
 same step with the same policy and settings, round after round, until every
-job is served (nothing waits: each running job then ends at its pace where it
-is), :data:`MAX_ROUNDS` rounds were planned or the horizon is reached. Jobs
-progress at the rates the estimator predicts (the forecast believes hopsd's own
-estimates), pay their learned restart price on every move and ``launch_s`` on a
-first start. New jobs arrive as the arrival model expects
+job is served (nothing waits and nothing is in flight: each running job then
+ends at its pace where it is), :data:`MAX_ROUNDS` rounds were planned or the
+horizon is reached. Jobs progress at the rates the estimator predicts (the
+forecast believes hopsd's own estimates; a job never seen at its assumed rate
+scaled by each server's learned speed), pay their learned restart price on
+every move (a job that learned none, what the live jobs' restarts cost:
+:func:`typical_restart_s`) and ``launch_s`` on a first start. New jobs arrive
+as the arrival model expects
 (:mod:`hopsd.sim.arrivals`: none, or the last window's again), besides the
 ``extra`` ones asked about; the expected ones are not in the answer.
 
