@@ -117,8 +117,11 @@ def judge(job: Job, estimator: Estimator, rule: SizeRule) -> SizeVerdict | None:
     """The verdict on one job's claim (None: believed)."""
     # off GPUs only its reported progress can contradict its claim: the pace, an estimate
     # for every GPU type, is not needed for most of a long queue
-    quiet = not _progress_evidence(job.samples_done, job.total_samples, rule)
-    if not job.size_doubt and job.current is None and quiet:
+    if (
+        not job.size_doubt
+        and job.current is None
+        and not _progress_evidence(job.samples_done, job.total_samples, rule)
+    ):
         return None
     try:
         pace = _pace(job, estimator)

@@ -23,6 +23,7 @@ from hopsd.ledger.models import JobRow
 from hopsd.ledger.records import (
     ACTIVE_STATES,
     LEGAL_TRANSITIONS,
+    NOT_RUNNING_STATES,
     RECORD_DEFAULTS,
     TERMINAL_STATES,
     WAITING_STATES,
@@ -149,9 +150,8 @@ def jobs_in_states(
 
 def queue_entries(session: Session) -> list[QueueEntry]:
     """Every active job not running, by the fields the queue's order needs."""
-    waiting = [s for s in ACTIVE_STATES if s != JobState.RUNNING]
     stmt = select(JobRow.id, JobRow.state, JobRow.latency_ratio, JobRow.submit_time).where(
-        JobRow.state.in_(waiting)
+        JobRow.state.in_(list(NOT_RUNNING_STATES))
     )
     return [QueueEntry(i, JobState(s), lr, t) for i, s, lr, t in session.execute(stmt)]
 

@@ -26,8 +26,8 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
 from hopsd.ledger.errors import LedgerError, LedgerUnavailableError, require_psycopg
 from hopsd.ledger.records import (
-    ACTIVE_STATES,
     DEFAULT_LEASE,
+    NOT_RUNNING_STATES,
     RECORD_DEFAULTS,
     JobRecord,
     JobState,
@@ -166,17 +166,18 @@ class Reader:
                 kept.append((column, set(values)))
         if not wanted or any(not chosen for _, chosen in kept):
             return []
+        unsent = [(c, chosen) for c, chosen in kept if len(chosen) > _CHUNK]
         for column, chosen in kept:
             if len(chosen) <= _CHUNK:  # a longer list is filtered below, not sent
                 sql += f' AND "{column}" IN ({self._marks(len(chosen))})'
                 wanted += sorted(chosen)
         decoded = _Decoded()
         records = [_job(row, decoded) for row in self._rows(sql + _JOB_ORDER, wanted)]
-        return [r for r in records if all(getattr(r, c) in v for c, v in kept)]
+        return [r for r in records if all(getattr(r, c) in v for c, v in unsent)]
 
     def queue_entries(self) -> list[QueueEntry]:
         """Every active job not running, as the queue's order needs it."""
-        waiting = [s.value for s in ACTIVE_STATES if s != JobState.RUNNING]
+        waiting = [s.value for s in NOT_RUNNING_STATES]
         rows = self._rows(_QUEUE_ENTRIES.format(marks=self._marks(len(waiting))), waiting)
         return [QueueEntry(i, _STATES[s], lr, float(t)) for i, s, lr, t in rows]
 

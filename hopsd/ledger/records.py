@@ -86,6 +86,8 @@ S = JobState
 TERMINAL_STATES = frozenset({S.DONE, S.FAILED, S.CANCELLED})
 ACTIVE_STATES = frozenset(JobState) - TERMINAL_STATES
 WAITING_STATES = frozenset({S.QUEUED, S.PREEMPTED, S.REQUEUED})
+#: Active jobs not running: the queue ``hops status`` counts and numbers.
+NOT_RUNNING_STATES = ACTIVE_STATES - {S.RUNNING}
 
 # Who may follow whom. Profiling runs a few iterations per GPU type, after which
 # the job waits in the queue; preempted (yielded by hops) and requeued (sent back
@@ -401,7 +403,7 @@ def core_job(job: JobRecord, **observed: Any) -> Job:
     the ledger (where Slurm runs the job now, its restart price, its time limit), set in
     the one construction (and its checks) rather than in a copy made afterwards.
     """
-    fields: dict[str, Any] = {
+    values: dict[str, Any] = {
         "id": job.id,
         "demands": tuple(int(d) for d in job.demands),
         "total_samples": job.total_samples,
@@ -416,8 +418,8 @@ def core_job(job: JobRecord, **observed: Any) -> Job:
         "current": job.current if job.state == S.RUNNING else None,
         "size_doubt": job.size_doubt,
     }
-    fields.update(observed)
-    return Job(**fields)
+    values.update(observed)
+    return Job(**values)
 
 
 def changes_from_plan(plan: Plan) -> list[AllocationChange]:

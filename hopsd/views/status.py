@@ -63,19 +63,17 @@ def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
         return [], str(exc)
 
 
-def _matches(job: JobRecord, wanted: JobFilter, node_parts: dict[str, tuple[str, ...]]) -> bool:
-    if wanted.job_ids is not None and job.slurm_job_id not in wanted.job_ids:
-        return False
-    if wanted.users is not None and job.user not in wanted.users:
-        return False
-    if wanted.states is not None and str(job.state) not in wanted.states:
-        return False
-    if wanted.partitions is not None:
-        places = {job.current_gpu_type or ""}
-        for node, _ in job.current_parts or ():
-            places.update(node_parts.get(node, ()))
-        return bool(places & wanted.partitions)
-    return True
+def _in_partitions(
+    job: JobRecord, partitions: frozenset[str] | None, node_parts: dict[str, tuple[str, ...]]
+) -> bool:
+    """Whether the job runs in one of ``partitions`` (a GPU type or a Slurm partition of its
+    nodes); None keeps every job. Users, job ids and states are the ledger read's filters."""
+    if partitions is None:
+        return True
+    places = {job.current_gpu_type or ""}
+    for node, _ in job.current_parts or ():
+        places.update(node_parts.get(node, ()))
+    return bool(places & partitions)
 
 
 def status_payload(
@@ -96,7 +94,7 @@ def status_payload(
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
     waiting = unit.queue_entries()
     position = {j.id: k + 1 for k, j in enumerate(queue_order(waiting))}
-    rows = [r for r in chosen if _matches(r, wanted, node_parts)]
+    rows = [r for r in chosen if _in_partitions(r, wanted.partitions, node_parts)]
     rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
     predicted = unit.latest_predictions([r.id for r in rows])
     queued = len(waiting)
