@@ -73,7 +73,6 @@ CHANGES = {
         "max_demand_gpus": None,
     },
     "gpu_types.k80": None,
-    "daemon": None,
 }
 
 STEPS = ("observe_s", "reconcile_s", "resume_s", "decide_s", "record_s", "enact_s", "total_s")

@@ -162,8 +162,8 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
                     settled["eta"].append(etas[-1])
         expected = asked[slurm_id].get("expected") or {}
         test_error = None
+        made = float(asked[slurm_id]["made_at"])
         if expected.get("end_at") is not None:
-            made = float(asked[slurm_id]["made_at"])
             bias["test_only"].append(
                 _signed(float(expected["end_at"]), job.end_time, made, floor_s)
             )
@@ -176,6 +176,11 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
                 "first_start_error": _round(first_start),
                 "first_eta_error": _round(first_eta),
                 "test_only_error": _round(test_error),
+                # what --test-only foresaw and what came, in seconds from the question
+                "test_only_start_in_s": _round(expected.get("start_in_s")),
+                "test_only_finish_in_s": _round(expected.get("finish_in_s")),
+                "true_start_in_s": _round(_since(_next_start(runs.get(job.id, []), made), made)),
+                "true_finish_in_s": _round(job.end_time - made),
                 "test_only_asked_s": _round(asked[slurm_id].get("asked_s")),
             }
         )
@@ -195,6 +200,10 @@ def judge(env: LiveEnv, asked: dict[int, dict[str, Any]]) -> dict[str, Any]:
         **{f"{key}_median_bias": _median(values) for key, values in bias.items()},
         "per_job": per_job,
     }
+
+
+def _since(at: float | None, made_at: float) -> float | None:
+    return None if at is None else at - made_at
 
 
 def _median(values: list[float]) -> float | None:

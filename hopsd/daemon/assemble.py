@@ -40,7 +40,7 @@ from hopsd.daemon.snapshot_builder import (
     with_tag_rules,
 )
 from hopsd.daemon.views import RUNNING, Observation
-from hopsd.ledger.records import JobRecord, JobState, TagStatus, core_job
+from hopsd.ledger.records import JobRecord, JobState, SlurmFacts, TagStatus, core_job
 from hopsd.slurm.parse_reservations import SlurmReservation
 
 log = logging.getLogger("hopsd.assemble")
@@ -117,14 +117,7 @@ def assemble(
             row.checkpoint_s, row.startup_s, config.checkpoint_grace_s, row.restarts, ran,
             config.restart_penalty_s, whole_s=row.restart_s, model_s=row.model_restart_s,
         )  # fmt: skip
-        build = partial(
-            core_job,
-            row,
-            current=current,
-            restart_s=restart_s,
-            time_limit_s=seen.time_limit_s,
-            run_elapsed_s=ran,
-        )
+        build = partial(core_job, row, SlurmFacts(current, restart_s, seen.time_limit_s, ran))
         core: Job | None = build() if guard is None else guard(seen.slurm_id, "planning", build)
         if core is None:
             continue  # this job sits this tick out; the others are planned

@@ -18,6 +18,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from hopsd.core.model import Configuration, Job
+from hopsd.ledger.by_job import CHUNK
 from hopsd.ledger.errors import DuplicateJobError, IllegalTransitionError, UnknownJobError
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.records import (
@@ -138,14 +139,26 @@ def jobs_in_states(
     slurm_ids: Iterable[int] | None = None,
 ) -> list[JobRow]:
     """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
-    submission first (stable order for rendering)."""
+    submission first (stable order for rendering).
+
+    A user or id list longer than :data:`~hopsd.ledger.by_job.CHUNK` is not sent
+    (SQLite bounds a statement's parameters): it filters the rows read instead.
+    """
     wanted = [JobState(s) for s in states]
     stmt = select(JobRow).where(JobRow.state.in_(wanted))
-    if users is not None:
-        stmt = stmt.where(JobRow.user.in_(list(users)))
-    if slurm_ids is not None:
-        stmt = stmt.where(JobRow.slurm_job_id.in_(list(slurm_ids)))
-    return list(session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id)))
+    chosen_users = None if users is None else set(users)
+    chosen_ids = None if slurm_ids is None else set(slurm_ids)
+    if chosen_users is not None and len(chosen_users) <= CHUNK:
+        stmt = stmt.where(JobRow.user.in_(sorted(chosen_users)))
+    if chosen_ids is not None and len(chosen_ids) <= CHUNK:
+        stmt = stmt.where(JobRow.slurm_job_id.in_(sorted(chosen_ids)))
+    rows = session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id))
+    return [
+        r
+        for r in rows
+        if (chosen_users is None or r.user in chosen_users)
+        and (chosen_ids is None or r.slurm_job_id in chosen_ids)
+    ]
 
 
 def queue_entries(session: Session) -> list[QueueEntry]:

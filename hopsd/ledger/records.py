@@ -396,30 +396,43 @@ def config_from_parts(gpu_type: str | None, parts: Any) -> Configuration | None:
     return Configuration(gpu_type, tuple((str(node), int(gpus)) for node, gpus in parts))
 
 
-def core_job(job: JobRecord, **observed: Any) -> Job:
+@dataclass(frozen=True)
+class SlurmFacts:
+    """What the caller knows of a job better than the ledger: where Slurm runs it now,
+    its restart price, its time limit and how long its current run has run."""
+
+    current: Configuration | None
+    restart_s: float | None
+    time_limit_s: float | None
+    run_elapsed_s: float
+
+
+def core_job(job: JobRecord, facts: SlurmFacts | None = None) -> Job:
     """The planner's view of a ledger job (the core never sees ledger records).
 
-    ``observed``: fields of :class:`~hopsd.core.model.Job` the caller knows better than
-    the ledger (where Slurm runs the job now, its restart price, its time limit), set in
-    the one construction (and its checks) rather than in a copy made afterwards.
+    ``facts``, when given, are set in the one construction (and its checks) rather
+    than in a copy made afterwards; without them the job runs where the ledger says.
     """
-    values: dict[str, Any] = {
-        "id": job.id,
-        "demands": tuple(int(d) for d in job.demands),
-        "total_samples": job.total_samples,
-        "batch_size": job.batch_size,
-        "params": job.params,
-        "submit_time": job.submit_time,
-        "user": job.user,
-        "account": job.account,
-        "samples_done": job.samples_done,
-        "attained_service": job.service_norm,
-        "wait_time": job.wait_time,
-        "current": job.current if job.state == S.RUNNING else None,
-        "size_doubt": job.size_doubt,
-    }
-    values.update(observed)
-    return Job(**values)
+    if facts is None:
+        facts = SlurmFacts(job.current if job.state == S.RUNNING else None, None, None, 0.0)
+    return Job(
+        id=job.id,
+        demands=tuple(int(d) for d in job.demands),
+        total_samples=job.total_samples,
+        batch_size=job.batch_size,
+        params=job.params,
+        submit_time=job.submit_time,
+        user=job.user,
+        account=job.account,
+        samples_done=job.samples_done,
+        attained_service=job.service_norm,
+        wait_time=job.wait_time,
+        current=facts.current,
+        size_doubt=job.size_doubt,
+        restart_s=facts.restart_s,
+        time_limit_s=facts.time_limit_s,
+        run_elapsed_s=facts.run_elapsed_s,
+    )
 
 
 def changes_from_plan(plan: Plan) -> list[AllocationChange]:
