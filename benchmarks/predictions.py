@@ -118,9 +118,22 @@ def _signed(predicted: float, true_at: float, made_at: float, floor_s: float) ->
     return (predicted - true_at) / max(true_at - made_at, floor_s)
 
 
+#: Slurm keeps whole seconds: a run it shows starting at ``t`` began in ``[t, t + 1)``.
+SLURM_RESOLUTION_S = 1.0
+
+
 def _next_start(runs: list[JobRun], after: float) -> float | None:
-    """Slurm's start of the job's first training run begun after ``after``."""
-    starts = [r.start_time for r in runs if r.kind == "run" and r.start_time >= after]
+    """Slurm's start of the job's first training run begun after ``after``.
+
+    A run Slurm shows starting in the second ``after`` falls in counts: hopsd can
+    release a job in the tick that adopted it, so a run often begins within the
+    second of the prediction (or question) before it, and a start compared at whole
+    seconds then looked earlier than the prediction, which was judged against the
+    job's next run instead.
+    """
+    starts = [
+        r.start_time for r in runs if r.kind == "run" and r.start_time + SLURM_RESOLUTION_S > after
+    ]
     return min(starts, default=None)
 
 
