@@ -13,6 +13,8 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Select
 from sqlalchemy.orm import Session
 
+from hopsd.ledger.records import CHUNK
+
 
 class _OfJob(Protocol):
     @property
@@ -21,9 +23,6 @@ class _OfJob(Protocol):
 
 RowT = TypeVar("RowT", bound=_OfJob)
 T = TypeVar("T")
-
-#: Job ids per query: under SQLite's default limit of bound parameters.
-CHUNK = 900
 
 
 def rows_by_job(

@@ -18,11 +18,11 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.util import identity_key
 
 from hopsd.core.model import Configuration, Job
-from hopsd.ledger.by_job import CHUNK
 from hopsd.ledger.errors import DuplicateJobError, IllegalTransitionError, UnknownJobError
 from hopsd.ledger.models import JobRow
 from hopsd.ledger.records import (
     ACTIVE_STATES,
+    CHUNK,
     LEGAL_TRANSITIONS,
     NOT_RUNNING_STATES,
     RECORD_DEFAULTS,
@@ -141,24 +141,22 @@ def jobs_in_states(
     """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
     submission first (stable order for rendering).
 
-    A user or id list longer than :data:`~hopsd.ledger.by_job.CHUNK` is not sent
+    A user or id list longer than :data:`~hopsd.ledger.records.CHUNK` is not sent
     (SQLite bounds a statement's parameters): it filters the rows read instead.
     """
     wanted = [JobState(s) for s in states]
     stmt = select(JobRow).where(JobRow.state.in_(wanted))
-    chosen_users = None if users is None else set(users)
-    chosen_ids = None if slurm_ids is None else set(slurm_ids)
-    if chosen_users is not None and len(chosen_users) <= CHUNK:
-        stmt = stmt.where(JobRow.user.in_(sorted(chosen_users)))
-    if chosen_ids is not None and len(chosen_ids) <= CHUNK:
-        stmt = stmt.where(JobRow.slurm_job_id.in_(sorted(chosen_ids)))
+    unsent: list[tuple[str, set[Any]]] = []  # too long to send: filtered below
+    for column, values in ((JobRow.user, users), (JobRow.slurm_job_id, slurm_ids)):
+        if values is None:
+            continue
+        chosen = set(values)
+        if len(chosen) > CHUNK:
+            unsent.append((column.key, chosen))
+            continue
+        stmt = stmt.where(column.in_(sorted(chosen)))
     rows = session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id))
-    return [
-        r
-        for r in rows
-        if (chosen_users is None or r.user in chosen_users)
-        and (chosen_ids is None or r.slurm_job_id in chosen_ids)
-    ]
+    return [r for r in rows if all(getattr(r, name) in chosen for name, chosen in unsent)]
 
 
 def queue_entries(session: Session) -> list[QueueEntry]:

@@ -14,13 +14,12 @@ from sqlalchemy.orm import Session
 
 from hopsd.ledger.by_job import rows_by_job
 from hopsd.ledger.models import PredictionRow
-from hopsd.ledger.records import Prediction, field_values
+from hopsd.ledger.records import CHUNK, Prediction, field_values
 
 #: A new forecast is written when a time moved by more than this many seconds ...
 CHANGE_S = 2.0
 #: ... and by more than this share of the time left until it.
 CHANGE_SHARE = 0.02
-_CHUNK = 900
 
 
 def _moved(old: float | None, new: float | None, now: float) -> bool:
@@ -48,10 +47,10 @@ def latest(session: Session, job_ids: Sequence[str]) -> dict[str, Prediction]:
     """Each job's newest prediction (jobs never forecast are absent)."""
     out: dict[str, Prediction] = {}
     ids = list(dict.fromkeys(job_ids))
-    for k in range(0, len(ids), _CHUNK):
+    for k in range(0, len(ids), CHUNK):
         newest = (
             select(func.max(PredictionRow.id))
-            .where(PredictionRow.job_id.in_(ids[k : k + _CHUNK]))
+            .where(PredictionRow.job_id.in_(ids[k : k + CHUNK]))
             .group_by(PredictionRow.job_id)
         )
         for row in session.scalars(select(PredictionRow).where(PredictionRow.id.in_(newest))):

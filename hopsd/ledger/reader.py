@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 from hopsd.ledger.dberrors import HINTS, classify_dbapi_error
 from hopsd.ledger.errors import LedgerError, LedgerUnavailableError, require_psycopg
 from hopsd.ledger.records import (
+    CHUNK,
     DEFAULT_LEASE,
     NOT_RUNNING_STATES,
     RECORD_DEFAULTS,
@@ -63,8 +64,6 @@ _LATEST_ROUND = (
     "SELECT number, started_at, shadow, policy FROM rounds ORDER BY started_at DESC, id DESC "
     "LIMIT 1"
 )
-#: Job ids per query (well under SQLite's bound on parameters).
-_CHUNK = 900
 _PREDICTIONS = (
     "SELECT job_id, made_at, state, start_at, end_at, gpu_type, gpus FROM predictions"
     " WHERE id IN (SELECT MAX(id) FROM predictions WHERE job_id IN ({marks}) GROUP BY job_id)"
@@ -166,11 +165,13 @@ class Reader:
                 kept.append((column, set(values)))
         if not wanted or any(not chosen for _, chosen in kept):
             return []
-        unsent = [(c, chosen) for c, chosen in kept if len(chosen) > _CHUNK]
+        unsent: list[tuple[str, set[Any]]] = []  # too long to send: filtered below
         for column, chosen in kept:
-            if len(chosen) <= _CHUNK:  # a longer list is filtered below, not sent
-                sql += f' AND "{column}" IN ({self._marks(len(chosen))})'
-                wanted += sorted(chosen)
+            if len(chosen) > CHUNK:
+                unsent.append((column, chosen))
+                continue
+            sql += f' AND "{column}" IN ({self._marks(len(chosen))})'
+            wanted += sorted(chosen)
         decoded = _Decoded()
         records = [_job(row, decoded) for row in self._rows(sql + _JOB_ORDER, wanted)]
         return [r for r in records if all(getattr(r, c) in v for c, v in unsent)]
@@ -216,8 +217,8 @@ class Reader:
         """Each job's newest prediction (:func:`hopsd.ledger.predictions.latest`)."""
         out: dict[str, Prediction] = {}
         ids = list(dict.fromkeys(job_ids))
-        for k in range(0, len(ids), _CHUNK):
-            part = ids[k : k + _CHUNK]
+        for k in range(0, len(ids), CHUNK):
+            part = ids[k : k + CHUNK]
             sql = _PREDICTIONS.format(marks=", ".join([self._mark] * len(part)))
             for row in self._rows(sql, part):
                 prediction = Prediction.from_row(row)

@@ -348,6 +348,10 @@ class ThroughputRecord:
     per_gpu: float
 
 
+#: Ids per query where a read names many jobs: under SQLite's default bound on a
+#: statement's parameters (999). The ORM's reads and the driver-only reader share it.
+CHUNK = 900
+
 #: The lease hopsd takes (one row per name in ``daemon_lease``).
 DEFAULT_LEASE = "hopsd"
 
