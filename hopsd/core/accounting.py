@@ -16,6 +16,12 @@ Live and simulated runs both charge it so; before, the daemon called it
 service and the simulator waiting, and LR and LAS saw different inputs in the
 two worlds.
 
+Between two observations hopsd sees a job only as Slurm states it at the
+second one; where Slurm states a run's start or end inside the interval
+(:func:`charge_split`), the interval is split there: the wait ends at the
+start, the service at the end. A short job that starts and ends between two
+ticks is charged its run, not a wait as long as the interval.
+
 A job's restart count follows one rule too (:func:`restarts_after`): every run
 that is requeued to run again is a restart, a profiling run's end included.
 """
@@ -74,6 +80,51 @@ def charge(clock: Clock, dt: float, gpus: int = 0, speed: float = 1.0) -> Charge
     if clock is Clock.WAITING:
         return Charge(wait_s=dt)
     return NOTHING
+
+
+@dataclass(frozen=True)
+class StatedRun:
+    """A run as Slurm states it at an observation: its start, its end (None while it runs),
+    the GPUs it holds and their type's speed (0 GPUs where Slurm names no nodes), and the
+    resolution of the stated times (Slurm's are whole seconds, cut down: a run that began
+    just after an observation can be stated as starting up to a second before it)."""
+
+    start: float
+    end: float | None
+    gpus: int
+    speed: float = 1.0
+    resolution_s: float = 0.0
+
+
+def charge_split(
+    clock: Clock, since: float, now: float, gpus: int, speed: float, run: StatedRun | None
+) -> Charge:
+    """What the interval ``(since, now]`` costs a job whose clock was ``clock`` at ``since``,
+    split at Slurm's stated start and end of ``run`` where they fall inside it.
+
+    * waiting, and the run started inside the interval (to the times' resolution): wait
+      until the start, service on the run's GPUs from then until its end or ``now`` (a start
+      well before the interval is a past run's, e.g. of a job cancelled after its requeue:
+      the rule below);
+    * on GPUs, and the run ended inside the interval: service until the end, nothing after;
+    * otherwise the whole interval on ``clock`` (:func:`charge`).
+
+    Without the split, a job that started and ended between two observations was charged a
+    wait as long as the interval and no service at all.
+    """
+    if now < since:
+        raise InvalidInputError(f"an interval must be >= 0 s, got {now - since}")
+    if run is None:
+        return charge(clock, now - since, gpus, speed)
+    end = now if run.end is None else min(max(run.end, since), now)
+    if clock is Clock.WAITING and since - run.resolution_s < run.start <= now:
+        wait = charge(Clock.WAITING, max(min(run.start, end) - since, 0.0))
+        ran = max(end - max(run.start, since), 0.0)
+        served = charge(Clock.ON_GPUS, ran, run.gpus, run.speed) if run.gpus else NOTHING
+        return Charge(wait.wait_s, served.service_gpu_s, served.service_norm)
+    if clock is Clock.ON_GPUS and run.end is not None:
+        return charge(clock, end - since, gpus, speed)
+    return charge(clock, now - since, gpus, speed)
 
 
 class RunEnd(enum.Enum):

@@ -30,6 +30,7 @@ def job_view(job: SlurmJob) -> ObservedJob:
         time_limit_s=job.time_limit_s,
         cpus_per_gpu=job.cpus_per_gpu,
         qos=job.qos,
+        ran_on=tuple(job.nodes),
     )
 
 
@@ -56,6 +57,7 @@ def accounting_view(record: AccountingRecord) -> ObservedJob:
         start_time=record.start_time or 0.0,
         end_time=record.end_time or 0.0,
         exit_code=record.exit_code,
+        ran_on=tuple(record.nodes),
     )
 
 

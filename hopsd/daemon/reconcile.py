@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hopsd.config import HopsConfig
 from hopsd.core import act
-from hopsd.core.accounting import Clock, charge, clock_of
+from hopsd.core.accounting import Clock, StatedRun, charge_split, clock_of
 from hopsd.core.model import Configuration
 from hopsd.daemon.adoption import (
     ADOPT_BATCH,
@@ -92,6 +92,44 @@ class ReconcileReport:
 class _Usage:
     gpu_s: float = 0.0
     gpu_s_norm: float = 0.0
+
+
+#: Slurm states start and end times in whole seconds, cut down.
+SLURM_TIME_RESOLUTION_S = 1.0
+
+
+def _speed(view: ClusterView, config: Configuration) -> float:
+    """The speed of the configuration's GPU type (1.0 for a type the cluster does not know)."""
+    known = view.cluster.gpu_types.get(config.gpu_type)
+    return known.speed if known is not None else 1.0
+
+
+def _stated_run(
+    seen: ObservedJob | None, view: ClusterView, where: Configuration | None
+) -> StatedRun | None:
+    """The run Slurm states for a running or ended job with a known start, on the GPUs
+    ``where`` it ran (:func:`hopsd.core.accounting.charge_split`); None otherwise."""
+    if seen is None or seen.start_time <= 0 or not (seen.state == RUNNING or seen.final):
+        return None
+    gpus, speed = (where.total_gpus, _speed(view, where)) if where else (0, 1.0)
+    end = seen.end_time if seen.final and seen.end_time > 0 else None
+    return StatedRun(seen.start_time, end, gpus, speed, resolution_s=SLURM_TIME_RESOLUTION_S)
+
+
+def ran_where(
+    unit: Unit, row: JobRecord, seen: ObservedJob, view: ClusterView | None
+) -> Configuration | None:
+    """Where the job's run Slurm states was: as Slurm states it (``view``: the cluster to
+    read it against; None: already read and not stated) or, for an ended job, whose GPUs
+    per node Slurm no longer states, hops's last placement of the job when Slurm names
+    exactly its nodes."""
+    config = observed_config(seen, view.cluster) if view is not None else None
+    if config is not None or not seen.final or not seen.ran_on:
+        return config
+    planned = unit.latest_targets([row.id]).get(row.id)
+    if planned is None or {n for n, _ in planned.parts} != set(seen.ran_on):
+        return None
+    return planned
 
 
 def _still_waiting(row: JobRecord, seen: ObservedJob) -> bool:
@@ -210,7 +248,7 @@ class Reconciler:
         usage: dict[tuple[str, str], _Usage],
     ) -> None:
         """One job's reconciliation: charge its interval, follow Slurm, learn from its reports."""
-        row = self._advance(unit, row, view, now, usage)
+        row = self._advance(unit, row, view, now, usage, seen)
         if JobState(row.state) == JobState.PROFILING:
             self._follow_profiling(unit, row, seen, view, now, report)
         else:
@@ -434,35 +472,41 @@ class Reconciler:
         view: ClusterView,
         now: float,
         usage: dict[tuple[str, str], _Usage],
+        seen: ObservedJob | None = None,
     ) -> JobRecord:
-        """Charge the interval since the row was last updated to the state it was in
-        (:mod:`hopsd.core.accounting`, the simulator's rule too)."""
-        unit.update_job(self._charge(row, view, now, usage))
+        """Charge the interval since the row was last updated to the state it was in, split
+        where Slurm states a run's start or end inside it (:mod:`hopsd.core.accounting`,
+        the simulator's rule too)."""
+        where = ran_where(unit, row, seen, view) if seen is not None else None
+        unit.update_job(self._charge(row, view, now, usage, _stated_run(seen, view, where)))
         return unit.refresh(row)
 
     @staticmethod
     def _charge(
-        row: JobRecord, view: ClusterView, now: float, usage: dict[tuple[str, str], _Usage]
+        row: JobRecord,
+        view: ClusterView,
+        now: float,
+        usage: dict[tuple[str, str], _Usage],
+        run: StatedRun | None = None,
     ) -> JobUpdate:
-        """The row's counters once the interval since its last update is charged, and its
-        owner's usage in ``usage``."""
-        dt = max(now - (row.updated_at or now), 0.0)
+        """The row's counters once the interval since its last update is charged (split at
+        ``run``'s stated start and end), and its owner's usage in ``usage``."""
+        since = min(row.updated_at or now, now)
         config = row.current
         clock = clock_of(str(row.state), config is not None)
         gpus, speed = 0, 1.0
         if clock is Clock.ON_GPUS and config is not None:
-            gpus = config.total_gpus
-            known = view.cluster.gpu_types.get(config.gpu_type)
-            speed = known.speed if known is not None else 1.0
-        cost = charge(clock, dt, gpus, speed)
+            gpus, speed = config.total_gpus, _speed(view, config)
+        cost = charge_split(clock, since, now, gpus, speed, run)
+        served = bool(gpus or cost.service_gpu_s)
         charged = JobUpdate(
             row.id,
             updated_at=now,
             wait_time=row.wait_time + cost.wait_s if cost.wait_s else None,
-            service_gpu_s=row.service_gpu_s + cost.service_gpu_s if gpus else None,
-            service_norm=row.service_norm + cost.service_norm if gpus else None,
+            service_gpu_s=row.service_gpu_s + cost.service_gpu_s if served else None,
+            service_norm=row.service_norm + cost.service_norm if served else None,
         )
-        if gpus:
+        if served:
             owner = usage.setdefault((row.user, row.account), _Usage())
             owner.gpu_s += cost.service_gpu_s
             owner.gpu_s_norm += cost.service_norm
@@ -568,6 +612,7 @@ class Reconciler:
         """Record the job's end as Slurm states it, with its last run (``where`` it ran,
         when Slurm still names its nodes)."""
         row = unit.refresh(row)
+        where = where or ran_where(unit, row, seen, None)
         target = _END_STATES.get(seen.state, JobState.FAILED)
         ended_at = seen.end_time or now
         last = self.learner.final_samples(row)
@@ -620,7 +665,7 @@ class Reconciler:
         usage: dict[tuple[str, str], _Usage],
     ) -> None:
         """End one job that left the queue, from accounting or, failing that, its progress."""
-        row = self._advance(unit, row, view, now, usage)
+        row = self._advance(unit, row, view, now, usage, record)
         if record is not None and record.final:
             self._end(unit, row, record, now, report, observed_config(record, view.cluster))
             return

@@ -151,6 +151,9 @@ class Tick:
         self._asking: set[int] = set()
         # the tick's intents requeue a job now, not at a plan's pace: reconcile after enacting
         self._follow_enacted = False
+        # the Slurm calls of this tick's own batched reads, and its observations
+        self._reads = 0
+        self._observations = 0
         self.shadow_memory = ShadowMemory()
         self.forecaster = Forecaster()
         self.slurm_policy = slurm_policy_of(config, port)
@@ -191,11 +194,12 @@ class Tick:
 
     def run_once(self) -> TickResult:
         calls_before = self.call_count()
+        self._reads = self._observations = 0
         started = time.perf_counter()
         now = self.clock()
         result = TickResult(started_at=now)
 
-        obs = self._timed(result, "observe_s", lambda: observe(self.port, self.clock))
+        obs = self._timed(result, "observe_s", self._observe)
         result.reconcile = self._timed(result, "reconcile_s", lambda: self._reconcile(obs, now))
         if not self.shadow:
             seen = obs
@@ -208,11 +212,25 @@ class Tick:
             self.faults.intents_committed()
             result.enacted = self._timed(result, "enact_s", lambda: self._enact(result))
             if self._follow_enacted:  # a requeue of an unplanned start: the ledger follows now
-                self._follow_own_actions(observe(self.port, self.clock), result)
+                self._follow_own_actions(self._observe(), result)
         result.forecast_s = self.forecaster.run(self.ledger)
         result.total_s = time.perf_counter() - started
         result.slurm_calls = self.call_count() - calls_before
+        result.batched_reads, result.observations = self._reads, self._observations
         return result
+
+    def _counted(self, read: Callable[[], T]) -> T:
+        """Run one of the tick's batched reads, adding the Slurm calls it made to the tick's."""
+        before = self.call_count()
+        try:
+            return read()
+        finally:
+            self._reads += self.call_count() - before
+
+    def _observe(self) -> Observation:
+        """One observation: the queue (whose narrow read may need the full one) and the nodes."""
+        self._observations += 1
+        return self._counted(lambda: observe(self.port, self.clock))
 
     def _follow_own_actions(self, obs: Observation, result: TickResult) -> None:
         """Reconcile again after resumed intents changed Slurm (a requeue, a release).
@@ -238,11 +256,11 @@ class Tick:
     def _running_now(self) -> set[int]:
         """The jobs running this instant (the narrow read: it states each job's state exactly,
         and sooner than the full read, which narrows the requeue race it guards)."""
-        return {j.job_id for j in read_queue(self.port) if j.running}
+        return {j.job_id for j in self._counted(lambda: read_queue(self.port)) if j.running}
 
     def _accounting(self, slurm_ids: Sequence[int]) -> Mapping[int, ObservedJob]:
         try:
-            return final_states(self.port, slurm_ids)
+            return self._counted(lambda: final_states(self.port, slurm_ids))
         except SlurmCommandError as exc:
             log.warning("event=accounting-unavailable error=%r", str(exc))
             return {}
@@ -250,7 +268,7 @@ class Tick:
     def _run_ends(self, slurm_ids: Sequence[int]) -> Mapping[int, str]:
         """How each job's latest run ended, from accounting (empty where none is kept)."""
         try:
-            return latest_ends(self.port.runs(slurm_ids))
+            return latest_ends(self._counted(lambda: self.port.runs(slurm_ids)))
         except SlurmCommandError as exc:
             log.warning("event=accounting-unavailable error=%r", str(exc))
             return {}
@@ -281,7 +299,7 @@ class Tick:
         report.abandoned += done.abandoned
         result.resumed = report
         if len(plan.to_run) > len(plan.already_done):
-            return observe(self.port, self.clock)
+            return self._observe()
         return obs
 
     # -- deciding ------------------------------------------------------------------------

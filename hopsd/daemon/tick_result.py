@@ -29,6 +29,14 @@ class TickResult:
     forecast_s: float = 0.0
     total_s: float = 0.0
     slurm_calls: int = 0
+    # of them, the calls of the tick's own batched reads: its observations (the queue,
+    # whose narrow read may need the full one, and the nodes), the re-check of running
+    # jobs before requeues, accounting's reads of jobs gone from the queue and of
+    # requeued runs' ends; not the enactor's settle polls nor the reservations' reads
+    batched_reads: int = 0
+    # observations made: the first, one after resumed intents, one after enacting a
+    # requeue of an unplanned start
+    observations: int = 0
     queued: int = 0
     running: int = 0
     decision: Decision | None = None

@@ -56,6 +56,9 @@ class ObservedJob:
     cpus_per_gpu: int = 0
     #: The job's QOS: the GPU limits of :mod:`hopsd.daemon.slurm_policy` apply through it.
     qos: str = ""
+    #: The nodes Slurm names for the job's run, also once it ended, when Slurm no longer
+    #: states its GPUs per node (``nodes`` is then empty).
+    ran_on: tuple[str, ...] = ()
 
     @property
     def claims_hops(self) -> bool:

@@ -45,6 +45,11 @@ class FakeJob:
     user_hold: bool = False
     #: Slurm's time limit of the job's runs (seconds; None: unlimited)
     time_limit_s: float | None = None
+    #: the times Slurm states for the job's last run (None: not stated, as by default)
+    start_time: float | None = None
+    end_time: float | None = None
+    #: the nodes an ended job ran on: Slurm names them, no longer its GPUs per node
+    ended_on: tuple[str, ...] = ()
 
 
 #: The fields of a fake job that a SlurmJob reports unchanged (``held`` only while pending).
@@ -124,6 +129,15 @@ class FakePort:
         job = self.jobs[job_id]
         job.state, job.placement = state, {}
         self._schedule()
+
+    def ran_between_reads(
+        self, job_id: int, nodes: Mapping[str, int], start: float, end: float
+    ) -> None:
+        """The job started on ``nodes`` at ``start`` and completed at ``end``, both between two
+        reads; Slurm states its times and, ended, names its nodes but not its GPUs there."""
+        job = self.jobs[job_id]
+        job.state, job.held, job.placement, job.ended_on = "COMPLETED", False, {}, tuple(nodes)
+        job.start_time, job.end_time = start, end
 
     def forget(self, job_id: int) -> None:
         """The job leaves the queue; accounting remembers its end state."""
@@ -273,12 +287,10 @@ class FakePort:
             **alike,
             reason=reason,
             held=job.held and job.state == "PENDING",
-            nodes=tuple(job.placement),
+            nodes=tuple(job.placement) or job.ended_on,
             gpus_by_node=tuple(sorted(job.placement.items())),
             gpu_type=None,
             gres_request="gres:gpu:1",
-            start_time=None,
-            end_time=None,
             tag=tag,
             tag_error=error,
             stdout_path="/tmp/out",

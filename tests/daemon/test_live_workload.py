@@ -59,12 +59,14 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
     )
     results = []
     reservation_reads: list[int] = []
+    commands: list[list[str]] = []  # each tick's Slurm commands, named when a bound fails
 
     def step() -> None:
         first = len(env.runner.calls)
         results.append(tick.run_once())
         made = env.runner.calls[first:]
         reservation_reads.append(sum(1 for argv in made if "reservation" in argv))
+        commands.append([" ".join(str(a) for a in argv[:3]) for argv in made])
 
     assert drive(step, env.all_terminal, deadline_s=120)
 
@@ -78,22 +80,28 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
         assert 1 <= len(starts) <= 1 + row.restarts
         # where the job really ran (its own report) is where the ledger placed it
         assert set(starts[-1]["nodes"]) == last_placement(env, row.id)
-        assert row.service_gpu_s > 0 and row.samples_done == row.total_samples
-    # reads stay batched: two Slurm reads per tick (one more to re-check jobs right
-    # before requeueing them), plus one call per action taken, the intents resumed
-    # right after reconcile included (the hold hopsd makes its own at adoption; two for
-    # a requeue: the operator's hold follows it), plus two batched reads (queue,
-    # accounting) per round of waiting for requeued jobs to leave their nodes, plus the
-    # reservations, read again at most every queue_refresh_s
-    for r, reads in zip(results, reservation_reads, strict=True):
+        assert row.service_gpu_s > 0, (job, row.service_gpu_s, events)
+        assert row.samples_done == row.total_samples, (job, row.samples_done, events)
+    # reads stay batched, none is made per job: a tick observes at most three times
+    # (first, after resumed intents, after enacting a requeue of an unplanned start),
+    # each the queue (its narrow read may need the full one) and the nodes; it re-checks
+    # the running jobs before requeues at most twice (resumed intents, the plan's), and
+    # reads accounting at most twice per reconciliation (jobs gone, requeued runs' ends).
+    # Every other call is one per action taken (two for a requeue: the operator's hold
+    # follows it), two batched reads (queue, accounting) per round of waiting for
+    # requeued jobs to leave their nodes, and the reservations, read again at most every
+    # queue_refresh_s.
+    for r, reads, made in zip(results, reservation_reads, commands, strict=True):
         assert reads <= 1
+        assert 1 <= r.observations <= 3, made
+        assert r.batched_reads <= 3 * r.observations + 2 * 2 + 2 * r.observations, made
         enacted = [e for e in (r.enacted, r.resumed) if e is not None]
         actions = sum(len(e.done) + len(e.failed) for e in enacted)
         taken = [s for e in enacted for s in e.done]
         requeues = sum(1 for s in taken if s.action == IntentAction.REQUEUE_HOLD)
-        polls = sum(e.settle_polls for e in (r.enacted, r.resumed) if e is not None)
-        bound = 3 + actions + requeues + 2 * polls + (2 if r.resumed else 0) + reads
-        assert r.slurm_calls <= bound
+        polls = sum(e.settle_polls for e in enacted)
+        bound = r.batched_reads + actions + requeues + 2 * polls + reads
+        assert r.slurm_calls <= bound, made
     # accounting agrees on the nodes, when slurmdbd is there
     try:
         records = {r.job_id: r for r in env.port.accounting(jobs)}

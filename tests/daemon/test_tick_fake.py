@@ -10,7 +10,7 @@ from hopsd.daemon.tick import Tick
 from hopsd.ledger.allocations import allocation_history
 from hopsd.ledger.intents import pending_intents
 from hopsd.ledger.jobs import get_job
-from hopsd.ledger.models import IntentRow, IntentState, JobState, RoundRow
+from hopsd.ledger.models import IntentRow, IntentState, JobState, RoundRow, RunRow
 from hopsd.slurm.tag import HopsTag
 
 
@@ -135,6 +135,35 @@ def test_end_is_recorded_with_service_and_wait(config, port, sessions, clock):
         reasons = [a.reason.value for a in allocation_history(s, str(job))]
         assert reasons[0] == "start" and reasons[-1] == "end"
     assert blocker in port.jobs
+
+
+def test_a_run_between_two_ticks_is_charged_as_slurm_states_it(config, port, sessions, clock):
+    """A job released by one tick that starts and completes before the next is charged
+    its wait until Slurm's start and its service from start to end, not one long wait."""
+    job = port.add_job(HopsTag((2,), 10_000))
+    other = port.add_job(None, held=False, running_on={"fast1": 4, "fast2": 4, "slow1": 4})
+    port.add_job(None, held=False, running_on={"slow2": 3})
+    tick = make_tick(config, port, sessions, clock)
+    tick.run_once()  # adopted, cannot start: only one GPU free
+    clock.advance(5)
+    port.finish(other)
+    tick.run_once()  # 5 s of waiting charged, then released
+    released_at = clock()
+    nodes = dict(port.jobs[job].placement)
+    assert sum(nodes.values()) == 2
+    port.ran_between_reads(job, nodes, start=released_at + 0.5, end=released_at + 3.0)
+    clock.advance(10)
+    tick.run_once()
+    assert state_of(sessions, job) == JobState.DONE
+    with sessions.begin() as s:
+        row = get_job(s, str(job))
+        assert row is not None
+        assert row.wait_time == pytest.approx(5.5)  # not 15 s: the job ran after 0.5 s
+        assert row.service_gpu_s == pytest.approx(5.0)  # 2 GPUs x 2.5 s, none after its end
+        # Slurm named the nodes, not its GPUs there: the run is where hops placed it
+        (run,) = s.scalars(select(RunRow).where(RunRow.job_id == str(job)))
+        assert {str(n): int(g) for n, g in run.parts} == nodes
+        assert (run.start_time, run.end_time) == (released_at + 0.5, released_at + 3.0)
 
 
 def _started(config, port, sessions, clock):  # type: ignore[no-untyped-def]
