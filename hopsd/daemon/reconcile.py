@@ -477,7 +477,9 @@ class Reconciler:
         """Charge the interval since the row was last updated to the state it was in, split
         where Slurm states a run's start or end inside it (:mod:`hopsd.core.accounting`,
         the simulator's rule too)."""
-        where = ran_where(unit, row, seen, view) if seen is not None else None
+        # the stated run's GPUs count only for a row that holds no placement (its wait may
+        # end inside the interval); a placed row is charged on its own GPUs
+        where = ran_where(unit, row, seen, view) if seen and row.current is None else None
         unit.update_job(self._charge(row, view, now, usage, _stated_run(seen, view, where)))
         return unit.refresh(row)
 
