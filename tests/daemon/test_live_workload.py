@@ -111,6 +111,10 @@ def test_workload_completes_exactly_once_where_the_ledger_says(env):
         if job in records and records[job].nodes:
             assert set(records[job].nodes) == last_placement(env, rows[job].id), job
             assert records[job].state == "COMPLETED"
+            # the ledger charged at least the last run Slurm accounts for, however short
+            # (its times are whole seconds: one second of slack per GPU)
+            last_run = records[job].gpus * (records[job].elapsed_s - 1)
+            assert rows[job].service_gpu_s >= last_run, (job, rows[job].service_gpu_s)
 
 
 def block_nodes(nodes: str, gpus: int, name: str) -> int:
