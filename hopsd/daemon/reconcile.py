@@ -116,7 +116,7 @@ def _stated_run(
     return StatedRun(seen.start_time, end, gpus, speed, resolution_s=SLURM_TIME_RESOLUTION_S)
 
 
-def ran_where(
+def _ran_where(
     unit: Unit, row: JobRecord, seen: ObservedJob, view: ClusterView | None
 ) -> Configuration | None:
     """Where the job's run Slurm states was: as Slurm states it (``view``: the cluster to
@@ -127,7 +127,7 @@ def ran_where(
     if config is not None or not seen.final or not seen.ran_on:
         return config
     planned = unit.latest_targets([row.id]).get(row.id)
-    if planned is None or {n for n, _ in planned.parts} != set(seen.ran_on):
+    if planned is None or set(planned.node_ids) != set(seen.ran_on):
         return None
     return planned
 
@@ -479,7 +479,7 @@ class Reconciler:
         the simulator's rule too)."""
         # the stated run's GPUs count only for a row that holds no placement (its wait may
         # end inside the interval); a placed row is charged on its own GPUs
-        where = ran_where(unit, row, seen, view) if seen and row.current is None else None
+        where = _ran_where(unit, row, seen, view) if seen and row.current is None else None
         unit.update_job(self._charge(row, view, now, usage, _stated_run(seen, view, where)))
         return unit.refresh(row)
 
@@ -614,7 +614,7 @@ class Reconciler:
         """Record the job's end as Slurm states it, with its last run (``where`` it ran,
         when Slurm still names its nodes)."""
         row = unit.refresh(row)
-        where = where or ran_where(unit, row, seen, None)
+        where = where or _ran_where(unit, row, seen, None)
         target = _END_STATES.get(seen.state, JobState.FAILED)
         ended_at = seen.end_time or now
         last = self.learner.final_samples(row)
