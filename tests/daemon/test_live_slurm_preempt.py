@@ -93,7 +93,11 @@ def test_a_job_slurm_preempts_is_recorded_as_slurms_and_keeps_its_place(env, fre
     assert row.restarts == 1, row.restarts
     again = "v100n1" if frees == "its-node" else "v100n2"
     assert started_on(env, job) == [["v100n1"], [again]] and finished_once(env, job)
-    assert not running_on(env, later) or order == [job, later]
+    # the tick that ends the job may release the later one, which Slurm starts
+    # after that tick's look: seen now, it still started after the job
+    if running_on(env, later) and later not in order:
+        order.append(later)
+    assert order in ([job], [job, later]), order
     with env.sessions.begin() as s:
         reasons = [a.reason for a in allocation_history(s, row.id)]
         requeues = s.scalars(
