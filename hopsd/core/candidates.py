@@ -118,6 +118,9 @@ class PassSpec:
     ``split_settled``: whether that tells node classes apart (it helps the
     per-node model pick representatives, but would only fragment the classes of
     the class-level model, which places kept jobs exactly anyway).
+    ``restart_penalty_s`` is the operator's prior, the reference a move onto idle
+    GPUs is weighed against (:func:`idle_move_factor`); ``unlearned_restart_s`` what a
+    job that learned no restart of its own is charged for one (None: the prior).
     """
 
     free: Mapping[str, int]
@@ -127,6 +130,13 @@ class PassSpec:
     round_length_s: float
     restart_penalty_s: float
     price_restarts: bool = False
+    unlearned_restart_s: float | None = None
+
+    def move_cost(self, job: Job) -> float:
+        """What a move of ``job`` costs: its own restart cost, else what restarts cost here
+        (``unlearned_restart_s``, :func:`~hopsd.core.gains.typical_restart_s`), else the prior."""
+        given = self.unlearned_restart_s
+        return move_cost_s(job.restart_s, self.restart_penalty_s if given is None else given)
 
 
 def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:
@@ -257,7 +267,7 @@ def candidate_set(
     out = CandidateSet(tuple(members))
     for opt in options:
         job = opt.member.job
-        cost = move_cost_s(job.restart_s, spec.restart_penalty_s)
+        cost = spec.move_cost(job)
         factor = restart_factor(job, spec.round_length_s, cost, spec.price_restarts)
         idle = idle_move_factor(opt, spec.round_length_s, cost, spec.restart_penalty_s, factor)
         stay = staying_value(opt, spec.round_length_s, cost) if spec.price_restarts else 0.0

@@ -84,20 +84,23 @@ def class_columns(
     price_restarts: bool = False,
     settled: Mapping[str, int] | None = None,
     classes: Sequence[NodeClass] = (),
+    unlearned_restart_s: float | None = None,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class.
 
     With ``settled`` (idle GPUs per node once every running job stays) a running
     job's move onto idle GPUs is valued as :func:`~hopsd.core.candidates.idle_move_factor`
     says; a class counts as idle for a piece only when every node of it is.
+    ``unlearned_restart_s``: see :class:`~hopsd.core.candidates.PassSpec`.
     """
     out: list[ClassColumn] = []
     pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
     room = _class_room(classes, settled) if settled is not None else None
+    unlearned = restart_penalty_s if unlearned_restart_s is None else unlearned_restart_s
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
-        cost = move_cost_s(job.restart_s, restart_penalty_s)
+        cost = move_cost_s(job.restart_s, unlearned)
         factor = restart_factor(job, round_length_s, cost, price_restarts)
         idle = factor
         if room is not None and settled is not None:
@@ -203,11 +206,20 @@ def solve_classes(
     price_restarts: bool = False,
     node_limit: int | None = None,
     settled: Mapping[str, int] | None = None,
+    unlearned_restart_s: float | None = None,
 ) -> ClassPlan:
-    """Build, solve and place the class-level model (``settled``: see :func:`class_columns`)."""
+    """Build, solve and place the class-level model (``settled``, ``unlearned_restart_s``:
+    see :func:`class_columns`)."""
     classes, class_of = node_classes(layouts)
     columns = class_columns(
-        options, class_of, round_length_s, restart_penalty_s, price_restarts, settled, classes
+        options,
+        class_of,
+        round_length_s,
+        restart_penalty_s,
+        price_restarts,
+        settled,
+        classes,
+        unlearned_restart_s,
     )
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(

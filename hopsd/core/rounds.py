@@ -56,7 +56,7 @@ from hopsd.core.classmodel import solve_classes
 from hopsd.core.errors import InfeasibleDemandError, InvalidInputError
 from hopsd.core.estimator import Estimator
 from hopsd.core.fragments import sensitivity_adjustment
-from hopsd.core.gains import move_cost_s, prior_weights
+from hopsd.core.gains import prior_weights, typical_restart_s
 from hopsd.core.gcpause import collector_paused
 from hopsd.core.ilp import Solution, solve_assignment
 from hopsd.core.model import Configuration, Job, Plan
@@ -144,6 +144,9 @@ class RoundPlanner:
             )
         )
         self.queue = tuple(j for j in self.order if j.current is None)
+        self.unlearned_restart_s = typical_restart_s(
+            (j.restart_s for j in snapshot.jobs), settings.restart_penalty_s
+        )
         self._rho: dict[tuple[str, str], float] = {}
         self._probes = {t: probe_nodes(self.cluster, t) for t in sorted(self.cluster.gpu_types)}
         self._job_rho: dict[str, float] = {}
@@ -194,11 +197,12 @@ class RoundPlanner:
             round_length_s=self.settings.round_length_s,
             restart_penalty_s=self.settings.restart_penalty_s,
             price_restarts=self.settings.price_restarts,
+            unlearned_restart_s=self.unlearned_restart_s,
         )
         layouts, options = job_options(
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
         )
-        values = _valuation(options, self.settings)
+        values = _valuation(options, spec)
         settled = spec.settled
         if use_classes:
             plan = solve_classes(
@@ -212,6 +216,7 @@ class RoundPlanner:
                 self.settings.price_restarts,
                 self.settings.node_limit,
                 spec.settled,
+                self.unlearned_restart_s,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values, settled)
@@ -338,18 +343,17 @@ def _subtract(free: dict[str, int], held: Iterable[Configuration]) -> dict[str, 
     return headroom(free, held_gpus(held))
 
 
-def _valuation(options: Sequence[JobOptions], settings: Settings) -> dict[str, Valuation]:
+def _valuation(options: Sequence[JobOptions], spec: PassSpec) -> dict[str, Valuation]:
     """Per job: (job, prior weight, slowest throughput, restart factor, preemption price,
     factor of a move onto idle GPUs)."""
     out: dict[str, Valuation] = {}
+    round_s = spec.round_length_s
     for o in options:
         job = o.member.job
-        cost = move_cost_s(job.restart_s, settings.restart_penalty_s)
-        stay = staying_value(o, settings.round_length_s, cost) if settings.price_restarts else 0.0
-        factor = restart_factor(job, settings.round_length_s, cost, settings.price_restarts)
-        idle = idle_move_factor(
-            o, settings.round_length_s, cost, settings.restart_penalty_s, factor
-        )
+        cost = spec.move_cost(job)
+        stay = staying_value(o, round_s, cost) if spec.price_restarts else 0.0
+        factor = restart_factor(job, round_s, cost, spec.price_restarts)
+        idle = idle_move_factor(o, round_s, cost, spec.restart_penalty_s, factor)
         out[job.id] = (job, o.member.weight, o.basis, factor, stay, idle)
     return out
 

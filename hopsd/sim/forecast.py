@@ -10,7 +10,8 @@ horizon is reached. Jobs progress at the rates the estimator predicts (the
 forecast believes hopsd's own estimates; a job never seen at its assumed rate
 scaled by each server's learned speed), pay their learned restart price on
 every move (a job that learned none, what the live jobs' restarts cost:
-:func:`typical_restart_s`) and ``launch_s`` on a first start. New jobs arrive
+:func:`~hopsd.core.gains.typical_restart_s`, the price the planner gives it too) and
+``launch_s`` on a first start. New jobs arrive
 as the arrival model expects
 (:mod:`hopsd.sim.arrivals`: none, or the last window's again), besides the
 ``extra`` ones asked about; the expected ones are not in the answer.
@@ -23,11 +24,11 @@ from __future__ import annotations
 
 import copy
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hopsd.core.estimator import Estimator
+from hopsd.core.gains import typical_restart_s
 from hopsd.core.model import Cluster, Configuration, Job, Plan
 from hopsd.core.reserve import flights
 from hopsd.core.settings import Settings
@@ -173,15 +174,6 @@ def _model_of(job: Job, estimator: Estimator, restart_s: float, launch_s: float)
     )
 
 
-def typical_restart_s(jobs: Sequence[Job], prior_s: float) -> float:
-    """What a restart costs a job here that has learned none of its own: the median of the
-    restart prices the live jobs learned (a restart measured whole, or the probe's parts),
-    else the operator's prior. The planner still prices such a job's moves at the prior,
-    as hopsd does; this is what the move then really costs in the forecast."""
-    learned = [j.restart_s for j in jobs if j.restart_s is not None]
-    return statistics.median(learned) if learned else prior_s
-
-
 def _hypothetical_model(
     h: Hypothetical, cluster: Cluster, launch_s: float, restart_s: float
 ) -> ModelSpec:
@@ -294,7 +286,7 @@ def forecast(given: ForecastInput, extra: Sequence[Hypothetical] = ()) -> dict[s
         p.job_id: now - origin + max(given.profile_s - (now - p.since), 0.0) for p in snap.profiling
     }
     flying = _flights(snap)
-    restart_s = typical_restart_s(jobs, given.settings.restart_penalty_s)
+    restart_s = typical_restart_s((j.restart_s for j in jobs), given.settings.restart_penalty_s)
     for job in jobs:
         if job.samples_done >= job.total_samples:
             continue

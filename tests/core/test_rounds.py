@@ -270,3 +270,45 @@ def test_a_long_job_moves_to_idle_faster_gpus_once_it_held_its_place(
     settings = Settings(round_length_s=300.0, mip_gap=0.0, time_limit_s=10.0)
     plan = plan_round_with(snap, settings, options)
     assert where(plan) == {"r": {"a": 4} if moves else {"b": 4}}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [PlannerOptions(exact=True), PlannerOptions(per_group=2, class_model_min_nodes=1)],
+    ids=["per-node", "classes"],
+)
+@pytest.mark.parametrize(("others_learned_s", "moves"), [(None, True), (7.0, False)])
+def test_a_job_that_learned_no_restart_is_priced_at_what_restarts_cost_here(
+    options: PlannerOptions, others_learned_s: float | None, moves: bool
+) -> None:
+    """A running job that never restarted, three times faster GPUs idle, rounds of 8 s.
+    At the operator's 2 s prior the move is worth most of a round's gain and it moves;
+    once the other jobs learned that a restart here costs 7 s, that is its price too,
+    and the move is not worth a round."""
+    cluster = Cluster.build(
+        [GpuType("fast"), GpuType("slow")],
+        [Node("a", "fast", 4), Node("b", "slow", 4), Node("c", "slow", 4)],
+    )
+    store = InMemoryThroughputStore()
+    store.set_type_aggregated("r", "slow", 4, 60.0)
+    store.set_type_aggregated("r", "fast", 4, 180.0)
+    for other in ("l1", "l2"):
+        store.set_type_aggregated(other, "slow", 2, 60.0)
+        store.set_type_aggregated(other, "fast", 2, 60.0)
+    running = Job("r", (4,), 1e8, current=Configuration.of("slow", {"b": 4}))
+    others = tuple(
+        Job(
+            other,
+            (2,),
+            1e8,
+            current=Configuration.of("slow", {"c": 2}),
+            restart_s=others_learned_s,
+            run_elapsed_s=60.0,
+        )
+        for other in ("l1", "l2")
+    )
+    snap = Snapshot(now=0.0, cluster=cluster, jobs=(running, *others), store=store)
+    settings = Settings(round_length_s=8.0, restart_penalty_s=2.0, mip_gap=0.0, time_limit_s=10.0)
+    plan = plan_round_with(snap, settings, options)
+    assert where(plan)["r"] == ({"a": 4} if moves else {"b": 4})
+    assert where(plan)["l1"] == {"c": 2} and where(plan)["l2"] == {"c": 2}
