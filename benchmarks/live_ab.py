@@ -62,6 +62,7 @@ from daemon_live import PYTHON, TRAIN_JOB, LiveEnv
 from live_replay import Arrival, benchmark_env, live_arguments, quietly, scaled
 
 from hopsd.daemon.tick import Tick
+from hopsd.slurm.port import SubmitRequest
 from hopsd.slurm.tag import HopsTag
 
 #: The test cluster's GPU types, fastest first (the partition order a user would type).
@@ -342,7 +343,8 @@ def run_hops(env: LiveEnv, jobs: Sequence[AbJob], deadline_s: float) -> list[int
             script = env.root / f"h{index}.sh"
             script.write_text(job_script(j, env.spool))
             args = common_args(f"{env.prefix}{index}", env.root / "%j.out")
-            env.submitted.append(env.port.submit(str(script), sbatch_args=args, tag=hops_tag(j)))
+            request = SubmitRequest(str(script), sbatch_args=args, tag=hops_tag(j))
+            env.submitted.append(env.port.submit(request))
         tick.run_once()
         if len(env.submitted) == len(jobs) and env.all_terminal():
             return list(env.submitted)

@@ -27,6 +27,11 @@ class ProgressLearner:
         # The time of the last progress file read per job: each is learned from once.
         self._report_seen: dict[str, float] = {}
 
+    def forget(self, job_id: str, slurm_id: int) -> None:
+        """Drop what is kept of a job that ended (see :meth:`Sensing.forget`)."""
+        self._report_seen.pop(job_id, None)
+        self.sensing.forget(job_id, slurm_id)
+
     def final_samples(self, row: JobRecord) -> float | None:
         """The job's last word on its progress: the probe's final flush, else its
         progress file (a job without the probe)."""

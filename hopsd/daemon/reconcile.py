@@ -445,7 +445,7 @@ class Reconciler:
             unit.transition(row.id, JobState.FAILED, now, REUSED)
             unit.record_allocation(None, row.id, AllocationReason.END, None, now)
             report.ended.append((row.id, JobState.FAILED.value))
-        self.sensing.forget(row.id, slurm_id)
+        self.learner.forget(row.id, slurm_id)
         if self._refusals is not None:
             self._refusals.discard(slurm_id)
         unit.detach_slurm_id(row.id)  # frees the unique Slurm id before the new job takes it
@@ -635,7 +635,7 @@ class Reconciler:
         unit.record_allocation(None, row.id, AllocationReason.END, None, ended_at)
         self._record_problem(unit, row)
         self.sensing.ended(int(row.slurm_job_id or 0), row.user, now)
-        self.sensing.forget(row.id, int(row.slurm_job_id or 0))
+        self.learner.forget(row.id, int(row.slurm_job_id or 0))
         report.ended.append((row.id, target.value))
         log.info("event=ended job=%s state=%s slurm_state=%s", row.id, target.value, seen.state)
 

@@ -410,11 +410,16 @@ class Sensing:
         return out
 
     def forget(self, job_id: str, slurm_id: int) -> None:
-        """Drop in-memory state of a job that ended."""
+        """Drop in-memory state of a job that ended: hopsd runs for weeks, and what it
+        kept of every job that ever passed would grow without bound."""
         self.reader.forget(slurm_id)
         self.problems.forget(slurm_id)
         self._progress.pop(job_id, None)
         self.fresh_profiles.pop(job_id, None)
+        self.reported.discard(job_id)
+        self.progress_only.discard(job_id)
+        self.beyond.pop(job_id, None)
+        self.checkpoints.pop(slurm_id, None)
         for key in [k for k in self._windows if k[0] == job_id]:
             del self._windows[key]
 
