@@ -42,15 +42,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from daemon_fakeport import FakeClock, FakeNode, FakePort
+from daemon_fakeport import FakePort
 from daemon_tick import rss_mb
-from hops_conf import FAKE, merged, render
 from solver_scaling import silence_solver_banner
+from tick_cpu import fake_daemon
 
-from hopsd.config import parse_config
-from hopsd.daemon.tick import Tick
-from hopsd.ledger import migrate
-from hopsd.ledger.engine import make_engine, make_sessionmaker
 from hopsd.slurm.tag import HopsTag
 
 #: Simulated seconds between ticks.
@@ -92,22 +88,6 @@ class Turnover:
         port.run_log = [r for r in port.run_log if r.job_id in port.jobs]
 
 
-def world(root: Path, nodes: int) -> tuple[Tick, FakePort, FakeClock]:
-    spool = root / "spool"
-    spool.mkdir()
-    daemon = {"spool_dir": str(spool), "requeue_quiet_s": 0.0, "checkpoint_grace_s": 0.0}
-    config = parse_config(render(merged(FAKE, {"daemon": daemon})))
-    url = f"sqlite:///{root / 'ledger.sqlite'}"
-    migrate.upgrade(url)
-    sessions = make_sessionmaker(make_engine(url, sqlite_begin="immediate"))
-    half = max(nodes // 2, 1)
-    cluster = [FakeNode(f"slow{i}", "slow", "k80", 8) for i in range(half)]
-    cluster += [FakeNode(f"fast{i}", "fast", "a100", 8) for i in range(half)]
-    port = FakePort(cluster)
-    clock = FakeClock()
-    return Tick(config, port, sessions, clock=clock), port, clock
-
-
 def growth_per_1000_jobs(samples: list[dict[str, float]]) -> float:
     """MB of RSS per 1,000 jobs submitted between the first and the last sample."""
     first, last = samples[0], samples[-1]
@@ -119,7 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     samples: list[dict[str, float]] = []
     top: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        tick, port, clock = world(Path(tmp), args.nodes)
+        tick, port, clock = fake_daemon(Path(tmp), args.nodes)
         load = Turnover(args.run_ticks, args.forget_ticks)
         user = getpass.getuser()  # a user the system knows: hopsd's spool refuses others
         middle = None

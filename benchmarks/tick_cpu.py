@@ -45,8 +45,9 @@ from hopsd.slurm.tag import HopsTag
 TICK_S = 2.0
 
 
-def world(root: Path, nodes: int, running: int, pending: int) -> tuple[Tick, FakeClock]:
-    """A tick over a fresh ledger and an in-memory Slurm holding the given jobs."""
+def fake_daemon(root: Path, nodes: int) -> tuple[Tick, FakePort, FakeClock]:
+    """hopsd's tick over a fresh ledger in ``root`` and an in-memory Slurm of ``nodes``
+    8-GPU nodes (half k80, half a100), holding no job yet."""
     spool = root / "spool"
     spool.mkdir()
     daemon = {"spool_dir": str(spool), "requeue_quiet_s": 0.0, "checkpoint_grace_s": 0.0}
@@ -58,14 +59,21 @@ def world(root: Path, nodes: int, running: int, pending: int) -> tuple[Tick, Fak
     cluster = [FakeNode(f"slow{i}", "slow", "k80", 8) for i in range(half)]
     cluster += [FakeNode(f"fast{i}", "fast", "a100", 8) for i in range(half)]
     port = FakePort(cluster)
+    clock = FakeClock()
+    return Tick(config, port, sessions, clock=clock), port, clock
+
+
+def world(root: Path, nodes: int, running: int, pending: int) -> tuple[Tick, FakeClock]:
+    """A tick over a fresh ledger and an in-memory Slurm holding the given jobs."""
+    tick, port, clock = fake_daemon(root, nodes)
+    names = [n.name for n in port.nodes]
     user = _user()
     for i in range(running):
-        node = cluster[i % len(cluster)].name
+        node = names[i % len(names)]
         port.add_job(HopsTag((1,), 1e9), user=user, held=False, running_on={node: 1})
     for _ in range(pending):
         port.add_job(HopsTag((1, 2), 1e9), user=user)
-    clock = FakeClock()
-    return Tick(config, port, sessions, clock=clock), clock
+    return tick, clock
 
 
 def _user() -> str:
