@@ -120,7 +120,7 @@ class PassSpec:
     the class-level model, which places kept jobs exactly anyway).
     ``restart_penalty_s`` is the operator's prior, the reference a move onto idle
     GPUs is weighed against (:func:`idle_move_factor`); ``unlearned_restart_s`` what a
-    job that learned no restart of its own is charged for one (None: the prior).
+    job that learned no restart of its own is charged for one.
     """
 
     free: Mapping[str, int]
@@ -129,14 +129,13 @@ class PassSpec:
     split_settled: bool
     round_length_s: float
     restart_penalty_s: float
+    unlearned_restart_s: float
     price_restarts: bool = False
-    unlearned_restart_s: float | None = None
 
     def move_cost(self, job: Job) -> float:
         """What a move of ``job`` costs: its own restart cost, else what restarts cost here
-        (``unlearned_restart_s``, :func:`~hopsd.core.gains.typical_restart_s`), else the prior."""
-        given = self.unlearned_restart_s
-        return move_cost_s(job.restart_s, self.restart_penalty_s if given is None else given)
+        (:func:`~hopsd.core.gains.typical_restart_s`)."""
+        return move_cost_s(job.restart_s, self.unlearned_restart_s)
 
 
 def _keep_fits(job: Job, free: Mapping[str, int]) -> bool:

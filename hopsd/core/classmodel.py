@@ -84,7 +84,8 @@ def class_columns(
     price_restarts: bool = False,
     settled: Mapping[str, int] | None = None,
     classes: Sequence[NodeClass] = (),
-    unlearned_restart_s: float | None = None,
+    *,
+    unlearned_restart_s: float,
 ) -> list[ClassColumn]:
     """Columns of every option: keep and entity placements pinned, the rest by class.
 
@@ -96,11 +97,10 @@ def class_columns(
     out: list[ClassColumn] = []
     pieces_of: dict[Configuration, tuple[tuple[int, int], ...]] = {}  # shared by every job
     room = _class_room(classes, settled) if settled is not None else None
-    unlearned = restart_penalty_s if unlearned_restart_s is None else unlearned_restart_s
     for o, opt in enumerate(options):
         job = opt.member.job
         w = opt.member.weight
-        cost = move_cost_s(job.restart_s, unlearned)
+        cost = move_cost_s(job.restart_s, unlearned_restart_s)
         factor = restart_factor(job, round_length_s, cost, price_restarts)
         idle = factor
         if room is not None and settled is not None:
@@ -206,7 +206,8 @@ def solve_classes(
     price_restarts: bool = False,
     node_limit: int | None = None,
     settled: Mapping[str, int] | None = None,
-    unlearned_restart_s: float | None = None,
+    *,
+    unlearned_restart_s: float,
 ) -> ClassPlan:
     """Build, solve and place the class-level model (``settled``, ``unlearned_restart_s``:
     see :func:`class_columns`)."""
@@ -219,7 +220,7 @@ def solve_classes(
         price_restarts,
         settled,
         classes,
-        unlearned_restart_s,
+        unlearned_restart_s=unlearned_restart_s,
     )
     usage, capacity = _rows(classes, columns, class_of, free)
     problem = AssignmentProblem(

@@ -196,8 +196,8 @@ class RoundPlanner:
             split_settled=not use_classes,
             round_length_s=self.settings.round_length_s,
             restart_penalty_s=self.settings.restart_penalty_s,
-            price_restarts=self.settings.price_restarts,
             unlearned_restart_s=self.unlearned_restart_s,
+            price_restarts=self.settings.price_restarts,
         )
         layouts, options = job_options(
             members, spec, self.cluster, self.estimator, self.snapshot.store, self.high_sensitivity
@@ -216,7 +216,7 @@ class RoundPlanner:
                 self.settings.price_restarts,
                 self.settings.node_limit,
                 spec.settled,
-                self.unlearned_restart_s,
+                unlearned_restart_s=self.unlearned_restart_s,
             )
             placed = {options[o].member.job.id: v for o, v in plan.placed.items()}
             return PassResult(placed, plan.solution, plan.columns, values, settled)

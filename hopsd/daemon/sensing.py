@@ -383,8 +383,8 @@ class Sensing:
         return at is not None and at >= since
 
     def ended(self, slurm_id: int, user: str, now: float) -> None:
-        """A job ended: its spool files are removed after the retention (:mod:`.hygiene`)."""
-        self.checkpoints.pop(slurm_id, None)
+        """A job ended: its spool files are removed after the retention (:mod:`.hygiene`);
+        what is kept of it in memory goes with :meth:`forget`."""
         self.janitor.ended(slurm_id, self.spools.of(slurm_id), user, now)
 
     def clean(self, now: float, retention_s: float, active: Collection[int]) -> None:
