@@ -35,24 +35,13 @@ from hopsd.core.errors import InvalidInputError, UnknownGpuTypeError
 from hopsd.core.model import Cluster, Configuration, GpuType, Job, Node
 from hopsd.core.nodespeed import NodePrior
 from hopsd.core.settings import Settings
+from hopsd.core.theory_answers import SHARED_THEORY_ANSWERS
 from hopsd.core.throughput import PhaseProfile, ThroughputStore
 
 #: Layers from most to least specific; an estimate reports the least specific one used.
 SOURCES: tuple[str, ...] = ("entity", "type", "theory", "table")
 _RANK = {name: rank for rank, name in enumerate(SOURCES)}
 _UNSEEN = object()  # memo miss (None is a memoised answer: never profiled there)
-
-#: Inputs of eqs. 1-5 besides the profile: params, batch, GPUs, nodes, B_link, B_net, overlap.
-_TheoryKey = tuple[float, int, int, int, float, float, float]
-
-#: Theory-layer answers shared by every estimator, per profile object. A profile is
-#: immutable and a store replaces it rather than changing it, so successive planning
-#: calls (a new estimator each) would otherwise put the same profiles through
-#: eqs. 1-5 again, for every job, type and shape, round after round. Entries are keyed
-#: by the profile's identity and hold the profile, so a new profile never meets an
-#: old answer; the table is emptied when it holds :data:`_SHARED_PROFILES` profiles.
-_shared_theory: dict[int, tuple[PhaseProfile, dict[_TheoryKey, float]]] = {}
-_SHARED_PROFILES = 8192
 
 
 def communication_time(
@@ -151,6 +140,7 @@ class Estimator:
         self._type_memo: dict[tuple[str, str], float] = {}
         self._seconds_per_sample_memo: dict[str, float] = {}
         self._theory_memo: dict[tuple[str, str, int, int], float | None] = {}
+        SHARED_THEORY_ANSWERS.new_round()
         self._valid: set[Configuration] = set()
         self._prior = NodePrior(cluster, store)
 
@@ -339,12 +329,7 @@ class Estimator:
         profile = self._store.profile(job.id, gpu.name)
         if profile is None:
             return None
-        entry = _shared_theory.get(id(profile))
-        if entry is None or entry[0] is not profile:
-            if len(_shared_theory) >= _SHARED_PROFILES:
-                _shared_theory.clear()
-            entry = _shared_theory[id(profile)] = (profile, {})
-        answers = entry[1]
+        answers = SHARED_THEORY_ANSWERS.table(profile)
         overlap = self._overlap
         key = (job.params, job.batch_size, n_gpus, n_nodes, gpu.b_link, gpu.b_net, overlap)
         value = answers.get(key)

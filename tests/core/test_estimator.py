@@ -210,8 +210,8 @@ def test_zero_iteration_time_profile_is_refused() -> None:
 
 
 def test_theory_answers_follow_a_replaced_profile_across_estimators() -> None:
-    """Estimators share theory answers per profile object: a profile replaced in the
-    store is a new object, and a later estimator must answer from it, not the old one."""
+    """Estimators share theory answers per profile value: a profile replaced in the
+    store by a different one must be answered from, not the old one."""
     store = InMemoryThroughputStore()
     store.set_profile("j1", "A", profile(1, t_d=0.3))
     assert estimator(store).throughput(job(), one_node()).per_gpu == pytest.approx(32 / 0.41)
@@ -219,6 +219,34 @@ def test_theory_answers_follow_a_replaced_profile_across_estimators() -> None:
     assert estimator(store).throughput(job(), one_node()).per_gpu == pytest.approx(32 / 0.61)
     other = job(batch_size=64)  # the same profile object, another batch: its own answer
     assert estimator(store).throughput(other, one_node()).per_gpu == pytest.approx(64 / 0.61)
+
+
+def test_a_profile_read_anew_as_an_equal_object_meets_its_earlier_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """hopsd reads every profile from its ledger each tick as a new object: the
+    estimators of later ticks answer from the first one's work, not eqs. 1-5 again."""
+    import hopsd.core.estimator as module
+
+    computed: list[tuple[int, int]] = []
+    original = module._theory_per_gpu
+
+    def counting(*args: object) -> float:
+        computed.append((args[3], args[4]))  # type: ignore[arg-type]
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "_theory_per_gpu", counting)
+    first_tick = InMemoryThroughputStore()
+    first_tick.set_profile("j-reread", "A", profile(1, t_d=0.37))
+    answer = estimator(first_tick).throughput(job("j-reread"), one_node()).per_gpu
+    assert computed == [(4, 1)]
+    next_tick = InMemoryThroughputStore()
+    next_tick.set_profile("j-reread", "A", profile(1, t_d=0.37))  # equal, not the same
+    assert next_tick.profile("j-reread", "A") is not first_tick.profile("j-reread", "A")
+    assert estimator(next_tick).throughput(job("j-reread"), one_node()).per_gpu == answer
+    assert computed == [(4, 1)]
+    estimator(next_tick).throughput(job("j-reread"), two_nodes())  # a new shape is computed
+    assert computed == [(4, 1), (8, 2)]
 
 
 def test_per_gpu_one_each_is_the_per_gpu_throughput_of_one_gpu_per_node() -> None:
