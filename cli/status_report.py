@@ -42,16 +42,15 @@ DEFAULT = tuple(c for c in COLUMNS if c != "EST")
 def _cells(job: Job) -> dict[str, str]:
     """A ``hops status`` row: the common job cells and where, when and why it runs."""
     start = job["start_in_s"]
-    return {
-        **job_cells(job),
-        "TYPE": job["gpu_type"] or "-",
-        "NODES": placement(job["nodes"]) or "-",
-        "DEMANDS": demands(job["demands"]),
-        "START": "-" if start is None else f"+{duration(start)}",
-        "ETA": duration(job["eta_s"]),
-        "EST": job["estimate_source"] or "-",
-        "REASON": job["reason"] or "-",
-    }
+    cells = job_cells(job)  # filled in place: a large centre's status has 10,000 rows
+    cells["TYPE"] = job["gpu_type"] or "-"
+    cells["NODES"] = placement(job["nodes"]) or "-"
+    cells["DEMANDS"] = demands(job["demands"])
+    cells["START"] = "-" if start is None else f"+{duration(start)}"
+    cells["ETA"] = duration(job["eta_s"])
+    cells["EST"] = job["estimate_source"] or "-"
+    cells["REASON"] = job["reason"] or "-"
+    return cells
 
 
 DAEMON_LINES = {

@@ -215,28 +215,28 @@ def job_record(
     predicted: Prediction | None = None,
     position: int | None = None,
 ) -> dict[str, Any]:
-    """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json)."""
-    held = job.current_parts if job.state in HOLDING else None
-    nodes = {str(n): int(g) for n, g in (held or [])}
-    eta = eta_of(job, predicted, now)
-    start_in_s = start_in_of(job, predicted, now)
-    return {
-        **job_fields(job, now),
-        "gpu_type": job.current_gpu_type if nodes else None,
-        "nodes": nodes,
-        "gpus": sum(nodes.values()),
-        "demands": [int(d) for d in job.demands],
-        "ftf_rho": _r(job.ftf_rho, 3),
-        "eta_s": _r(eta, 1),
-        "start_in_s": _r(start_in_s, 1),
-        "queue_position": position,
-        "estimate_source": job.estimate_source,
-        "samples_done": job.samples_done,
-        "total_samples": job.total_samples,
-        "since_submit_s": round(now - job.submit_time, 1),
-        "problem": job.input_problem or None,
-        "reason": reason_of(job, daemon),
-    }
+    """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json).
+
+    Built as one dict in one pass: a large centre's status has 10,000 of them.
+    """
+    holds = job.state in HOLDING
+    nodes = {str(n): int(g) for n, g in job.current_parts or ()} if holds else {}
+    record = job_fields(job, now)
+    record["gpu_type"] = job.current_gpu_type if nodes else None
+    record["nodes"] = nodes
+    record["gpus"] = sum(nodes.values())
+    record["demands"] = [int(d) for d in job.demands]
+    record["ftf_rho"] = _r(job.ftf_rho, 3)
+    record["eta_s"] = _r(eta_of(job, predicted, now), 1) if predicted else None
+    record["start_in_s"] = _r(start_in_of(job, predicted, now), 1) if predicted else None
+    record["queue_position"] = position
+    record["estimate_source"] = job.estimate_source
+    record["samples_done"] = job.samples_done
+    record["total_samples"] = job.total_samples
+    record["since_submit_s"] = round(now - job.submit_time, 1)
+    record["problem"] = job.input_problem or None
+    record["reason"] = reason_of(job, daemon)
+    return record
 
 
 def gpu_hours_by_type(
