@@ -24,6 +24,7 @@ def job(job_id: int, state: str, reason: str, user: str = "alice") -> dict[str, 
         "start_in_s": 30.0 if state == "queued" else None,
         "reason": reason,
         "problem": None,
+        "queue_position": 1 if state == "queued" else None,
     }
 
 
@@ -47,3 +48,35 @@ def test_user_text_is_escaped_everywhere_on_the_page() -> None:
     assert "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "leader: head1:42 (fencing token 3)" in page
+
+
+def test_a_long_queue_shows_the_jobs_served_first_and_says_how_many_more() -> None:
+    """10,000 waiting jobs made a page of megabytes at every reload: the tables stop at
+    PAGE_ROWS, the queue's rows are the first it serves, and the page says where the rest are."""
+    from hopsd.views.page import PAGE_ROWS
+
+    waiting = PAGE_ROWS + 50
+    jobs = []
+    for k in range(waiting):
+        row = job(1000 + k, "queued", "waiting for GPUs")
+        row["queue_position"] = waiting - k  # submitted first, served last
+        jobs.append(row)
+    status = {
+        "jobs": [*jobs, job(1, "running", "ok")],
+        "cluster": [],
+        "raqlr": 0.0,
+        "raqlr_window_h": 24.0,
+        "slurm_error": None,
+        "leader": {"holder": None, "since": None, "expires_at": None, "token": 0},
+    }
+    fairness = {"jobs": [], "users": [], "jain_users": 1.0}
+    page = render(status, fairness, {"rounds": []})
+    queue = page.split("<table id='queue'>", 1)[1].split("</table>", 1)[0]
+    shown = [
+        int(cell.split("'>", 1)[1].split("<", 1)[0]) for cell in queue.split("href='/job/")[1:]
+    ]
+    assert len(shown) == PAGE_ROWS
+    assert shown == [1000 + waiting - p for p in range(1, PAGE_ROWS + 1)]  # by queue position
+    assert f"<h2>Queue ({waiting})</h2>" in page
+    assert "50 more waiting jobs not shown" in page
+    assert "more running jobs" not in page
