@@ -366,23 +366,46 @@ def active_records(session: Session) -> list[JobRecord]:
 
     A tick reads every active job twice; at ten thousand jobs building and
     tracking their rows was about half a second each time, while a tick goes
-    on to change only the few that moved. Changes the session has not written
-    yet are written first, so the records are what the rows would have said.
+    on to change only the few that moved.
+    """
+    return records_in_states(session, ACTIVE_STATES)
+
+
+def records_in_states(
+    session: Session,
+    states: Iterable[JobState],
+    users: Iterable[str] | None = None,
+    slurm_ids: Iterable[int] | None = None,
+) -> list[JobRecord]:
+    """:func:`jobs_in_states` as records read straight from the table: no ORM row is built.
+
+    Changes the session has not written yet are written first, so the records
+    are what the rows would have said. The status page and ``hops fairness``
+    read every active job this way (four times cheaper at 10,000 jobs).
     """
     session.flush()
     table = _JOBS
-    wanted = [JobState(s) for s in ACTIVE_STATES]
+    wanted = [JobState(s) for s in states]
     # the JSON columns as stored: a queue repeats a few demand sets, decoded once each
     columns = [
         type_coerce(table.c[n], Text).label(n) if n in _JSON_FIELDS else table.c[n]
         for n in _RECORD_FIELDS
     ]
-    stmt = (
-        select(*columns).where(table.c.state.in_(wanted)).order_by(table.c.submit_time, table.c.id)
-    )
+    stmt = select(*columns).where(table.c.state.in_(wanted))
+    unsent: list[tuple[str, set[Any]]] = []  # too long to send: filtered below
+    for name, values in (("user", users), ("slurm_job_id", slurm_ids)):
+        if values is None:
+            continue
+        chosen = set(values)
+        if len(chosen) > CHUNK:
+            unsent.append((name, chosen))
+            continue
+        stmt = stmt.where(table.c[name].in_(sorted(chosen)))
     out = []
-    for row in session.execute(stmt):
+    for row in session.execute(stmt.order_by(table.c.submit_time, table.c.id)):
         values = dict(zip(_RECORD_FIELDS, row, strict=True))
+        if not all(values[name] in chosen for name, chosen in unsent):
+            continue
         for name in _JSON_FIELDS:
             if isinstance(stored := values[name], str):
                 values[name] = _json_text(stored)

@@ -125,8 +125,9 @@ class Unit:
     def jobs_in_states(
         self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
     ) -> list[JobRecord]:
-        rows = jobs.jobs_in_states(self._session, states, users, slurm_ids)
-        return [self._hold(r) for r in rows]
+        """Jobs in any of ``states`` (see :func:`jobs.jobs_in_states`), as records whose
+        rows this unit does not keep: what the read-only views ask for."""
+        return jobs.records_in_states(self._session, states, users, slurm_ids)
 
     def queue_entries(self) -> list[QueueEntry]:
         """Every active job not running, as the queue's order needs it."""
