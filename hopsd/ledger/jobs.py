@@ -381,7 +381,8 @@ def records_in_states(
 
     Changes the session has not written yet are written first, so the records
     are what the rows would have said. The status page and ``hops fairness``
-    read every active job this way (four times cheaper at 10,000 jobs).
+    read every active job this way: at 12,000 jobs 0.14-0.19 s against 0.38-0.43 s
+    through ORM rows, which the end of the transaction then had to expire too.
     """
     session.flush()
     table = _JOBS
