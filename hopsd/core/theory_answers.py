@@ -25,6 +25,10 @@ from hopsd.core.throughput import PhaseProfile
 #: Inputs of eqs. 1-5 besides the profile: params, batch, GPUs, nodes, B_link, B_net, overlap.
 TheoryKey = tuple[float, int, int, int, float, float, float]
 
+#: A profile's value as one flat tuple of numbers: hashed and compared in C, where the
+#: dataclasses' own hash and equality go through three Python calls each.
+ProfileKey = tuple[float, ...]
+
 #: Estimators built before a generation ends: a job still running is asked for
 #: in every round, so only profiles no round needed for this long are forgotten.
 ROUNDS_PER_GENERATION = 64
@@ -40,8 +44,8 @@ class TheoryAnswers:
     def __init__(self, max_profiles: int, rounds_per_generation: int) -> None:
         self._max_profiles = max_profiles
         self._rounds_per_generation = rounds_per_generation
-        self._current: dict[PhaseProfile, dict[TheoryKey, float]] = {}
-        self._previous: dict[PhaseProfile, dict[TheoryKey, float]] = {}
+        self._current: dict[ProfileKey, dict[TheoryKey, float]] = {}
+        self._previous: dict[ProfileKey, dict[TheoryKey, float]] = {}
         # entries hold the profile, so an identity is not reused while its entry lives
         self._by_identity: dict[int, tuple[PhaseProfile, dict[TheoryKey, float]]] = {}
         self._rounds = 0
@@ -57,14 +61,15 @@ class TheoryAnswers:
         entry = self._by_identity.get(id(profile))
         if entry is not None and entry[0] is profile:
             return entry[1]
-        answers = self._current.get(profile)
+        key = value_key(profile)
+        answers = self._current.get(key)
         if answers is None:
-            answers = self._previous.pop(profile, None)
+            answers = self._previous.pop(key, None)
             if answers is None:
                 answers = {}
             if len(self._current) >= self._max_profiles:
                 self._start_generation()
-            self._current[profile] = answers
+            self._current[key] = answers
         if len(self._by_identity) >= self._max_profiles:
             # equal profiles read anew each tick would otherwise keep the old objects alive
             self._by_identity = {}
@@ -80,6 +85,27 @@ class TheoryAnswers:
         self._current = {}
         self._by_identity = {}
         self._rounds = 0
+
+
+def value_key(profile: PhaseProfile) -> ProfileKey:
+    """Every number of the profile, in a fixed order: equal keys, equal profiles."""
+    data, wait = profile.data, profile.sync_wait
+    return (
+        profile.t_f,
+        profile.t_b,
+        profile.t_u,
+        profile.pattern,
+        data.p_hit,
+        data.mu_hit,
+        data.sigma_hit,
+        data.mu_miss,
+        data.sigma_miss,
+        wait.p_hit,
+        wait.mu_hit,
+        wait.sigma_hit,
+        wait.mu_miss,
+        wait.sigma_miss,
+    )
 
 
 #: The one table every estimator of this process shares.
