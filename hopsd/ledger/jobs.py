@@ -132,31 +132,12 @@ def job_by_slurm_id(session: Session, slurm_job_id: int) -> JobRow | None:
     return session.scalars(select(JobRow).where(JobRow.slurm_job_id == slurm_job_id)).first()
 
 
-def jobs_in_states(
-    session: Session,
-    states: Iterable[JobState],
-    users: Iterable[str] | None = None,
-    slurm_ids: Iterable[int] | None = None,
-) -> list[JobRow]:
-    """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
-    submission first (stable order for rendering).
-
-    A user or id list longer than :data:`~hopsd.ledger.records.CHUNK` is not sent
-    (SQLite bounds a statement's parameters): it filters the rows read instead.
-    """
+def jobs_in_states(session: Session, states: Iterable[JobState]) -> list[JobRow]:
+    """The rows of the jobs in any of ``states``, oldest submission first: for a caller
+    that changes them (:func:`records_in_states` reads without building rows)."""
     wanted = [JobState(s) for s in states]
     stmt = select(JobRow).where(JobRow.state.in_(wanted))
-    unsent: list[tuple[str, set[Any]]] = []  # too long to send: filtered below
-    for column, values in ((JobRow.user, users), (JobRow.slurm_job_id, slurm_ids)):
-        if values is None:
-            continue
-        chosen = set(values)
-        if len(chosen) > CHUNK:
-            unsent.append((column.key, chosen))
-            continue
-        stmt = stmt.where(column.in_(sorted(chosen)))
-    rows = session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id))
-    return [r for r in rows if all(getattr(r, name) in chosen for name, chosen in unsent)]
+    return list(session.scalars(stmt.order_by(JobRow.submit_time, JobRow.id)))
 
 
 def queue_entries(session: Session) -> list[QueueEntry]:
@@ -377,8 +358,11 @@ def records_in_states(
     users: Iterable[str] | None = None,
     slurm_ids: Iterable[int] | None = None,
 ) -> list[JobRecord]:
-    """:func:`jobs_in_states` as records read straight from the table: no ORM row is built.
+    """Jobs in any of ``states`` (of ``users``, with ``slurm_ids``: None is any), oldest
+    submission first, as records read straight from the table: no ORM row is built.
 
+    A user or id list longer than :data:`~hopsd.ledger.records.CHUNK` is not sent
+    (SQLite bounds a statement's parameters): it filters the rows read instead.
     Changes the session has not written yet are written first, so the records
     are what the rows would have said. The status page and ``hops fairness``
     read every active job this way: at 12,000 jobs 0.14-0.19 s against 0.38-0.43 s

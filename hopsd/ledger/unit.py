@@ -125,7 +125,7 @@ class Unit:
     def jobs_in_states(
         self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
     ) -> list[JobRecord]:
-        """Jobs in any of ``states`` (see :func:`jobs.jobs_in_states`), as records whose
+        """Jobs in any of ``states`` (see :func:`jobs.records_in_states`), as records whose
         rows this unit does not keep: what the read-only views ask for."""
         return jobs.records_in_states(self._session, states, users, slurm_ids)
 
