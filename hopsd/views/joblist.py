@@ -227,8 +227,8 @@ def job_record(
     record["gpus"] = sum(nodes.values())
     record["demands"] = [int(d) for d in job.demands]
     record["ftf_rho"] = _r(job.ftf_rho, 3)
-    record["eta_s"] = _r(eta_of(job, predicted, now), 1) if predicted else None
-    record["start_in_s"] = _r(start_in_of(job, predicted, now), 1) if predicted else None
+    record["eta_s"] = _r(eta_of(job, predicted, now), 1)
+    record["start_in_s"] = _r(start_in_of(job, predicted, now), 1)
     record["queue_position"] = position
     record["estimate_source"] = job.estimate_source
     record["samples_done"] = job.samples_done

@@ -80,8 +80,8 @@ def documents(
     """
 
     def status(listed: tuple[list[SlurmNode], str | None] | None = None) -> dict[str, Any]:
-        # through the driver, as ``hops status`` reads: at 10,000 jobs the unit of work's
-        # ORM rows cost four times as much, in hopsd's process, at every reload
+        # through the driver, as ``hops status`` reads: at 12,000 jobs 0.23 s of hopsd's
+        # CPU at every reload, against 0.29-0.30 s through the unit of work
         with reading(config.ledger_url) as unit:
             return public_status(status_payload(unit, config, None, window_h, listed), rules())
 
