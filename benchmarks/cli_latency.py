@@ -1,7 +1,8 @@
 """How fast ``hops`` answers, against ``squeue`` measured in the same run.
 
 Builds a SQLite ledger of 1000 jobs (800 finished, 120 running, 80 queued,
-each running job with a placement; ``--jobs 12000 --running 2000 --queued 10000``
+each running job with a placement, three forecasts of each active job as
+hopsd records them after its plans; ``--jobs 12000 --running 2000 --queued 10000``
 is a large centre's queue), points a hops.conf at it and times, as
 separate processes the way a user runs them: ``hops status --all`` (which also
 asks Slurm for its nodes), ``hops status`` (the caller's own jobs: none, the
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from hopsd.core.model import Configuration
 from hopsd.ledger.migrate import upgrade
-from hopsd.ledger.records import JobSpec, JobState
+from hopsd.ledger.records import JobSpec, JobState, Prediction
 from hopsd.ledger.unit import Ledger
 
 BIN = Path(sys.executable).parent
@@ -52,6 +53,7 @@ def build_ledger(path: Path, jobs: int = 1000, running: int = 120, queued: int =
     upgrade(url)
     ledger = Ledger.open(url)
     now = time.time()
+    active: list[tuple[str, bool]] = []  # (job, running) of the jobs that have not ended
     with ledger.unit() as unit:
         for i in range(jobs):
             at = now - 86400 + i * 60
@@ -72,7 +74,37 @@ def build_ledger(path: Path, jobs: int = 1000, running: int = 120, queued: int =
                 unit.set_placement(job.id, Configuration.of("v100", {f"v100n{i % 2 + 1}": 2}))
             if i < finished:
                 unit.transition(job.id, JobState.DONE, at + 600)
+            else:
+                active.append((job.id, i < finished + running))
+        unit.record_predictions(_forecasts(active, now))
     ledger.dispose()
+
+
+#: Forecasts hopsd made of each active job: one after each of the last rounds that moved
+#: its start or end (STATE, START and ETA read the newest).
+FORECASTS_PER_JOB = 3
+
+
+def _forecasts(active: list[tuple[str, bool]], now: float) -> list[Prediction]:
+    """Each active job's forecasts, oldest first: a running job's end, a waiting job's
+    start and end, a little later in each newer forecast."""
+    made = []
+    for k in range(FORECASTS_PER_JOB):
+        at = now - (FORECASTS_PER_JOB - k) * 60
+        for n, (job_id, running) in enumerate(active):
+            start = None if running else now + 60 * (n + k)
+            made.append(
+                Prediction(
+                    job_id,
+                    at,
+                    "running" if running else "queued",
+                    start,
+                    now + 600 + 60 * (n + k),
+                    "v100",
+                    2,
+                )
+            )
+    return made
 
 
 #: What ``hops status`` imports before it reads the ledger (``import_s``).

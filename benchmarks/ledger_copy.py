@@ -64,7 +64,7 @@ def _copy(path: Path, viewer: Viewer, rules: PrivateData) -> None:
 
 def _status_read(url: str) -> int:
     with reading(url) as r:
-        jobs = r.jobs_in_states([JobState.QUEUED, JobState.RUNNING])
+        jobs = r.job_lines([JobState.QUEUED, JobState.RUNNING])
         r.lease_info()
         r.latest_round()
     return len(jobs)

@@ -13,6 +13,7 @@ usage errors stay what they were.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -167,7 +168,13 @@ def quick_status(argv: Sequence[str]) -> bool:
         return False
     from hops_cli.status_report import StatusArgs, show_status
 
-    show_status(split[0], StatusArgs(**values))
+    # Nothing the command builds is freed before it ends, and at 10,000 jobs the
+    # collector's passes over its records cost a tenth of its time.
+    gc.disable()
+    try:
+        show_status(split[0], StatusArgs(**values))
+    finally:
+        gc.enable()
     return True
 
 

@@ -51,6 +51,7 @@ from hopsd.ledger.models import (
 )
 from hopsd.ledger.records import (
     AllocationReason,
+    ForeseenLine,
     IntentAction,
     IntentRecord,
     IntentRequest,
@@ -128,6 +129,16 @@ class Unit:
         """Jobs in any of ``states`` (see :func:`jobs.records_in_states`), as records whose
         rows this unit does not keep: what the read-only views ask for."""
         return jobs.records_in_states(self._session, states, users, slurm_ids)
+
+    def job_lines(
+        self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
+    ) -> list[ForeseenLine]:
+        """The status lines of jobs in any of ``states``, each with its newest forecast:
+        whole records, which are lines (the CLI's driver read builds only the lines'
+        columns, the forecast joined in the same query)."""
+        records = self.jobs_in_states(states, users, slurm_ids)
+        said = self.latest_predictions([r.id for r in records])
+        return [(r, p.forecast if (p := said.get(r.id)) else None) for r in records]
 
     def queue_entries(self) -> list[QueueEntry]:
         """Every active job not running, as the queue's order needs it."""

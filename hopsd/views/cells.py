@@ -10,6 +10,7 @@ imports this.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 #: A job payload (a ``jobs`` entry of the status or history document).
@@ -58,6 +59,11 @@ def job_cells(job: Job) -> dict[str, str]:
 
 def rows(
     jobs: Iterable[Job], columns: Sequence[str], cells: Callable[[Job], Mapping[str, str]]
-) -> list[list[str]]:
-    """One row a job: its ``cells`` in the order of ``columns``."""
-    return [[row[c] for c in columns] for row in map(cells, jobs)]
+) -> list[tuple[str, ...]]:
+    """One row a job: its ``cells`` in the order of ``columns`` (picked in one C call a
+    row: a large centre's status has 10,000 rows)."""
+    if len(columns) == 1:  # itemgetter of one key gives the value, not a 1-tuple
+        (only,) = columns
+        return [(row[only],) for row in map(cells, jobs)]
+    pick = itemgetter(*columns)
+    return [pick(row) for row in map(cells, jobs)]

@@ -16,21 +16,20 @@ Names used in every payload (see README, "Reading the numbers"):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from hopsd.holder import local_dead
 from hopsd.ledger.records import (
     TERMINAL_STATES,
+    JobLine,
     JobRecord,
     JobRun,
     JobState,
     LeaseInfo,
     PlacementRecord,
     Prediction,
-    QueueEntry,
     RoundInfo,
 )
 
@@ -68,13 +67,13 @@ def daemon_state(lease: LeaseInfo | None, last: RoundInfo | None, now: float) ->
     )
 
 
-def job_name(job: JobRecord) -> str:
+def job_name(job: JobLine) -> str:
     """The job's Slurm name (``squeue``'s NAME: the script's file name unless ``-J`` gave
     another), else its script's file name, else its model, else hops's id."""
-    return job.name or os.path.basename(job.script_path) or job.model_name or job.id
+    return job.name or job.script_path.rpartition("/")[2] or job.model_name or job.id
 
 
-def elapsed_of(job: JobRecord, now: float) -> float:
+def elapsed_of(job: JobLine, now: float) -> float:
     """Seconds since the job first started, to its end once it ended (0 if it never ran)."""
     if job.first_start_time is None:
         return 0.0
@@ -82,8 +81,23 @@ def elapsed_of(job: JobRecord, now: float) -> float:
     return max(end - job.first_start_time, 0.0)
 
 
-#: What the queue's order is taken of: records, or the ledger's narrow queue entries.
-Q = TypeVar("Q", JobRecord, QueueEntry)
+class Queued(Protocol):
+    """What the queue's order is taken of: status lines, or the ledger's queue entries."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> JobState: ...
+
+    @property
+    def latency_ratio(self) -> float | None: ...
+
+    @property
+    def submit_time(self) -> float: ...
+
+
+Q = TypeVar("Q", bound=Queued)
 
 
 def queue_order(jobs: Sequence[Q]) -> list[Q]:
@@ -92,7 +106,18 @@ def queue_order(jobs: Sequence[Q]) -> list[Q]:
     return sorted(waiting, key=lambda j: (-(j.latency_ratio or 0.0), j.submit_time, j.id))
 
 
-def start_in_of(job: JobRecord, predicted: Prediction | None, now: float) -> float | None:
+class Foreseen(Protocol):
+    """What a job's START and ETA read of its newest forecast: a :class:`Prediction`, or
+    the :class:`~hopsd.ledger.records.Forecast` the status read joins to each line."""
+
+    @property
+    def start_at(self) -> float | None: ...
+
+    @property
+    def end_at(self) -> float | None: ...
+
+
+def start_in_of(job: JobLine, predicted: Foreseen | None, now: float) -> float | None:
     """Seconds until a waiting job starts, as the newest forecast saw it (None: no forecast
     reached its start)."""
     if job.state not in WAITING or predicted is None or predicted.start_at is None:
@@ -100,7 +125,7 @@ def start_in_of(job: JobRecord, predicted: Prediction | None, now: float) -> flo
     return max(predicted.start_at - now, 0.0)
 
 
-def eta_of(job: JobRecord, predicted: Prediction | None, now: float) -> float | None:
+def eta_of(job: JobLine, predicted: Foreseen | None, now: float) -> float | None:
     """Seconds until a job on GPUs ends, as the newest forecast saw it."""
     if job.state not in HOLDING or predicted is None or predicted.end_at is None:
         return None
@@ -111,7 +136,7 @@ def eta_of(job: JobRecord, predicted: Prediction | None, now: float) -> float | 
 HOLDING = (JobState.RUNNING, JobState.PROFILING)
 
 
-def where_of(job: JobRecord) -> str | None:
+def where_of(job: JobLine) -> str | None:
     """``a100 a100n1:2+a100n2:2`` while the job holds GPUs, else None."""
     if job.state not in HOLDING or not job.current_parts:
         return None
@@ -150,7 +175,7 @@ def _leaving(reason: str | None, where: str | None) -> str | None:
     return reason
 
 
-def state_reason_of(job: JobRecord) -> str | None:
+def state_reason_of(job: JobLine) -> str | None:
     """A reason that fits the job's state, whatever the planner said last.
 
     Ended: how (Slurm's state and exit code). Running or profiling: where. Waiting:
@@ -175,7 +200,7 @@ def state_reason_of(job: JobRecord) -> str | None:
     return recorded
 
 
-def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
+def reason_of(job: JobLine, daemon: DaemonState) -> str | None:
     """Why the job is where it is (:func:`state_reason_of`), or that hopsd is not running."""
     recorded = state_reason_of(job)
     if job.state in TERMINAL_STATES:
@@ -189,7 +214,7 @@ def reason_of(job: JobRecord, daemon: DaemonState) -> str | None:
     return recorded
 
 
-def job_fields(job: JobRecord, now: float) -> dict[str, Any]:
+def job_fields(job: JobLine, now: float) -> dict[str, Any]:
     """What ``hops status`` and ``hops history`` both say of a job, under the same names.
 
     Who and what it is, its state, and the times and ratio their tables' common
@@ -209,10 +234,10 @@ def job_fields(job: JobRecord, now: float) -> dict[str, Any]:
 
 
 def job_record(
-    job: JobRecord,
+    job: JobLine,
     now: float,
     daemon: DaemonState,
-    predicted: Prediction | None = None,
+    predicted: Foreseen | None = None,
     position: int | None = None,
 ) -> dict[str, Any]:
     """One job in the stable ``--json`` schema of ``hops status`` (golden file status.json).
@@ -220,12 +245,12 @@ def job_record(
     Built as one dict in one pass: a large centre's status has 10,000 of them.
     """
     holds = job.state in HOLDING
-    nodes = {str(n): int(g) for n, g in job.current_parts or ()} if holds else {}
+    nodes = dict(job.current_parts or ()) if holds else {}  # (str, int) pairs: as read
     record = job_fields(job, now)
     record["gpu_type"] = job.current_gpu_type if nodes else None
     record["nodes"] = nodes
     record["gpus"] = sum(nodes.values())
-    record["demands"] = [int(d) for d in job.demands]
+    record["demands"] = list(job.demands)
     record["ftf_rho"] = _r(job.ftf_rho, 3)
     record["eta_s"] = _r(eta_of(job, predicted, now), 1)
     record["start_in_s"] = _r(start_in_of(job, predicted, now), 1)

@@ -14,10 +14,11 @@ from hopsd.config import HopsConfig
 from hopsd.holder import local_dead
 from hopsd.ledger.records import (
     ACTIVE_STATES,
-    JobRecord,
+    NOT_RUNNING_STATES,
+    ForeseenLine,
+    JobLine,
     JobState,
     LeaseInfo,
-    Prediction,
     QueueEntry,
     RefusalRecord,
     RoundInfo,
@@ -35,9 +36,9 @@ class StatusReads(Protocol):
     """The ledger reads the document needs: the unit of work (hopsd's page) has them, and so
     has the CLI's driver-only reader (:class:`hopsd.ledger.reader.Reader`)."""
 
-    def jobs_in_states(
+    def job_lines(
         self, states: Iterable[JobState], users: Users = None, slurm_ids: SlurmIds = None
-    ) -> list[JobRecord]: ...
+    ) -> Sequence[ForeseenLine]: ...
 
     def queue_entries(self) -> list[QueueEntry]: ...
 
@@ -48,8 +49,6 @@ class StatusReads(Protocol):
     def latest_round(self) -> RoundInfo | None: ...
 
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
-
-    def latest_predictions(self, job_ids: Sequence[str]) -> dict[str, Prediction]: ...
 
 
 def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
@@ -64,7 +63,7 @@ def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
 
 
 def _in_partitions(
-    job: JobRecord, partitions: frozenset[str] | None, node_parts: dict[str, tuple[str, ...]]
+    job: JobLine, partitions: frozenset[str] | None, node_parts: dict[str, tuple[str, ...]]
 ) -> bool:
     """Whether the job runs in one of ``partitions`` (a GPU type or a Slurm partition of its
     nodes); None keeps every job. Users, job ids and states are the ledger read's filters."""
@@ -89,14 +88,13 @@ def status_payload(
     now = time.time()
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
     states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
-    chosen = unit.jobs_in_states(states, wanted.users, wanted.job_ids)
+    chosen = unit.job_lines(states, wanted.users, wanted.job_ids)
     nodes, slurm_error = listed if listed is not None else read_nodes(config)
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
-    waiting = unit.queue_entries()
+    waiting = _queue(unit, [line for line, _ in chosen], wanted, states)
     position = {j.id: k + 1 for k, j in enumerate(queue_order(waiting))}
-    rows = [r for r in chosen if _in_partitions(r, wanted.partitions, node_parts)]
-    rows.sort(key=lambda r: (r.submit_time, r.slurm_job_id or 0))
-    predicted = unit.latest_predictions([r.id for r in rows])
+    rows = [r for r in chosen if _in_partitions(r[0], wanted.partitions, node_parts)]
+    rows.sort(key=lambda r: (r[0].submit_time, r[0].slurm_job_id or 0))
     queued = len(waiting)
     lrs = unit.finished_latency_ratios(now - window_h * 3600)
     refused = [
@@ -105,7 +103,7 @@ def status_payload(
         if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
     ]
     return {
-        "jobs": [job_record(r, now, daemon, predicted.get(r.id), position.get(r.id)) for r in rows],
+        "jobs": [job_record(r, now, daemon, said, position.get(r.id)) for r, said in rows],
         "refused": refused,
         "daemon": daemon.as_json(),
         "cluster": [
@@ -116,6 +114,16 @@ def status_payload(
         "slurm_error": slurm_error,
         "leader": _leader(unit, now),
     }
+
+
+def _queue(
+    unit: StatusReads, chosen: Sequence[JobLine], wanted: JobFilter, states: Iterable[JobState]
+) -> Sequence[JobLine | QueueEntry]:
+    """Every active job not running, for the queue's positions and length: the lines just
+    read when they hold every such job (``hops status --all``), else the narrow entries."""
+    if wanted.users is None and wanted.job_ids is None and set(states) >= NOT_RUNNING_STATES:
+        return [j for j in chosen if j.state in NOT_RUNNING_STATES]
+    return unit.queue_entries()
 
 
 def _leader(unit: StatusReads, now: float) -> dict[str, Any]:

@@ -21,7 +21,16 @@ from hopsd.config import HopsConfig
 from hopsd.core.model import Configuration
 from hopsd.ledger.errors import LedgerUnavailableError
 from hopsd.ledger.reader import parse_target, reading, redacted
-from hopsd.ledger.records import JobSpec, JobState, JobUpdate, RoundSummary
+from hopsd.ledger.records import (
+    Forecast,
+    ForeseenLine,
+    JobLine,
+    JobSpec,
+    JobState,
+    JobUpdate,
+    Prediction,
+    RoundSummary,
+)
 from hopsd.ledger.unit import Ledger
 from hopsd.views.filters import JobFilter
 from hopsd.views.status import status_payload
@@ -57,6 +66,13 @@ def _fill(url: str, make_spec: Callable[..., JobSpec]) -> None:
         unit.record_round(RoundSummary(number=1, started_at=NOW - 20, shadow=True))
         unit.record_refusal(7, "u0", "below one batch", NOW - 50)
         unit.record_refusal(8, "u1", "no type holds 64 GPUs", NOW - 40)
+        unit.record_predictions(
+            [
+                Prediction("j0", NOW - 60, "queued", NOW + 120.0, NOW + 720.0),
+                Prediction("j1", NOW - 60, "running", None, NOW + 300.0),
+                Prediction("j0", NOW - 30, "queued", NOW + 60.0, NOW + 660.0),
+            ]
+        )
     ledger.dispose()
 
 
@@ -71,14 +87,23 @@ def _typed(value: Any) -> Any:
     return (type(value).__name__, value.__dict__ if hasattr(value, "__dict__") else value)
 
 
+def _lines(foreseen: list[ForeseenLine]) -> list[tuple[Any, ...]]:
+    """Lines, typed field by field, each with its forecast: the unit of work's records cut
+    to their lines' fields."""
+    fields = JobLine.__dataclass_fields__
+    return [(*(_typed(getattr(line, f)) for f in fields), said) for line, said in foreseen]
+
+
 def test_reader_records_equal_the_unit_of_works(filled: str) -> None:
     ledger = Ledger.open(filled, read_only=True)
     every = list(JobState)
+    picks = (every, [JobState.RUNNING], [JobState.CANCELLED])
     with ledger.reading() as unit, reading(filled) as reader:
         assert reader.at_head()
+        lines = [(_lines(reader.job_lines(s)), _lines(unit.job_lines(s))) for s in picks]
+        assert [len(mine) for mine, _ in lines] == [5, 2, 0]
         pairs = [
-            (reader.jobs_in_states(every), unit.jobs_in_states(every)),
-            (reader.jobs_in_states([JobState.RUNNING]), unit.jobs_in_states([JobState.RUNNING])),
+            *lines,
             (reader.finished_latency_ratios(NOW - 100), unit.finished_latency_ratios(NOW - 100)),
             (reader.lease_info(), unit.lease_info()),
             (reader.latest_round(), unit.latest_round()),
@@ -86,6 +111,7 @@ def test_reader_records_equal_the_unit_of_works(filled: str) -> None:
             (reader.refusals(["u1"]), unit.refusals(["u1"])),
             (reader.refusals([]), unit.refusals([])),
         ]
+        foreseen = reader.job_lines(every)
     ledger.dispose()
     for mine, theirs in pairs:
         assert mine == theirs
@@ -93,13 +119,15 @@ def test_reader_records_equal_the_unit_of_works(filled: str) -> None:
         assert [_typed(v) for v in many] == [
             _typed(v) for v in (theirs if isinstance(theirs, list) else [theirs])
         ]
-    jobs = pairs[0][0]
-    assert len(jobs) == 5 and {type(j.state) for j in jobs} == {JobState}
-    by_id = {j.id: j for j in jobs}
-    assert by_id["j1"].current_parts == (("a100n1", 2), ("a100n2", 2))
-    assert by_id["j0"].current_parts is None and by_id["j3"].state is JobState.DONE
-    assert pairs[3][0] is not None and pairs[3][0].holder == "head1:42"
-    assert pairs[4][0] is not None and pairs[4][0].shadow
+    assert {type(j.state) for j, _ in foreseen} == {JobState}
+    by_id = {j.id: (j, said) for j, said in foreseen}
+    assert by_id["j1"][0].current_parts == (("a100n1", 2), ("a100n2", 2))
+    assert by_id["j0"][0].current_parts is None and by_id["j3"][0].state is JobState.DONE
+    # each line with its newest forecast, none for a job never forecast
+    assert by_id["j0"][1] == Forecast(NOW + 60.0, NOW + 660.0)
+    assert by_id["j1"][1] == Forecast(None, NOW + 300.0) and by_id["j2"][1] is None
+    assert pairs[4][0] is not None and pairs[4][0].holder == "head1:42"
+    assert pairs[5][0] is not None and pairs[5][0].shadow
 
 
 def test_filtered_reads_keep_what_the_filter_names_on_either(filled: str) -> None:
@@ -112,18 +140,18 @@ def test_filtered_reads_keep_what_the_filter_names_on_either(filled: str) -> Non
     with ledger.reading() as unit, reading(filled) as reader:
         for source in (reader, unit):
             # oldest submission first: j4 came before j3, j2, j1
-            assert [j.id for j in source.jobs_in_states(every, users=["u1"])] == ["j3", "j1"]
-            assert [j.id for j in source.jobs_in_states(every, slurm_ids=[102, 104])] == [
+            assert [j.id for j, _ in source.job_lines(every, users=["u1"])] == ["j3", "j1"]
+            assert [j.id for j, _ in source.job_lines(every, slurm_ids=[102, 104])] == [
                 "j4",
                 "j2",
             ]
-            assert [j.id for j in source.jobs_in_states(every, ["u0"], [102, 101])] == ["j2"]
-            assert [j.id for j in source.jobs_in_states(every, slurm_ids=many_ids)] == [
+            assert [j.id for j, _ in source.job_lines(every, ["u0"], [102, 101])] == ["j2"]
+            assert [j.id for j, _ in source.job_lines(every, slurm_ids=many_ids)] == [
                 "j3",
                 "j1",
             ]
-            assert source.jobs_in_states(every, users=[]) == []
-            assert source.jobs_in_states([JobState.DONE], users=["u1"])[0].id == "j3"
+            assert source.job_lines(every, users=[]) == []
+            assert source.job_lines([JobState.DONE], users=["u1"])[0][0].id == "j3"
         assert reader.queue_entries() == unit.queue_entries()
         (entry,) = reader.queue_entries()
         assert (entry.id, entry.state, entry.submit_time) == ("j0", JobState.QUEUED, NOW)
@@ -156,7 +184,7 @@ def test_reader_cannot_write(filled: str) -> None:
         with pytest.raises(Exception, match=r"(?i)read-only|readonly"):
             conn.execute("DELETE FROM jobs")
     with reading(filled) as reader:
-        assert len(reader.jobs_in_states(list(JobState))) == 5
+        assert len(reader.job_lines(list(JobState))) == 5
 
 
 def test_reader_of_an_empty_database_is_not_at_head(empty_url: str) -> None:

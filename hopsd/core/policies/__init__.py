@@ -21,13 +21,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from hopsd.core.errors import InvalidInputError
-from hopsd.core.model import Plan
-from hopsd.core.settings import Settings
-from hopsd.core.snapshot import Snapshot
 from hopsd.core.typed_settings import SettingsError, check_settings, read_settings
+
+if TYPE_CHECKING:  # annotations only: checking a policy name must not load the planner
+    from hopsd.core.model import Plan
+    from hopsd.core.settings import Settings
+    from hopsd.core.snapshot import Snapshot
 
 
 class Policy(Protocol):
