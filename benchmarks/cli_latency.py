@@ -7,8 +7,9 @@ is a large centre's queue), points a hops.conf at it and times, as
 separate processes the way a user runs them: ``hops status --all`` (which also
 asks Slurm for its nodes), ``hops status`` (the caller's own jobs: none, the
 queue positions still read), ``hops status -u user3`` (one of the seven users'
-jobs), ``hops version``, one Tab completion of ``hops st``,
-and ``squeue`` (the baseline). Each figure is the median wall time of
+jobs), ``hops status -u user0,...,user6`` (every job through the user filter, as
+a user whose jobs are the whole queue reads them), ``hops version``, one Tab
+completion of ``hops st``, and ``squeue`` (the baseline). Each figure is the median wall time of
 ``--runs`` runs after one warm-up; ``*_min_s`` is the fastest run and
 ``*_cpu_s`` the median CPU time (user + system, the child processes' own, which
 other load on the machine does not inflate). ``import_s`` is the median wall
@@ -161,6 +162,8 @@ def main() -> None:
             "status": [hops, "status", "--all"],
             "status_own": [hops, "status"],  # the caller's own jobs: none in this ledger
             "status_user": [hops, "status", "-u", "user3"],  # one user's: a seventh of them
+            # every user's, as a user's own status reads them: the whole queue one caller's
+            "status_every_user": [hops, "status", "-u", ",".join(f"user{k}" for k in range(7))],
             "version": [hops, "version"],
             "completion": [hops],
             "squeue": [squeue],

@@ -148,6 +148,14 @@ def queue_entries(session: Session) -> list[QueueEntry]:
     return [QueueEntry(i, JobState(s), lr, t) for i, s, lr, t in session.execute(stmt)]
 
 
+def queue_length(session: Session) -> int:
+    """How many active jobs are not running (the queue :func:`queue_entries` reads)."""
+    stmt = (
+        select(func.count()).select_from(JobRow).where(JobRow.state.in_(list(NOT_RUNNING_STATES)))
+    )
+    return int(session.scalar(stmt) or 0)
+
+
 def active_jobs(session: Session) -> list[JobRow]:
     """Every job not yet done, failed or cancelled: what a tick reasons about."""
     return jobs_in_states(session, ACTIVE_STATES)

@@ -79,6 +79,7 @@ _LINES_IN_STATES = (
 )
 _LINE_ORDER = " ORDER BY j.submit_time, j.id"
 _QUEUE_ENTRIES = "SELECT id, state, latency_ratio, submit_time FROM jobs WHERE state IN ({marks})"
+_QUEUE_LENGTH = "SELECT COUNT(*) FROM jobs WHERE state IN ({marks})"
 _FINISHED_LRS = (
     "SELECT latency_ratio FROM jobs WHERE end_time >= {mark} AND latency_ratio IS NOT NULL "
     "AND first_start_time IS NOT NULL ORDER BY end_time"
@@ -198,6 +199,11 @@ class Reader:
         waiting = [s.value for s in NOT_RUNNING_STATES]
         rows = self._rows(_QUEUE_ENTRIES.format(marks=self._marks(len(waiting))), waiting)
         return [QueueEntry(i, _STATES[s], lr, float(t)) for i, s, lr, t in rows]
+
+    def queue_length(self) -> int:
+        """How many active jobs are not running."""
+        waiting = [s.value for s in NOT_RUNNING_STATES]
+        return int(self._rows(_QUEUE_LENGTH.format(marks=self._marks(len(waiting))), waiting)[0][0])
 
     def finished_latency_ratios(self, since: float) -> list[float]:
         """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR)."""

@@ -144,6 +144,10 @@ class Unit:
         """Every active job not running, as the queue's order needs it."""
         return jobs.queue_entries(self._session)
 
+    def queue_length(self) -> int:
+        """How many active jobs are not running."""
+        return jobs.queue_length(self._session)
+
     def job(self, job_id: str) -> JobRecord | None:
         """The job as it stands in this unit (no query when it was read before)."""
         row = self._held.get(job_id) or self._session.get(JobRow, job_id)

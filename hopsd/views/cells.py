@@ -60,10 +60,15 @@ def job_cells(job: Job) -> dict[str, str]:
 def rows(
     jobs: Iterable[Job], columns: Sequence[str], cells: Callable[[Job], Mapping[str, str]]
 ) -> list[tuple[str, ...]]:
-    """One row a job: its ``cells`` in the order of ``columns`` (picked in one C call a
-    row: a large centre's status has 10,000 rows)."""
-    if len(columns) == 1:  # itemgetter of one key gives the value, not a 1-tuple
-        (only,) = columns
-        return [(row[only],) for row in map(cells, jobs)]
-    pick = itemgetter(*columns)
+    """One row a job: its ``cells`` in the order of ``columns``."""
+    pick = picking(columns)
     return [pick(row) for row in map(cells, jobs)]
+
+
+def picking(keys: Sequence[Any]) -> Callable[[Any], tuple[str, ...]]:
+    """What takes ``keys`` out of a row (a mapping by name, a tuple by position) as a
+    tuple, even of one: one C call a row, where a large centre's status has 10,000."""
+    if len(keys) == 1:  # itemgetter of one key gives the value, not a 1-tuple
+        (only,) = keys
+        return lambda row: (row[only],)
+    return itemgetter(*keys)

@@ -6,8 +6,10 @@ One builder for both, so the page and the CLI can never disagree on a schema.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hopsd.config import HopsConfig
@@ -28,7 +30,7 @@ from hopsd.ledger.records import (
 from hopsd.slurm.errors import SlurmError
 from hopsd.slurm.port import SlurmNode
 from hopsd.views.filters import JobFilter
-from hopsd.views.joblist import daemon_state, job_record, queue_order
+from hopsd.views.joblist import DaemonState, daemon_state, job_record, queue_order
 from hopsd.views.records import raqlr_of, type_summaries
 
 
@@ -42,6 +44,8 @@ class StatusReads(Protocol):
 
     def queue_entries(self) -> list[QueueEntry]: ...
 
+    def queue_length(self) -> int: ...
+
     def finished_latency_ratios(self, since: float) -> list[float]: ...
 
     def lease_info(self) -> LeaseInfo | None: ...
@@ -49,6 +53,43 @@ class StatusReads(Protocol):
     def latest_round(self) -> RoundInfo | None: ...
 
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
+
+
+Listed = tuple[list[SlurmNode], str | None]
+
+
+class _NodesMeanwhile:
+    """The nodes Slurm lists, asked for on a thread while the ledger is read: the
+    listing mostly waits for ``sinfo``, and the ledger read for the database, so the
+    two overlap. An error the listing does not name (:func:`read_nodes`) is raised
+    where the nodes are taken."""
+
+    def __init__(self, config: HopsConfig) -> None:
+        self._listed: Listed | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(config,), daemon=True)
+        self._thread.start()
+
+    def _run(self, config: HopsConfig) -> None:
+        try:
+            self._listed = read_nodes(config)
+        except BaseException as exc:  # handed to the caller in taken()
+            self._error = exc
+
+    def taken(self) -> Listed:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._listed is not None
+        return self._listed
+
+
+def _listing(config: HopsConfig, listed: Listed | None) -> Callable[[], Listed]:
+    """What gives the nodes: those a caller already read, else Slurm's, asked for now."""
+    if listed is None:
+        return _NodesMeanwhile(config).taken
+    known = listed
+    return lambda: known
 
 
 def read_nodes(config: HopsConfig) -> tuple[list[SlurmNode], str | None]:
@@ -75,21 +116,60 @@ def _in_partitions(
     return bool(places & partitions)
 
 
+@dataclass(frozen=True)
+class StatusView:
+    """What ``hops status`` shows, read at one instant: the jobs' lines (oldest first) with
+    their newest forecasts and queue positions, and the rest of its document.
+
+    :meth:`as_json` is the document (``--json``, hopsd's page); the CLI prints its
+    table from the lines themselves, which at 10,000 jobs is a third of the command's
+    time less than going through each job's document (a test holds the two equal).
+    """
+
+    now: float
+    daemon: DaemonState
+    jobs: Sequence[ForeseenLine]
+    positions: Mapping[str, int]
+    #: the document's other keys, in its order: refused, daemon, cluster, raqlr, ...
+    rest: Mapping[str, Any]
+
+    def job_records(self) -> list[dict[str, Any]]:
+        """Each job in the document's schema (:func:`hopsd.views.joblist.job_record`)."""
+        now, daemon, at = self.now, self.daemon, self.positions.get
+        return [job_record(line, now, daemon, said, at(line.id)) for line, said in self.jobs]
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``--json`` document of ``hops status`` (stable schema, see README)."""
+        return {"jobs": self.job_records(), **self.rest}
+
+
 def status_payload(
     unit: StatusReads,
     config: HopsConfig,
     wanted: JobFilter | None,
     window_h: float,
-    listed: tuple[list[SlurmNode], str | None] | None = None,
+    listed: Listed | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` document of ``hops status`` (stable schema, see README); ``listed``:
-    the nodes a caller already read (:func:`read_nodes`), else they are read here."""
+    """The ``--json`` document of ``hops status`` (see :func:`status_view`)."""
+    return status_view(unit, config, wanted, window_h, listed).as_json()
+
+
+def status_view(
+    unit: StatusReads,
+    config: HopsConfig,
+    wanted: JobFilter | None,
+    window_h: float,
+    listed: Listed | None = None,
+) -> StatusView:
+    """What ``hops status`` shows of the jobs ``wanted`` keeps; ``listed``: the nodes a
+    caller already read (:func:`read_nodes`), else they are read here."""
     wanted = wanted or JobFilter()
+    nodes_listed = _listing(config, listed)
     now = time.time()
     daemon = daemon_state(unit.lease_info(), unit.latest_round(), now)
     states = ACTIVE_STATES if wanted.states is None else {JobState(s) for s in wanted.states}
     chosen = unit.job_lines(states, wanted.users, wanted.job_ids)
-    nodes, slurm_error = listed if listed is not None else read_nodes(config)
+    nodes, slurm_error = nodes_listed()
     node_parts = {n.name: tuple(n.partitions) for n in nodes}
     waiting = _queue(unit, [line for line, _ in chosen], wanted, states)
     position = {j.id: k + 1 for k, j in enumerate(queue_order(waiting))}
@@ -102,8 +182,7 @@ def status_payload(
         for r in unit.refusals(wanted.users)
         if wanted.job_ids is None or r.slurm_job_id in wanted.job_ids
     ]
-    return {
-        "jobs": [job_record(r, now, daemon, said, position.get(r.id)) for r, said in rows],
+    rest = {
         "refused": refused,
         "daemon": daemon.as_json(),
         "cluster": [
@@ -114,15 +193,20 @@ def status_payload(
         "slurm_error": slurm_error,
         "leader": _leader(unit, now),
     }
+    return StatusView(now, daemon, rows, position, rest)
 
 
 def _queue(
     unit: StatusReads, chosen: Sequence[JobLine], wanted: JobFilter, states: Iterable[JobState]
 ) -> Sequence[JobLine | QueueEntry]:
     """Every active job not running, for the queue's positions and length: the lines just
-    read when they hold every such job (``hops status --all``), else the narrow entries."""
-    if wanted.users is None and wanted.job_ids is None and set(states) >= NOT_RUNNING_STATES:
-        return [j for j in chosen if j.state in NOT_RUNNING_STATES]
+    read when they hold every such job (``hops status --all``, or a user's status when
+    the whole queue is the user's: counted, not read), else the narrow entries."""
+    if set(states) >= NOT_RUNNING_STATES:
+        read = [j for j in chosen if j.state in NOT_RUNNING_STATES]
+        unfiltered = wanted.users is None and wanted.job_ids is None
+        if unfiltered or len(read) == unit.queue_length():
+            return read
     return unit.queue_entries()
 
 

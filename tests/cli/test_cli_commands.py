@@ -211,6 +211,27 @@ def test_status_table_renders_without_colour(ledger: str, port: Any) -> None:
     assert "RAQLR" in result.stdout and "REASON" in result.stdout
 
 
+def test_status_table_says_what_its_document_says(ledger: str, port: Any) -> None:
+    """The table's rows are made from the jobs' lines, the document from the same lines:
+    every cell is the document's field as the table spells it, in the columns asked."""
+    payload = json.loads(runner.invoke(app, ["status", "--all", "--json"]).stdout)
+    table = runner.invoke(app, ["status", "--all", "-o", "jobid,type,nodes,state", "-P"])
+    assert table.exit_code == 0, table.output
+    rows = [line.split("|") for line in table.stdout.splitlines()]
+    assert rows[0] == ["JOBID", "TYPE", "NODES", "STATE"]
+    assert rows[1:] == [
+        [
+            str(j["job_id"]),
+            j["gpu_type"] or "-",
+            ",".join(f"{n}:{g}" for n, g in j["nodes"].items()) or "-",
+            j["state"],
+        ]
+        for j in payload["jobs"]
+    ]
+    one = runner.invoke(app, ["status", "--all", "-o", "reason", "--noheader"])
+    assert one.stdout.splitlines() == [j["reason"] or "-" for j in payload["jobs"]]
+
+
 def test_status_without_ledger_is_one_clear_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: Any
 ) -> None:

@@ -230,3 +230,32 @@ def test_reader_imports_no_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_users_status_numbers_the_whole_queue_whether_or_not_it_is_all_theirs(
+    migrated_url: str, make_spec: Callable[..., JobSpec], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Queue positions count every waiting job: a user's status that holds the whole
+    queue takes them from its own lines, one that does not reads the queue."""
+    monkeypatch.setattr("hopsd.views.status.time.time", lambda: NOW)
+    monkeypatch.setattr("hopsd.views.status.read_nodes", lambda config: ([], None))
+    ledger = Ledger.open(migrated_url)
+    with ledger.unit() as unit:
+        for k, (user, lr) in enumerate([("u0", 2.0), ("u1", 5.0), ("u0", 1.0)]):
+            job = unit.add_job(make_spec(f"q{k}", user=user, slurm_job_id=200 + k), NOW - 50 + k)
+            unit.transition(job.id, JobState.QUEUED, NOW - 40)
+            unit.update_job(JobUpdate(job.id, latency_ratio=lr))
+    ledger.dispose()
+    ledger = Ledger.open(migrated_url, read_only=True)
+    config = HopsConfig()
+
+    def positions(source: Any, users: set[str]) -> dict[int, int]:
+        document = status_payload(source, config, JobFilter(users=frozenset(users)), 24.0)
+        return {j["job_id"]: j["queue_position"] for j in document["jobs"]}
+
+    with ledger.reading() as unit, reading(migrated_url) as reader:
+        for source in (reader, unit):
+            assert positions(source, {"u0"}) == {200: 2, 202: 3}  # u1's job is served first
+            assert positions(source, {"u1"}) == {201: 1}
+            assert positions(source, {"u0", "u1"}) == {200: 2, 201: 1, 202: 3}
+    ledger.dispose()
