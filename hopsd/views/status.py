@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hopsd.config import HopsConfig
 from hopsd.holder import local_dead
@@ -28,7 +28,6 @@ from hopsd.ledger.records import (
     Users,
 )
 from hopsd.slurm.errors import SlurmError
-from hopsd.slurm.port import SlurmNode
 from hopsd.views.filters import JobFilter
 from hopsd.views.joblist import DaemonState, daemon_state, job_record, queue_order
 from hopsd.views.records import raqlr_of, type_summaries
@@ -55,14 +54,17 @@ class StatusReads(Protocol):
     def refusals(self, users: Iterable[str] | None = None) -> list[RefusalRecord]: ...
 
 
-Listed = tuple[list[SlurmNode], str | None]
+if TYPE_CHECKING:  # the port is imported where the nodes are listed, on its own thread
+    from hopsd.slurm.port import SlurmNode
+
+    Listed = tuple[list[SlurmNode], str | None]
 
 
 class _NodesMeanwhile:
     """The nodes Slurm lists, asked for on a thread while the ledger is read: the
-    listing mostly waits for ``sinfo``, and the ledger read for the database, so the
-    two overlap. An error the listing does not name (:func:`read_nodes`) is raised
-    where the nodes are taken."""
+    listing (with the import of the Slurm port, 20 ms) runs while SQLite answers the
+    read without Python's lock, and ``sinfo`` answers in a process of its own. An error
+    the listing does not name (:func:`read_nodes`) is raised where the nodes are taken."""
 
     def __init__(self, config: HopsConfig) -> None:
         self._listed: Listed | None = None
