@@ -541,7 +541,7 @@ class Forecast(NamedTuple):
 
 
 #: A job's status line and its newest forecast (None: never forecast).
-ForeseenLine = tuple["JobLine", Forecast | None]
+ForeseenLine = tuple[JobLine, Forecast | None]
 
 
 @dataclass(frozen=True)
