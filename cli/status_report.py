@@ -22,10 +22,10 @@ from hops_cli.table import Layout, pick_columns, render
 from hopsd.ledger.records import Forecast, JobLine, JobState
 from hopsd.views.cells import demands, duration, picking, placement, ratio
 from hopsd.views.joblist import (
-    HOLDING,
     DaemonState,
     elapsed_of,
     eta_of,
+    held_nodes,
     job_name,
     reason_of,
     start_in_of,
@@ -64,7 +64,7 @@ def line_cells(
     every kind of job. Made without the document: building each job's document first
     and its cells from it cost 0.11 s at 12,000 rows, against 0.064 s this way.
     """
-    held = dict(line.current_parts or ()) if line.state in HOLDING else None
+    held = held_nodes(line)
     start = start_in_of(line, said, now)
     eta = eta_of(line, said, now)
     lr = line.latency_ratio

@@ -196,14 +196,16 @@ class Reader:
 
     def queue_entries(self) -> list[QueueEntry]:
         """Every active job not running, as the queue's order needs it."""
-        waiting = [s.value for s in NOT_RUNNING_STATES]
-        rows = self._rows(_QUEUE_ENTRIES.format(marks=self._marks(len(waiting))), waiting)
+        rows = self._waiting(_QUEUE_ENTRIES)
         return [QueueEntry(i, _STATES[s], lr, float(t)) for i, s, lr, t in rows]
 
     def queue_length(self) -> int:
         """How many active jobs are not running."""
-        waiting = [s.value for s in NOT_RUNNING_STATES]
-        return int(self._rows(_QUEUE_LENGTH.format(marks=self._marks(len(waiting))), waiting)[0][0])
+        return int(self._waiting(_QUEUE_LENGTH)[0][0])
+
+    def _waiting(self, template: str) -> list[tuple[Any, ...]]:
+        """The rows of ``template`` over the active jobs not running."""
+        return self._rows(template.format(marks=self._marks(len(_NOT_RUNNING))), _NOT_RUNNING)
 
     def finished_latency_ratios(self, since: float) -> list[float]:
         """Latency ratios of jobs that ran and ended at or after ``since`` (input of RAQLR)."""
@@ -267,6 +269,7 @@ def _parts(value: Any) -> tuple[tuple[str, int], ...] | None:
 
 
 _STATES = {s.value: s for s in JobState}
+_NOT_RUNNING = [s.value for s in NOT_RUNNING_STATES]
 
 _AT = {c: k for k, c in enumerate(LINE_COLUMNS)}
 _DEMANDS, _PARTS, _STATE = _AT["demands"], _AT["current_parts"], _AT["state"]

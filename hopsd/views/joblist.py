@@ -136,6 +136,12 @@ def eta_of(job: JobLine, predicted: Foreseen | None, now: float) -> float | None
 HOLDING = (JobState.RUNNING, JobState.PROFILING)
 
 
+def held_nodes(job: JobLine) -> dict[str, int]:
+    """GPUs per node the job holds now: none unless its state holds GPUs, whatever
+    placement was last recorded (a job shows a type and nodes only while it holds them)."""
+    return dict(job.current_parts or ()) if job.state in HOLDING else {}
+
+
 def where_of(job: JobLine) -> str | None:
     """``a100 a100n1:2+a100n2:2`` while the job holds GPUs, else None."""
     if job.state not in HOLDING or not job.current_parts:
@@ -244,8 +250,7 @@ def job_record(
 
     Built as one dict in one pass: a large centre's status has 10,000 of them.
     """
-    holds = job.state in HOLDING
-    nodes = dict(job.current_parts or ()) if holds else {}  # (str, int) pairs: as read
+    nodes = held_nodes(job)
     record = job_fields(job, now)
     record["gpu_type"] = job.current_gpu_type if nodes else None
     record["nodes"] = nodes
